@@ -1,0 +1,250 @@
+//! Checking split execution against the unsplit model: every crossing tensor
+//! and every output of prefix-then-suffix is compared with the same tensor of
+//! an unsplit run.
+//!
+//! Comparing the crossing tensors, not just the outputs, is what makes the
+//! check hard to fool: a model whose outputs barely depend on its input (the
+//! ONNX "light" models, whose weights are constants) would hide a wrongly
+//! wired split if only outputs were compared.
+
+use std::path::Path;
+
+use prost::Message;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use tract_onnx::pb;
+use tract_onnx::prelude::*;
+
+use crate::cut::Cut;
+use crate::error::{Error, Result, TractContext};
+use crate::graph::{Producer, TensorId};
+use crate::model::Model;
+use crate::split::{full_plan, tapped_plan, SplitPlan, Values};
+
+/// Relative tolerance: a tensor matches when its max abs difference is at
+/// most `TOLERANCE × max(1, max |reference|)`.
+pub const TOLERANCE: f32 = 1e-4;
+
+/// The outcome of a split check, printed as the CLI's last JSON line.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    /// The model's name.
+    pub model: String,
+    /// How many cuts were checked.
+    pub cuts_checked: usize,
+    /// How many tensors were compared (crossing and outputs, over all cuts).
+    pub tensors_compared: usize,
+    /// The largest absolute difference seen.
+    pub max_abs_diff: f32,
+    /// The largest difference relative to its tensor's tolerance (≤ 1 passes).
+    pub worst_tolerance_ratio: f32,
+    /// Whether every tensor matched.
+    pub ok: bool,
+    /// One line per mismatch.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<String>,
+}
+
+/// How two tensors differ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Diff {
+    /// Max absolute difference (infinite on a shape or type mismatch).
+    pub max_abs: f32,
+    /// `max_abs / (TOLERANCE × max(1, max |reference|))`.
+    pub tolerance_ratio: f32,
+}
+
+impl Diff {
+    /// Whether the difference is within tolerance.
+    pub fn ok(&self) -> bool {
+        self.tolerance_ratio <= 1.0
+    }
+}
+
+/// Compares `got` with `reference` element by element.
+pub fn diff(reference: &Tensor, got: &Tensor) -> Result<Diff> {
+    let mismatch = Diff { max_abs: f32::INFINITY, tolerance_ratio: f32::INFINITY };
+    if reference.shape() != got.shape() {
+        return Ok(mismatch);
+    }
+    let r = reference.cast_to::<f32>().tract(|| "comparing tensors".into())?;
+    let g = got.cast_to::<f32>().tract(|| "comparing tensors".into())?;
+    let r = r.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
+    let g = g.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
+    let mut max_abs = 0f32;
+    let mut max_ref = 0f32;
+    for (a, b) in r.iter().zip(g.iter()) {
+        if a.is_nan() != b.is_nan() {
+            return Ok(mismatch);
+        }
+        max_abs = max_abs.max((a - b).abs());
+        max_ref = max_ref.max(a.abs());
+    }
+    Ok(Diff { max_abs, tolerance_ratio: max_abs / (TOLERANCE * max_ref.max(1.0)) })
+}
+
+/// Deterministic random inputs for every model input.
+///
+/// Floats are uniform in [0, 1); integers are uniform in [0, max) where max
+/// comes from the model's `tandem.input.<name>.max` metadata (default 2), so
+/// that token ids stay inside an embedding table.
+pub fn random_inputs(model: &Model, seed: u64) -> Result<Values> {
+    let g = model.graph();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut values = Values::new();
+    for &t in g.inputs() {
+        let info = g.tensor(t);
+        let n: usize = info.shape.iter().product();
+        let max: i64 = model
+            .metadata(&format!("tandem.input.{}.max", info.name))
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(2)
+            .max(1);
+        let tensor = match info.dtype {
+            DatumType::F32 => {
+                let data: Vec<f32> = (0..n).map(|_| rng.gen::<f32>()).collect();
+                Tensor::from_shape(&info.shape, &data)
+            }
+            DatumType::F64 => {
+                let data: Vec<f64> = (0..n).map(|_| rng.gen::<f64>()).collect();
+                Tensor::from_shape(&info.shape, &data)
+            }
+            DatumType::I64 => {
+                let data: Vec<i64> = (0..n).map(|_| rng.gen_range(0..max)).collect();
+                Tensor::from_shape(&info.shape, &data)
+            }
+            DatumType::I32 => {
+                let data: Vec<i32> = (0..n).map(|_| rng.gen_range(0..max.min(i32::MAX as i64) as i32)).collect();
+                Tensor::from_shape(&info.shape, &data)
+            }
+            DatumType::Bool => {
+                let data: Vec<bool> = (0..n).map(|_| rng.gen()).collect();
+                Tensor::from_shape(&info.shape, &data)
+            }
+            other => {
+                return Err(Error::TensorMismatch {
+                    name: info.name.clone(),
+                    expected: "an f32, f64, i64, i32 or bool input".into(),
+                    got: format!("{other:?}"),
+                })
+            }
+        }
+        .tract(|| format!("making input '{}'", info.name))?;
+        values.insert(info.name.clone(), tensor.into_tvalue());
+    }
+    Ok(values)
+}
+
+/// Reads a serialized ONNX `TensorProto` (e.g. `*_input_0.pb`).
+pub fn load_tensor_pb(path: &Path) -> Result<Tensor> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let proto = pb::TensorProto::decode(bytes.as_slice()).map_err(|e| Error::NotOnnx {
+        origin: Some(path.display().to_string()),
+        reason: format!("not a TensorProto: {e}"),
+    })?;
+    tract_onnx::tensor::load_tensor(&tract_onnx::data_resolver::FopenDataResolver, &proto, None)
+        .tract(|| format!("decoding tensor {}", path.display()))
+}
+
+/// Checks `cuts` of `model` on `inputs`: for each cut, the crossing tensors
+/// and the outputs of prefix-then-suffix against an unsplit run.
+pub fn check_cuts(model: &Model, cuts: &[Cut], inputs: &Values) -> Result<CheckReport> {
+    let g = model.graph();
+    let full = full_plan(model)?;
+    let reference = full.run(g, inputs)?;
+    let mut taps: Vec<TensorId> = vec![];
+    for cut in cuts {
+        for &t in cut.up_tensors() {
+            if !taps.contains(&t) {
+                taps.push(t);
+            }
+        }
+    }
+    let tapped = tapped_plan(model, &taps)?.run(g, inputs)?;
+    let mut report = CheckReport {
+        model: model.name(),
+        cuts_checked: 0,
+        tensors_compared: 0,
+        max_abs_diff: 0.0,
+        worst_tolerance_ratio: 0.0,
+        ok: true,
+        mismatches: vec![],
+    };
+    let record = |report: &mut CheckReport, what: String, d: Diff| {
+        report.tensors_compared += 1;
+        report.max_abs_diff = report.max_abs_diff.max(d.max_abs);
+        report.worst_tolerance_ratio = report.worst_tolerance_ratio.max(d.tolerance_ratio);
+        if !d.ok() {
+            report.ok = false;
+            report.mismatches.push(format!("{what}: max abs diff {}", d.max_abs));
+        }
+    };
+    // The tapped run must itself agree with the plain one.
+    for &t in g.outputs() {
+        let name = &g.tensor(t).name;
+        let (r, v) = (lookup(&reference, name)?, lookup(&tapped, name)?);
+        record(&mut report, format!("tapped output '{name}'"), diff(r, v)?);
+    }
+    for cut in cuts {
+        let plan = SplitPlan::build(model, cut)?;
+        let up = plan.run_prefix(g, inputs)?;
+        for &t in cut.up_tensors() {
+            let name = &g.tensor(t).name;
+            let reference = match g.tensor(t).producer {
+                Producer::Input(_) => lookup(inputs, name)?,
+                _ => lookup(&tapped, name)?,
+            };
+            let d = diff(reference, lookup(&up, name)?)?;
+            record(&mut report, format!("cut {}: crossing '{name}'", cut.key()), d);
+        }
+        let down = plan.run_suffix(g, &up)?;
+        for &t in g.outputs() {
+            let name = &g.tensor(t).name;
+            let got = down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let d = diff(lookup(&reference, name)?, got)?;
+            record(&mut report, format!("cut {}: output '{name}'", cut.key()), d);
+        }
+        report.cuts_checked += 1;
+    }
+    Ok(report)
+}
+
+/// ONNX backend-test closeness: `|got − expected| ≤ atol + rtol·|expected|`
+/// everywhere. Returns the worst `|got − expected| / (atol + rtol·|expected|)`
+/// (≤ 1 passes), infinite on a shape mismatch.
+pub fn onnx_closeness(expected: &Tensor, got: &Tensor, rtol: f32, atol: f32) -> Result<f32> {
+    if expected.shape() != got.shape() {
+        return Ok(f32::INFINITY);
+    }
+    let e = expected.cast_to::<f32>().tract(|| "comparing tensors".into())?;
+    let g = got.cast_to::<f32>().tract(|| "comparing tensors".into())?;
+    let e = e.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
+    let g = g.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
+    let mut worst = 0f32;
+    for (a, b) in e.iter().zip(g.iter()) {
+        let r = (a - b).abs() / (atol + rtol * a.abs());
+        worst = if r.is_nan() { f32::INFINITY } else { worst.max(r) };
+    }
+    Ok(worst)
+}
+
+fn lookup<'a>(values: &'a Values, name: &str) -> Result<&'a TValue> {
+    values.get(name).ok_or_else(|| Error::MissingTensor(name.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_is_relative_to_the_reference_scale() {
+        let a = Tensor::from_shape(&[3], &[1000f32, 0.0, -5.0]).expect("tensor");
+        let b = Tensor::from_shape(&[3], &[1000.05f32, 0.0, -5.0]).expect("tensor");
+        assert!(diff(&a, &b).expect("diff").ok(), "0.05 on a scale of 1000 is within 1e-4");
+        let c = Tensor::from_shape(&[3], &[1000f32, 0.2, -5.0]).expect("tensor");
+        assert!(!diff(&a, &c).expect("diff").ok(), "0.2 on a scale of 1000 is not");
+        let d = Tensor::from_shape(&[1, 3], &[1000f32, 0.0, -5.0]).expect("tensor");
+        assert!(!diff(&a, &d).expect("diff").ok(), "shapes differ");
+    }
+}

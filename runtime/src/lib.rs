@@ -1,0 +1,53 @@
+//! Tandem: run ONNX inference split between a wearable and its paired
+//! handheld.
+//!
+//! The wearable runs a prefix of the model's layer DAG (a [`Cut`]), sends the
+//! tensors that cross the cut over the link, and the handheld runs the rest.
+//! This crate is the library behind both processes.
+//!
+//! # Layout
+//! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
+//! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
+//! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
+//! - [`split`]: prefix and suffix plans per cut, cached.
+//! - [`check`]: split execution compared with the unsplit model.
+//! - [`profile`]: per-node timing and the additivity check.
+//!
+//! # Example
+//! ```
+//! use tandem::{Cut, InputShapes, Model, SplitExecutor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let bytes = tandem::testing::tiny_mlp_onnx();
+//! let model = Model::from_bytes(&bytes, &InputShapes::none())?;
+//! let graph = model.graph();
+//! // Run the first layer on the wearable and the rest on the handheld.
+//! let cut = Cut::new(graph, [0])?;
+//! let executor = SplitExecutor::new(model.clone());
+//! let plan = executor.plan(&cut)?;
+//! let inputs = tandem::check::random_inputs(&model, 7)?;
+//! let up = plan.run_prefix(graph, &inputs)?;       // on the wearable
+//! let outputs = plan.run_suffix(graph, &up)?;      // on the handheld
+//! let unsplit = tandem::split::full_plan(&model)?.run(graph, &inputs)?;
+//! let d = tandem::check::diff(&unsplit["y"], &outputs["y"])?;
+//! assert!(d.ok());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod check;
+pub mod cut;
+pub mod error;
+pub mod graph;
+pub mod model;
+pub mod profile;
+pub mod report;
+pub mod split;
+pub mod testing;
+
+pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, Cut};
+pub use error::{Error, Result};
+pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
+pub use model::{InputShapes, Model};
+pub use split::{SplitExecutor, SplitPlan, Values};
+pub use tract_onnx::prelude::{Tensor, TValue};

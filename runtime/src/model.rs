@@ -1,0 +1,368 @@
+//! Loading an ONNX model: decoding, refusing what tract cannot run, applying
+//! input-shape overrides and inferring every tensor's concrete type and shape.
+//!
+//! A [`Model`] keeps the decoded ONNX protobuf (so that halves can be cut out
+//! of it at ONNX-node granularity) and its [`LayerGraph`].
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use prost::Message;
+use tract_onnx::pb;
+use tract_onnx::prelude::*;
+use tract_onnx::tract_hir::infer::Factoid;
+
+use crate::error::{Error, Result, TractContext};
+use crate::graph::{LayerGraph, TensorFacts};
+
+/// Concrete shapes for model inputs, overriding what the file declares.
+///
+/// Needed for models with symbolic (`N`) or unknown dimensions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InputShapes(Vec<(String, Vec<usize>)>);
+
+impl InputShapes {
+    /// No overrides.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Parses one `NAME=D1,D2,...` override and adds it.
+    pub fn push_spec(&mut self, spec: &str) -> Result<()> {
+        let bad = |reason: &str| Error::BadInputShape { spec: spec.to_string(), reason: reason.to_string() };
+        let (name, dims) = spec.split_once('=').ok_or_else(|| bad("missing '='"))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(bad("empty input name"));
+        }
+        let dims = dims
+            .split(',')
+            .map(|d| {
+                let d = d.trim();
+                match d.parse::<usize>() {
+                    Ok(0) => Err(bad("dimensions must be positive")),
+                    Ok(v) if v > 1 << 31 => Err(bad("dimension too large")),
+                    Ok(v) => Ok(v),
+                    Err(_) => Err(bad(&format!("'{d}' is not a positive integer"))),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.set(name, dims);
+        Ok(())
+    }
+
+    /// Parses several `NAME=D1,D2,...` overrides.
+    pub fn parse<S: AsRef<str>>(specs: &[S]) -> Result<Self> {
+        let mut shapes = Self::default();
+        for spec in specs {
+            shapes.push_spec(spec.as_ref())?;
+        }
+        Ok(shapes)
+    }
+
+    /// Sets the shape of input `name`.
+    pub fn set(&mut self, name: &str, dims: Vec<usize>) {
+        self.0.retain(|(n, _)| n != name);
+        self.0.push((name.to_string(), dims));
+    }
+
+    /// The override for `name`, if any.
+    pub fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, d)| d.as_slice())
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+}
+
+/// A loaded ONNX model: its protobuf, its layer DAG, and where it came from.
+#[derive(Clone)]
+pub struct Model {
+    proto: Arc<pb::ModelProto>,
+    /// Directory of the file, for models with external data.
+    model_dir: Option<String>,
+    origin: String,
+    graph: Arc<LayerGraph>,
+    input_shapes: InputShapes,
+}
+
+impl fmt::Debug for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Model")
+            .field("origin", &self.origin)
+            .field("nodes", &self.graph.nodes().len())
+            .finish()
+    }
+}
+
+impl Model {
+    /// Loads a model from an ONNX file.
+    pub fn from_path(path: impl AsRef<Path>, input_shapes: &InputShapes) -> Result<Model> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        let dir = path.parent().and_then(|d| d.to_str()).map(str::to_string);
+        Self::load(&bytes, path.display().to_string(), dir, input_shapes)
+    }
+
+    /// Loads a model from ONNX bytes.
+    pub fn from_bytes(bytes: &[u8], input_shapes: &InputShapes) -> Result<Model> {
+        Self::load(bytes, "<bytes>".to_string(), None, input_shapes)
+    }
+
+    fn load(bytes: &[u8], origin: String, model_dir: Option<String>, input_shapes: &InputShapes) -> Result<Model> {
+        let not_onnx = |reason: String| Error::NotOnnx { origin: Some(origin.clone()), reason };
+        if bytes.is_empty() {
+            return Err(not_onnx("the file is empty".into()));
+        }
+        let proto = pb::ModelProto::decode(bytes).map_err(|e| not_onnx(format!("protobuf decoding failed: {e}")))?;
+        let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;
+        if proto.ir_version <= 0 || proto.opset_import.is_empty() {
+            return Err(not_onnx("missing ir_version or opset_import".into()));
+        }
+        if graph.node.is_empty() {
+            return Err(not_onnx("the graph has no nodes".into()));
+        }
+        if graph.output.is_empty() {
+            return Err(not_onnx("the graph has no outputs".into()));
+        }
+        check_ops(graph)?;
+        let facts = infer_facts(&proto, model_dir.as_deref(), input_shapes)?;
+        let graph = LayerGraph::build(graph, &facts)?;
+        Ok(Model {
+            proto: Arc::new(proto),
+            model_dir,
+            origin,
+            graph: Arc::new(graph),
+            input_shapes: input_shapes.clone(),
+        })
+    }
+
+    /// The layer DAG.
+    pub fn graph(&self) -> &LayerGraph {
+        &self.graph
+    }
+
+    /// The decoded ONNX protobuf.
+    pub fn proto(&self) -> &pb::ModelProto {
+        &self.proto
+    }
+
+    /// Where the model was loaded from (a path, or `<bytes>`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The input-shape overrides the model was loaded with.
+    pub fn input_shapes(&self) -> &InputShapes {
+        &self.input_shapes
+    }
+
+    /// A short name: the file stem, or the graph name.
+    pub fn name(&self) -> String {
+        Path::new(&self.origin)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .filter(|_| self.origin != "<bytes>")
+            .map(str::to_string)
+            .or_else(|| self.proto.graph.as_ref().map(|g| g.name.clone()))
+            .unwrap_or_else(|| "model".into())
+    }
+
+    /// A metadata property of the ONNX file.
+    pub fn metadata(&self, key: &str) -> Option<&str> {
+        self.proto.metadata_props.iter().find(|p| p.key == key).map(|p| p.value.as_str())
+    }
+
+    /// Parses `proto` (a whole model or a half cut from this one) with tract,
+    /// fixes its inputs to concrete facts, and optimizes it.
+    pub(crate) fn optimize(&self, proto: &pb::ModelProto, what: &str) -> Result<TypedModel> {
+        let onnx = tract_onnx::onnx();
+        let parsed = onnx.parse(proto, self.model_dir.as_deref()).tract(|| format!("parsing {what}"))?;
+        if !parsed.unresolved_inputs.is_empty() {
+            return Err(Error::Tract {
+                context: format!("parsing {what}"),
+                message: format!("unresolved tensors: {}", parsed.unresolved_inputs.join(", ")),
+            });
+        }
+        let mut model = parsed.model;
+        let input_names: Vec<String> = model
+            .input_outlets()
+            .tract(|| format!("listing inputs of {what}"))?
+            .iter()
+            .map(|o| model.node(o.node).name.clone())
+            .collect();
+        for (ix, name) in input_names.iter().enumerate() {
+            let info = self.graph.tensor_by_name(name).ok_or_else(|| Error::UnknownTensor(name.clone()))?;
+            let fact = InferenceFact::dt_shape(info.dtype, info.shape.clone());
+            model.set_input_fact(ix, fact).tract(|| format!("setting input '{name}' of {what}"))?;
+        }
+        model.into_optimized().tract(|| format!("optimizing {what}"))
+    }
+}
+
+/// Refuses ops that tract has no implementation for, naming the first one.
+fn check_ops(graph: &pb::GraphProto) -> Result<()> {
+    let onnx = tract_onnx::onnx();
+    fn walk(graph: &pb::GraphProto, onnx: &tract_onnx::Onnx) -> Result<()> {
+        for node in &graph.node {
+            if !onnx.op_register.0.contains_key(&node.op_type) {
+                return Err(Error::UnsupportedOp {
+                    node: node_display_name(node, 0),
+                    op: node.op_type.clone(),
+                    domain: node.domain.clone(),
+                });
+            }
+            for attr in &node.attribute {
+                for g in attr.g.iter().chain(attr.graphs.iter()) {
+                    walk(g, onnx)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    walk(graph, &onnx)
+}
+
+/// The name tract gives an ONNX node: its own, else its first output's.
+pub(crate) fn node_display_name(node: &pb::NodeProto, index: usize) -> String {
+    if !node.name.is_empty() {
+        node.name.clone()
+    } else if let Some(o) = node.output.first().filter(|o| !o.is_empty()) {
+        o.clone()
+    } else {
+        format!("{index}-{}", node.op_type)
+    }
+}
+
+/// Infers the concrete type and shape of every tensor in the model.
+fn infer_facts(proto: &pb::ModelProto, model_dir: Option<&str>, overrides: &InputShapes) -> Result<TensorFacts> {
+    let onnx = tract_onnx::onnx();
+    let parsed = onnx.parse(proto, model_dir).tract(|| "parsing the model".into())?;
+    if !parsed.unresolved_inputs.is_empty() {
+        return Err(Error::NotOnnx {
+            origin: None,
+            reason: format!("nodes use undefined tensors: {}", parsed.unresolved_inputs.join(", ")),
+        });
+    }
+    let mut model = parsed.model;
+    let inputs: Vec<OutletId> = model.input_outlets().tract(|| "listing inputs".into())?.to_vec();
+    let names: Vec<String> = inputs.iter().map(|o| model.node(o.node).name.clone()).collect();
+    for name in overrides.names() {
+        if !names.iter().any(|n| n == name) {
+            return Err(Error::UnknownInput { name: name.to_string(), known: names.clone() });
+        }
+    }
+    for (ix, name) in names.iter().enumerate() {
+        let fact = model.input_fact(ix).tract(|| format!("reading input '{name}'"))?.clone();
+        let dt = fact.datum_type.concretize().unwrap_or(DatumType::F32);
+        if let Some(shape) = overrides.shape(name) {
+            model
+                .set_input_fact(ix, InferenceFact::dt_shape(dt, shape.to_vec()))
+                .tract(|| format!("overriding input '{name}'"))?;
+        } else {
+            let concrete = fact.shape.as_concrete_finite().ok().flatten();
+            if concrete.is_none() {
+                return Err(Error::SymbolicInput { input: name.clone(), shape: format!("{:?}", fact.shape) });
+            }
+        }
+    }
+    model.analyse(false).tract(|| "inferring shapes".into())?;
+    let mut facts = TensorFacts::default();
+    let mut missing = vec![];
+    for (name, outlet) in &parsed.outlets_by_name {
+        let fact = model.outlet_fact(*outlet).tract(|| format!("reading fact of '{name}'"))?;
+        match concrete_fact(fact) {
+            Some((dt, shape)) => {
+                facts.insert(name.clone(), dt, shape);
+            }
+            None => missing.push(name.clone()),
+        }
+    }
+    for name in &names {
+        if let Some(shape) = overrides.shape(name) {
+            let dt = facts.get(name).map(|f| f.0).unwrap_or(DatumType::F32);
+            facts.insert(name.clone(), dt, shape.to_vec());
+        }
+    }
+    if !missing.is_empty() {
+        typed_fallback(proto, model_dir, &names, &mut facts, &missing)?;
+    }
+    Ok(facts)
+}
+
+fn concrete_fact(fact: &InferenceFact) -> Option<(DatumType, Vec<usize>)> {
+    let dt = fact.datum_type.concretize()?;
+    let shape = fact.shape.as_concrete_finite().ok().flatten()?;
+    Some((normalize_dt(dt), shape.to_vec()))
+}
+
+/// Shape computations run as TDim inside tract; on the wire and in ONNX they are i64.
+pub(crate) fn normalize_dt(dt: DatumType) -> DatumType {
+    if dt == DatumType::TDim {
+        DatumType::I64
+    } else {
+        dt
+    }
+}
+
+/// Infers the tensors tract's inference pass left open by translating to a
+/// typed model in which they are all outputs.
+fn typed_fallback(
+    proto: &pb::ModelProto,
+    model_dir: Option<&str>,
+    input_names: &[String],
+    facts: &mut TensorFacts,
+    missing: &[String],
+) -> Result<()> {
+    let mut tapped = proto.clone();
+    if let Some(g) = tapped.graph.as_mut() {
+        g.output = missing.iter().map(|n| pb::ValueInfoProto { name: n.clone(), ..Default::default() }).collect();
+        g.value_info.clear();
+    }
+    let onnx = tract_onnx::onnx();
+    let mut model = onnx.parse(&tapped, model_dir).tract(|| "parsing the model".into())?.model;
+    for (ix, name) in input_names.iter().enumerate() {
+        if let Some((dt, shape)) = facts.get(name).cloned() {
+            model.set_input_fact(ix, InferenceFact::dt_shape(dt, shape)).tract(|| format!("setting input '{name}'"))?;
+        }
+    }
+    let typed = model.into_typed().tract(|| "inferring shapes".into())?;
+    for (ix, name) in missing.iter().enumerate() {
+        let fact = typed.output_fact(ix).tract(|| format!("reading fact of '{name}'"))?;
+        let shape = fact.shape.as_concrete().ok_or_else(|| Error::UnknownShape(name.clone()))?;
+        facts.insert(name.clone(), normalize_dt(fact.datum_type), shape.to_vec());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_shape_specs_parse_and_reject() {
+        let s = InputShapes::parse(&["x=1,3,48,192", "y = 2"]).expect("valid specs");
+        assert_eq!(s.shape("x"), Some(&[1, 3, 48, 192][..]));
+        assert_eq!(s.shape("y"), Some(&[2][..]));
+        for bad in ["x", "=1,2", "x=1,,2", "x=1,-2", "x=0", "x=a"] {
+            let err = InputShapes::parse(&[bad]).expect_err(bad);
+            assert!(matches!(err, Error::BadInputShape { .. }), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_not_onnx() {
+        for bytes in [&b""[..], b"hello world, not a model", &[0xff; 64]] {
+            let err = Model::from_bytes(bytes, &InputShapes::none()).expect_err("garbage");
+            assert!(matches!(err, Error::NotOnnx { .. }), "{err}");
+        }
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let err = Model::from_path("/nonexistent/model.onnx", &InputShapes::none()).expect_err("missing");
+        assert!(err.to_string().contains("/nonexistent/model.onnx"), "{err}");
+    }
+}

@@ -1,0 +1,381 @@
+//! Split execution: for a [`Cut`], two optimized tract plans, the prefix
+//! (model inputs → crossing tensors) and the suffix (crossing tensors →
+//! model outputs), cached per cut.
+//!
+//! Each half is cut out of the ONNX graph itself, at ONNX-node granularity,
+//! and then parsed and optimized by tract on its own. tract is free to fuse
+//! inside a half; nothing it fuses can straddle the cut, and the tensors that
+//! cross are plain ONNX tensors, never tract-internal packed layouts. Const
+//! subgraphs (weights, `ConstantOfShape`, ...) are copied into every half
+//! that needs them, so they never cross the link.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tract_onnx::pb;
+use tract_onnx::prelude::*;
+
+use crate::cut::Cut;
+use crate::error::{Error, Result, TractContext};
+use crate::graph::{node_inputs, LayerGraph, NodeId, Producer, TensorId};
+use crate::model::Model;
+
+/// Named tensor values.
+pub type Values = HashMap<String, TValue>;
+
+/// An optimized, runnable tract plan.
+pub type Plan = Arc<TypedRunnableModel>;
+
+/// One half of a split model, ready to run.
+#[derive(Debug, Clone)]
+pub struct Half {
+    plan: Plan,
+    inputs: Vec<TensorId>,
+    outputs: Vec<TensorId>,
+}
+
+impl Half {
+    /// Builds the plan computing `outputs` from `inputs` with layers `nodes`.
+    fn build(model: &Model, nodes: &[NodeId], inputs: &[TensorId], outputs: &[TensorId], what: &str) -> Result<Half> {
+        let proto = half_proto(model, nodes, inputs, outputs);
+        let typed = model.optimize(&proto, what)?;
+        let plan = typed.into_runnable().tract(|| format!("planning {what}"))?;
+        Ok(Half { plan, inputs: inputs.to_vec(), outputs: outputs.to_vec() })
+    }
+
+    /// Runs the half, reading its inputs from `values` by name.
+    pub fn run(&self, graph: &LayerGraph, values: &Values) -> Result<Values> {
+        let mut feed = TVec::new();
+        for &t in &self.inputs {
+            let info = graph.tensor(t);
+            let v = values.get(&info.name).ok_or_else(|| Error::MissingTensor(info.name.clone()))?;
+            check_tensor(graph, t, v)?;
+            feed.push(v.clone());
+        }
+        let out = self.plan.run(feed).tract(|| "running a plan".into())?;
+        let mut result = Values::with_capacity(self.outputs.len());
+        for (&t, v) in self.outputs.iter().zip(out) {
+            result.insert(graph.tensor(t).name.clone(), normalize_value(v)?);
+        }
+        Ok(result)
+    }
+
+    /// The tract plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Tensors the half reads.
+    pub fn inputs(&self) -> &[TensorId] {
+        &self.inputs
+    }
+
+    /// Tensors the half computes.
+    pub fn outputs(&self) -> &[TensorId] {
+        &self.outputs
+    }
+}
+
+/// Checks that a fed value has the type and shape the graph says.
+pub fn check_tensor(graph: &LayerGraph, t: TensorId, v: &Tensor) -> Result<()> {
+    let info = graph.tensor(t);
+    if v.datum_type() != info.dtype || v.shape() != info.shape.as_slice() {
+        return Err(Error::TensorMismatch {
+            name: info.name.clone(),
+            expected: format!("{:?} {:?}", info.dtype, info.shape),
+            got: format!("{:?} {:?}", v.datum_type(), v.shape()),
+        });
+    }
+    Ok(())
+}
+
+/// tract computes shapes as TDim; outside a plan they are i64, as in ONNX.
+fn normalize_value(v: TValue) -> Result<TValue> {
+    if v.datum_type() == DatumType::TDim {
+        Ok(v.cast_to::<i64>().tract(|| "casting a shape tensor to i64".into())?.into_owned().into_tvalue())
+    } else {
+        Ok(v)
+    }
+}
+
+/// The two plans of one cut.
+#[derive(Debug, Clone)]
+pub struct SplitPlan {
+    cut: Cut,
+    /// `None` when the wearable runs no layer.
+    prefix: Option<Half>,
+    /// `None` when the handheld runs no layer.
+    suffix: Option<Half>,
+    /// Model outputs the wearable computes itself.
+    local_outputs: Vec<TensorId>,
+    build_time: Duration,
+}
+
+impl SplitPlan {
+    /// Builds and optimizes both halves of `cut`.
+    pub fn build(model: &Model, cut: &Cut) -> Result<SplitPlan> {
+        let started = Instant::now();
+        let g = model.graph();
+        let produced_by_prefix =
+            |t: TensorId| matches!(g.tensor(t).producer, Producer::Node(p) if cut.on_wearable(p));
+        let local_outputs: Vec<TensorId> =
+            g.outputs().iter().copied().filter(|&t| !cut.down_tensors().contains(&t)).collect();
+        let mut prefix_outputs: Vec<TensorId> =
+            cut.up_tensors().iter().copied().filter(|&t| produced_by_prefix(t)).collect();
+        for &t in &local_outputs {
+            if !prefix_outputs.contains(&t) && !matches!(g.tensor(t).producer, Producer::Input(_)) {
+                prefix_outputs.push(t);
+            }
+        }
+        let prefix_nodes = cut.prefix_nodes();
+        let prefix = if prefix_nodes.is_empty() || prefix_outputs.is_empty() {
+            None
+        } else {
+            let inputs: Vec<TensorId> = g
+                .inputs()
+                .iter()
+                .copied()
+                .filter(|&t| g.tensor(t).consumers.iter().any(|&c| cut.on_wearable(c)))
+                .collect();
+            Some(Half::build(model, &prefix_nodes, &inputs, &prefix_outputs, "the prefix")?)
+        };
+        let suffix_nodes = cut.suffix_nodes();
+        let suffix = if suffix_nodes.is_empty() || cut.down_tensors().is_empty() {
+            None
+        } else {
+            Some(Half::build(model, &suffix_nodes, cut.up_tensors(), cut.down_tensors(), "the suffix")?)
+        };
+        Ok(SplitPlan { cut: cut.clone(), prefix, suffix, local_outputs, build_time: started.elapsed() })
+    }
+
+    /// The cut.
+    pub fn cut(&self) -> &Cut {
+        &self.cut
+    }
+
+    /// The wearable's half.
+    pub fn prefix(&self) -> Option<&Half> {
+        self.prefix.as_ref()
+    }
+
+    /// The handheld's half.
+    pub fn suffix(&self) -> Option<&Half> {
+        self.suffix.as_ref()
+    }
+
+    /// How long building both halves took.
+    pub fn build_time(&self) -> Duration {
+        self.build_time
+    }
+
+    /// Runs the wearable's half: returns the tensors to send up plus the
+    /// model outputs the wearable computes itself.
+    pub fn run_prefix(&self, graph: &LayerGraph, inputs: &Values) -> Result<Values> {
+        let mut out = match &self.prefix {
+            Some(h) => h.run(graph, inputs)?,
+            None => Values::new(),
+        };
+        // Raw model inputs that the handheld reads cross unchanged.
+        for &t in self.cut.up_tensors().iter().chain(&self.local_outputs) {
+            if let Producer::Input(_) = graph.tensor(t).producer {
+                let name = &graph.tensor(t).name;
+                let v = inputs.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+                check_tensor(graph, t, v)?;
+                out.insert(name.clone(), v.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs the handheld's half on the received tensors: returns the model
+    /// outputs to send back.
+    pub fn run_suffix(&self, graph: &LayerGraph, received: &Values) -> Result<Values> {
+        match &self.suffix {
+            Some(h) => h.run(graph, received),
+            None => Ok(Values::new()),
+        }
+    }
+
+    /// Prefix then suffix in this process: all model outputs.
+    pub fn run(&self, graph: &LayerGraph, inputs: &Values) -> Result<Values> {
+        let up = self.run_prefix(graph, inputs)?;
+        let down = self.run_suffix(graph, &up)?;
+        let mut outputs = Values::new();
+        for &t in graph.outputs() {
+            let name = &graph.tensor(t).name;
+            let v = down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            outputs.insert(name.clone(), v.clone());
+        }
+        Ok(outputs)
+    }
+}
+
+/// Builds split plans on demand and keeps them, so that switching back to a
+/// cut costs a hash lookup.
+#[derive(Debug)]
+pub struct SplitExecutor {
+    model: Model,
+    cache: Mutex<HashMap<Cut, Arc<SplitPlan>>>,
+}
+
+impl SplitExecutor {
+    /// An executor with an empty cache.
+    pub fn new(model: Model) -> Self {
+        SplitExecutor { model, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The plans for `cut`, built on first use.
+    pub fn plan(&self, cut: &Cut) -> Result<Arc<SplitPlan>> {
+        if let Some(p) = self.lock().get(cut) {
+            return Ok(p.clone());
+        }
+        let plan = Arc::new(SplitPlan::build(&self.model, cut)?);
+        self.lock().insert(cut.clone(), plan.clone());
+        Ok(plan)
+    }
+
+    /// Whether `cut`'s plans are cached.
+    pub fn is_cached(&self, cut: &Cut) -> bool {
+        self.lock().contains_key(cut)
+    }
+
+    /// Number of cached cuts.
+    pub fn cached(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Cut, Arc<SplitPlan>>> {
+        // A poisoned cache only means a builder panicked; the map is still sound.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The whole model as one optimized plan (the unsplit baseline).
+pub fn full_plan(model: &Model) -> Result<Half> {
+    let g = model.graph();
+    let nodes: Vec<NodeId> = (0..g.nodes().len()).collect();
+    Half::build(model, &nodes, g.inputs(), g.outputs(), "the whole model")
+}
+
+/// The whole model as one plan whose outputs also include `taps`, to read
+/// intermediate tensors of an unsplit run.
+pub fn tapped_plan(model: &Model, taps: &[TensorId]) -> Result<Half> {
+    let g = model.graph();
+    let nodes: Vec<NodeId> = (0..g.nodes().len()).collect();
+    let mut outputs = g.outputs().to_vec();
+    for &t in taps {
+        if !outputs.contains(&t) && !matches!(g.tensor(t).producer, Producer::Input(_)) {
+            outputs.push(t);
+        }
+    }
+    Half::build(model, &nodes, g.inputs(), &outputs, "the tapped model")
+}
+
+/// An ONNX model holding layers `nodes` (plus the const nodes and
+/// initializers they need), reading `inputs` and producing `outputs`.
+pub(crate) fn half_proto(model: &Model, nodes: &[NodeId], inputs: &[TensorId], outputs: &[TensorId]) -> pb::ModelProto {
+    let g = model.graph();
+    let proto = model.proto();
+    let Some(graph) = proto.graph.as_ref() else {
+        return proto.clone();
+    };
+    let initializer_ix: HashMap<&str, usize> =
+        graph.initializer.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+    let mut included: HashSet<usize> = nodes.iter().map(|&n| g.nodes()[n].proto_index).collect();
+    let mut inits: HashSet<usize> = HashSet::new();
+    // Const model outputs are computed wherever they are asked for.
+    for &t in outputs {
+        let name = g.tensor(t).name.as_str();
+        if let Some(c) = g.const_producer(name) {
+            included.insert(c);
+        } else if let Some(&i) = initializer_ix.get(name) {
+            inits.insert(i);
+        }
+    }
+    let mut stack: Vec<usize> = included.iter().copied().collect();
+    while let Some(pi) = stack.pop() {
+        for name in node_inputs(&graph.node[pi]) {
+            if let Some(&i) = initializer_ix.get(name.as_str()) {
+                inits.insert(i);
+            } else if let Some(c) = g.const_producer(&name) {
+                if included.insert(c) {
+                    stack.push(c);
+                }
+            }
+        }
+    }
+    let mut inits: Vec<usize> = inits.into_iter().collect();
+    inits.sort_unstable();
+    let init_names: HashSet<&str> = inits.iter().map(|&i| graph.initializer[i].name.as_str()).collect();
+    let mut input = Vec::with_capacity(inputs.len());
+    for &t in inputs {
+        input.push(value_info(g, t));
+    }
+    // Models with IR < 4 also list initializers as graph inputs.
+    input.extend(graph.input.iter().filter(|i| init_names.contains(i.name.as_str())).cloned());
+    let half = pb::GraphProto {
+        name: graph.name.clone(),
+        node: g.proto_order().iter().filter(|pi| included.contains(pi)).map(|&pi| graph.node[pi].clone()).collect(),
+        initializer: inits.iter().map(|&i| graph.initializer[i].clone()).collect(),
+        sparse_initializer: graph.sparse_initializer.clone(),
+        input,
+        output: outputs.iter().map(|&t| value_info(g, t)).collect(),
+        ..Default::default()
+    };
+    pb::ModelProto {
+        ir_version: proto.ir_version,
+        opset_import: proto.opset_import.clone(),
+        producer_name: "tandem".into(),
+        domain: proto.domain.clone(),
+        model_version: proto.model_version,
+        functions: proto.functions.clone(),
+        graph: Some(half),
+        ..Default::default()
+    }
+}
+
+/// An ONNX value-info with the tensor's concrete type and shape.
+fn value_info(g: &LayerGraph, t: TensorId) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
+    let info = g.tensor(t);
+    let dims = info.shape.iter().map(|&d| Dimension { value: Some(Dim::DimValue(d as i64)), ..Default::default() });
+    pb::ValueInfoProto {
+        name: info.name.clone(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: onnx_elem_type(info.dtype),
+                shape: Some(pb::TensorShapeProto { dim: dims.collect() }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The ONNX `TensorProto.DataType` code of a tract datum type.
+fn onnx_elem_type(dt: DatumType) -> i32 {
+    use pb::tensor_proto::DataType as D;
+    let d = match dt {
+        DatumType::F32 => D::Float,
+        DatumType::U8 => D::Uint8,
+        DatumType::I8 => D::Int8,
+        DatumType::U16 => D::Uint16,
+        DatumType::I16 => D::Int16,
+        DatumType::I32 => D::Int32,
+        DatumType::I64 | DatumType::TDim => D::Int64,
+        DatumType::Bool => D::Bool,
+        DatumType::F16 => D::Float16,
+        DatumType::F64 => D::Double,
+        DatumType::U32 => D::Uint32,
+        DatumType::U64 => D::Uint64,
+        DatumType::String => D::String,
+        _ => D::Undefined,
+    };
+    d as i32
+}

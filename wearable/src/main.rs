@@ -1,0 +1,166 @@
+//! `tandem-wearable`: the wearable side of Tandem.
+//!
+//! For now it inspects models, checks split execution against the unsplit
+//! model, and profiles per-node latency. Every subcommand parses its
+//! arguments and calls the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness, random_inputs};
+use tandem::{cuts_to_check, InputShapes, Model, Values};
+
+#[derive(Parser)]
+#[command(name = "tandem-wearable", version, about = "Tandem's wearable side: split ONNX inference with a paired phone")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the layer table (node, kind, op, params, FLOPs, output bytes) and the DAG's size.
+    Inspect {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print the table as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run random valid cuts (all of them for chain models) split, and compare
+    /// crossing tensors and outputs with the unsplit model.
+    SplitCheck {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// How many cuts to sample on a branchy DAG.
+        #[arg(long, default_value_t = 50)]
+        cuts: usize,
+        /// Seed for cut sampling and random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Feed this serialized TensorProto instead of a random input.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Also compare the unsplit outputs with this serialized TensorProto
+        /// (ONNX backend-test tolerance: rtol 1e-3, atol 1e-7).
+        #[arg(long)]
+        expected: Option<PathBuf>,
+    },
+    /// Time every node of the optimized plan and check additivity.
+    Profile {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Measured runs (after warm-up).
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Warm-up runs.
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+    },
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// The ONNX model file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
+    #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
+    input_shape: Vec<String>,
+}
+
+impl ModelArgs {
+    fn load(&self) -> Result<Model, tandem::Error> {
+        let shapes = InputShapes::parse(&self.input_shape)?;
+        Model::from_path(&self.model, &shapes)
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // Bad input (a tandem::Error) exits 2; so does anything else.
+            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Inspect { model, json } => {
+            let model = model.load()?;
+            let g = model.graph();
+            if json {
+                for n in g.nodes() {
+                    println!("{}", serde_json::to_string(n)?);
+                }
+            } else {
+                print!("{}", tandem::report::layer_table(g));
+            }
+            println!("{}: {}", model.name(), tandem::report::graph_summary(g));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SplitCheck { model, cuts, seed, input, expected } => {
+            let model = model.load()?;
+            let inputs = match &input {
+                Some(path) => {
+                    let g = model.graph();
+                    let first = g.inputs().first().context("the model has no input")?;
+                    let mut v = Values::new();
+                    v.insert(g.tensor(*first).name.clone(), load_tensor_pb(path)?.into());
+                    v
+                }
+                None => random_inputs(&model, seed)?,
+            };
+            let cut_list = cuts_to_check(model.graph(), cuts, seed);
+            eprintln!("checking {} cuts of {}", cut_list.len(), model.name());
+            let mut report = check_cuts(&model, &cut_list, &inputs)?;
+            let mut line = serde_json::to_value(&report)?;
+            if let Some(path) = &expected {
+                let want = load_tensor_pb(path)?;
+                let out = tandem::split::full_plan(&model)?.run(model.graph(), &inputs)?;
+                let name = &model.graph().tensor(model.graph().outputs()[0]).name;
+                let worst = onnx_closeness(&want, &out[name], 1e-3, 1e-7)?;
+                let ok = worst <= 1.0;
+                report.ok &= ok;
+                line["expected_output_ok"] = ok.into();
+                line["expected_worst_ratio"] = f64::from(worst).into();
+                line["ok"] = report.ok.into();
+            }
+            for m in &report.mismatches {
+                eprintln!("mismatch: {m}");
+            }
+            if let Some(obj) = line.as_object_mut() {
+                obj.remove("mismatches");
+            }
+            println!("{line}");
+            Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Profile { model, runs, warmup } => {
+            let model = model.load()?;
+            let inputs = random_inputs(&model, 0)?;
+            let profile = tandem::profile::profile(&model, &inputs, warmup, runs)?;
+            print!("{}", tandem::report::profile_table(model.graph(), &profile));
+            println!(
+                "{}",
+                serde_json::json!({
+                    "model": model.name(),
+                    "whole_run_ms": profile.whole_run.as_secs_f64() * 1e3,
+                    "sum_of_nodes_ms": profile.sum_of_nodes.as_secs_f64() * 1e3,
+                    "additivity_ratio": profile.additivity_ratio(),
+                    "runs": profile.runs,
+                })
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
