@@ -1,1 +1,144 @@
-fn main() {}
+//! `tandem-bench`: Tandem's benchmark harness. Writes one JSON line per
+//! measurement to stdout (logs go to stderr).
+//!
+//! `split-overhead` times, side by side in one process and one run, the
+//! unsplit plan against prefix + suffix at the cuts holding about 25%, 50%
+//! and 75% of the model's FLOPs, alternating the two so both see the same
+//! machine conditions, and reports the ratio of medians. It also reports the
+//! cost of building the plans of a new cut and of switching back to a cached
+//! one.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use tandem::check::{load_tensor_pb, random_inputs};
+use tandem::profile::median;
+use tandem::split::full_plan;
+use tandem::{Cut, InputShapes, Model, SplitExecutor, Values};
+
+#[derive(Parser)]
+#[command(name = "tandem-bench", about = "Tandem's benchmark harness (JSON lines on stdout)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Unsplit vs prefix+suffix at ~25/50/75% of FLOPs, and cut-switch cost.
+    SplitOverhead {
+        /// Models to measure (default: the whole zoo and the light models).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        /// Measured runs per variant, after warm-up.
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::SplitOverhead { model, runs } => split_overhead(model, runs),
+    }
+}
+
+fn default_models() -> anyhow::Result<Vec<(PathBuf, Option<PathBuf>)>> {
+    let paths = tandem_models::ensure_models()?;
+    let mut models: Vec<(PathBuf, Option<PathBuf>)> =
+        paths.zoo.iter().map(|e| (e.path.clone(), None)).collect();
+    models.extend(paths.light.iter().map(|e| (e.model.clone(), Some(e.input.clone()))));
+    Ok(models)
+}
+
+fn split_overhead(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
+    let models =
+        if models.is_empty() { default_models()? } else { models.into_iter().map(|m| (m, None)).collect() };
+    let mut ratios = vec![];
+    for (path, input) in models {
+        let model =
+            Model::from_path(&path, &InputShapes::none()).with_context(|| path.display().to_string())?;
+        let g = model.graph();
+        let inputs = match input {
+            Some(pb) => {
+                let mut v = Values::new();
+                v.insert(g.tensor(g.inputs()[0]).name.clone(), load_tensor_pb(&pb)?.into());
+                v
+            }
+            None => random_inputs(&model, 0)?,
+        };
+        let full = full_plan(&model)?;
+        let exec = SplitExecutor::new(model.clone());
+        for fraction in [0.25, 0.5, 0.75] {
+            let cut = Cut::at_flops_fraction(g, fraction);
+            let started = Instant::now();
+            let plan = exec.plan(&cut)?;
+            let build = started.elapsed();
+            let started = Instant::now();
+            let again = exec.plan(&cut)?;
+            let switch = started.elapsed();
+            anyhow::ensure!(std::sync::Arc::ptr_eq(&plan, &again), "cached plan was rebuilt");
+            let warmup = 3;
+            let (mut unsplit, mut split) = (vec![], vec![]);
+            for i in 0..warmup + runs {
+                let t = Instant::now();
+                full.run(g, &inputs)?;
+                let u = t.elapsed();
+                let t = Instant::now();
+                plan.run(g, &inputs)?;
+                let s = t.elapsed();
+                if i >= warmup {
+                    unsplit.push(u);
+                    split.push(s);
+                }
+            }
+            let (u, s) = (median(&mut unsplit), median(&mut split));
+            let ratio = s.as_secs_f64() / u.as_secs_f64();
+            ratios.push(ratio);
+            println!(
+                "{}",
+                json!({
+                    "bench": "split_overhead",
+                    "model": model.name(),
+                    "flops_fraction": fraction,
+                    "prefix_flops_fraction": cut.prefix_flops(g) as f64 / g.total_flops().max(1) as f64,
+                    "prefix_layers": cut.prefix_len(),
+                    "layers": g.nodes().len(),
+                    "crossing_tensors": cut.up_tensors().len(),
+                    "up_bytes": cut.up_bytes(),
+                    "unsplit_ms": ms(u),
+                    "split_ms": ms(s),
+                    "ratio": ratio,
+                    "runs": runs,
+                    "new_cut_build_ms": ms(build),
+                    "cached_switch_us": switch.as_secs_f64() * 1e6,
+                })
+            );
+            eprintln!(
+                "{:<22} cut@{:>3.0}%  unsplit {:>9.3} ms  split {:>9.3} ms  ratio {:.3}  build {:>8.1} ms  cached {:>6.1} us",
+                model.name(),
+                fraction * 100.0,
+                ms(u),
+                ms(s),
+                ratio,
+                ms(build),
+                switch.as_secs_f64() * 1e6
+            );
+        }
+    }
+    ratios.sort_by(f64::total_cmp);
+    if let (Some(first), Some(last)) = (ratios.first(), ratios.last()) {
+        println!(
+            "{}",
+            json!({"bench": "split_overhead_summary", "cases": ratios.len(), "min_ratio": first,
+                   "median_ratio": ratios[ratios.len() / 2], "max_ratio": last})
+        );
+    }
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

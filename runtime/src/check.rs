@@ -115,7 +115,8 @@ pub fn random_inputs(model: &Model, seed: u64) -> Result<Values> {
                 Tensor::from_shape(&info.shape, &data)
             }
             DatumType::I32 => {
-                let data: Vec<i32> = (0..n).map(|_| rng.gen_range(0..max.min(i32::MAX as i64) as i32)).collect();
+                let data: Vec<i32> =
+                    (0..n).map(|_| rng.gen_range(0..max.min(i32::MAX as i64) as i32)).collect();
                 Tensor::from_shape(&info.shape, &data)
             }
             DatumType::Bool => {
@@ -201,7 +202,8 @@ pub fn check_cuts(model: &Model, cuts: &[Cut], inputs: &Values) -> Result<CheckR
         let down = plan.run_suffix(g, &up)?;
         for &t in g.outputs() {
             let name = &g.tensor(t).name;
-            let got = down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let got =
+                down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
             let d = diff(lookup(&reference, name)?, got)?;
             record(&mut report, format!("cut {}: output '{name}'", cut.key()), d);
         }

@@ -35,7 +35,9 @@ impl Cut {
         let mut set = vec![false; n];
         for id in prefix {
             if id >= n {
-                return Err(Error::InvalidCut(format!("node {id} does not exist (the model has {n} layers)")));
+                return Err(Error::InvalidCut(format!(
+                    "node {id} does not exist (the model has {n} layers)"
+                )));
             }
             set[id] = true;
         }

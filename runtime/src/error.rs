@@ -103,9 +103,6 @@ pub(crate) trait TractContext<T> {
 
 impl<T> TractContext<T> for std::result::Result<T, tract_onnx::prelude::TractError> {
     fn tract(self, context: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::Tract {
-            context: context(),
-            message: format!("{e:#}").replace('\n', " "),
-        })
+        self.map_err(|e| Error::Tract { context: context(), message: format!("{e:#}").replace('\n', " ") })
     }
 }

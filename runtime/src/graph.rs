@@ -63,9 +63,9 @@ impl LayerKind {
             "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" | "LpPool" | "GlobalLpPool" => {
                 LayerKind::Pool
             }
-            "Relu" | "LeakyRelu" | "PRelu" | "Sigmoid" | "Tanh" | "Softmax" | "LogSoftmax" | "Elu" | "Selu"
-            | "HardSigmoid" | "HardSwish" | "Softplus" | "Softsign" | "Gelu" | "Mish" | "ThresholdedRelu"
-            | "Celu" | "Clip" => LayerKind::Activation,
+            "Relu" | "LeakyRelu" | "PRelu" | "Sigmoid" | "Tanh" | "Softmax" | "LogSoftmax" | "Elu"
+            | "Selu" | "HardSigmoid" | "HardSwish" | "Softplus" | "Softsign" | "Gelu" | "Mish"
+            | "ThresholdedRelu" | "Celu" | "Clip" => LayerKind::Activation,
             "LSTM" | "GRU" | "RNN" => LayerKind::Recurrent,
             _ => LayerKind::Other,
         }
@@ -320,7 +320,14 @@ impl LayerGraph {
         let (dtype, shape) = facts.get(name).cloned().ok_or_else(|| Error::UnknownShape(name.to_string()))?;
         let bytes = shape.iter().product::<usize>() as u64 * dtype.size_of() as u64;
         let id = self.tensors.len();
-        self.tensors.push(TensorInfo { name: name.to_string(), dtype, shape, bytes, producer, consumers: vec![] });
+        self.tensors.push(TensorInfo {
+            name: name.to_string(),
+            dtype,
+            shape,
+            bytes,
+            producer,
+            consumers: vec![],
+        });
         self.by_name.insert(name.to_string(), id);
         Ok(id)
     }

@@ -50,4 +50,4 @@ pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
 pub use model::{InputShapes, Model};
 pub use split::{SplitExecutor, SplitPlan, Values};
-pub use tract_onnx::prelude::{Tensor, TValue};
+pub use tract_onnx::prelude::{TValue, Tensor};

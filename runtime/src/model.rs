@@ -111,12 +111,18 @@ impl Model {
         Self::load(bytes, "<bytes>".to_string(), None, input_shapes)
     }
 
-    fn load(bytes: &[u8], origin: String, model_dir: Option<String>, input_shapes: &InputShapes) -> Result<Model> {
+    fn load(
+        bytes: &[u8],
+        origin: String,
+        model_dir: Option<String>,
+        input_shapes: &InputShapes,
+    ) -> Result<Model> {
         let not_onnx = |reason: String| Error::NotOnnx { origin: Some(origin.clone()), reason };
         if bytes.is_empty() {
             return Err(not_onnx("the file is empty".into()));
         }
-        let proto = pb::ModelProto::decode(bytes).map_err(|e| not_onnx(format!("protobuf decoding failed: {e}")))?;
+        let proto =
+            pb::ModelProto::decode(bytes).map_err(|e| not_onnx(format!("protobuf decoding failed: {e}")))?;
         let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;
         if proto.ir_version <= 0 || proto.opset_import.is_empty() {
             return Err(not_onnx("missing ir_version or opset_import".into()));
@@ -237,7 +243,11 @@ pub(crate) fn node_display_name(node: &pb::NodeProto, index: usize) -> String {
 }
 
 /// Infers the concrete type and shape of every tensor in the model.
-fn infer_facts(proto: &pb::ModelProto, model_dir: Option<&str>, overrides: &InputShapes) -> Result<TensorFacts> {
+fn infer_facts(
+    proto: &pb::ModelProto,
+    model_dir: Option<&str>,
+    overrides: &InputShapes,
+) -> Result<TensorFacts> {
     let onnx = tract_onnx::onnx();
     let parsed = onnx.parse(proto, model_dir).tract(|| "parsing the model".into())?;
     if !parsed.unresolved_inputs.is_empty() {
@@ -318,14 +328,17 @@ fn typed_fallback(
 ) -> Result<()> {
     let mut tapped = proto.clone();
     if let Some(g) = tapped.graph.as_mut() {
-        g.output = missing.iter().map(|n| pb::ValueInfoProto { name: n.clone(), ..Default::default() }).collect();
+        g.output =
+            missing.iter().map(|n| pb::ValueInfoProto { name: n.clone(), ..Default::default() }).collect();
         g.value_info.clear();
     }
     let onnx = tract_onnx::onnx();
     let mut model = onnx.parse(&tapped, model_dir).tract(|| "parsing the model".into())?.model;
     for (ix, name) in input_names.iter().enumerate() {
         if let Some((dt, shape)) = facts.get(name).cloned() {
-            model.set_input_fact(ix, InferenceFact::dt_shape(dt, shape)).tract(|| format!("setting input '{name}'"))?;
+            model
+                .set_input_fact(ix, InferenceFact::dt_shape(dt, shape))
+                .tract(|| format!("setting input '{name}'"))?;
         }
     }
     let typed = model.into_typed().tract(|| "inferring shapes".into())?;

@@ -108,14 +108,7 @@ pub fn profile(model: &Model, inputs: &Values, warmup: usize, runs: usize) -> Re
         nodes.push(NodeTiming { name: node.name.clone(), op: node.op().name().to_string(), layer, median });
     }
     let sum_of_nodes = nodes.iter().map(|n| n.median).sum();
-    Ok(Profile {
-        nodes,
-        per_layer,
-        unattributed,
-        whole_run: median(&mut whole_samples),
-        sum_of_nodes,
-        runs,
-    })
+    Ok(Profile { nodes, per_layer, unattributed, whole_run: median(&mut whole_samples), sum_of_nodes, runs })
 }
 
 /// The median of some durations (zero when empty).

@@ -62,7 +62,11 @@ pub fn graph_summary(graph: &LayerGraph) -> String {
 /// Per-layer median times with FLOPs, then the additivity check.
 pub fn profile_table(graph: &LayerGraph, profile: &Profile) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{:>4}  {:<32} {:<10} {:<20} {:>9} {:>11} {:>7}", "id", "layer", "kind", "op", "flops", "median us", "share");
+    let _ = writeln!(
+        s,
+        "{:>4}  {:<32} {:<10} {:<20} {:>9} {:>11} {:>7}",
+        "id", "layer", "kind", "op", "flops", "median us", "share"
+    );
     let total = profile.sum_of_nodes.as_secs_f64().max(1e-12);
     for (i, n) in graph.nodes().iter().enumerate() {
         let t = profile.per_layer[i];

@@ -37,7 +37,13 @@ pub struct Half {
 
 impl Half {
     /// Builds the plan computing `outputs` from `inputs` with layers `nodes`.
-    fn build(model: &Model, nodes: &[NodeId], inputs: &[TensorId], outputs: &[TensorId], what: &str) -> Result<Half> {
+    fn build(
+        model: &Model,
+        nodes: &[NodeId],
+        inputs: &[TensorId],
+        outputs: &[TensorId],
+        what: &str,
+    ) -> Result<Half> {
         let proto = half_proto(model, nodes, inputs, outputs);
         let typed = model.optimize(&proto, what)?;
         let plan = typed.into_runnable().tract(|| format!("planning {what}"))?;
@@ -204,7 +210,8 @@ impl SplitPlan {
         let mut outputs = Values::new();
         for &t in graph.outputs() {
             let name = &graph.tensor(t).name;
-            let v = down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let v =
+                down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
             outputs.insert(name.clone(), v.clone());
         }
         Ok(outputs)
@@ -279,7 +286,12 @@ pub fn tapped_plan(model: &Model, taps: &[TensorId]) -> Result<Half> {
 
 /// An ONNX model holding layers `nodes` (plus the const nodes and
 /// initializers they need), reading `inputs` and producing `outputs`.
-pub(crate) fn half_proto(model: &Model, nodes: &[NodeId], inputs: &[TensorId], outputs: &[TensorId]) -> pb::ModelProto {
+pub(crate) fn half_proto(
+    model: &Model,
+    nodes: &[NodeId],
+    inputs: &[TensorId],
+    outputs: &[TensorId],
+) -> pb::ModelProto {
     let g = model.graph();
     let proto = model.proto();
     let Some(graph) = proto.graph.as_ref() else {
@@ -321,7 +333,12 @@ pub(crate) fn half_proto(model: &Model, nodes: &[NodeId], inputs: &[TensorId], o
     input.extend(graph.input.iter().filter(|i| init_names.contains(i.name.as_str())).cloned());
     let half = pb::GraphProto {
         name: graph.name.clone(),
-        node: g.proto_order().iter().filter(|pi| included.contains(pi)).map(|&pi| graph.node[pi].clone()).collect(),
+        node: g
+            .proto_order()
+            .iter()
+            .filter(|pi| included.contains(pi))
+            .map(|&pi| graph.node[pi].clone())
+            .collect(),
         initializer: inits.iter().map(|&i| graph.initializer[i].clone()).collect(),
         sparse_initializer: graph.sparse_initializer.clone(),
         input,
@@ -344,7 +361,8 @@ pub(crate) fn half_proto(model: &Model, nodes: &[NodeId], inputs: &[TensorId], o
 fn value_info(g: &LayerGraph, t: TensorId) -> pb::ValueInfoProto {
     use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
     let info = g.tensor(t);
-    let dims = info.shape.iter().map(|&d| Dimension { value: Some(Dim::DimValue(d as i64)), ..Default::default() });
+    let dims =
+        info.shape.iter().map(|&d| Dimension { value: Some(Dim::DimValue(d as i64)), ..Default::default() });
     pb::ValueInfoProto {
         name: info.name.clone(),
         r#type: Some(pb::TypeProto {

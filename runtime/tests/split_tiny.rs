@@ -22,10 +22,8 @@ fn chain_has_n_plus_one_cuts_and_all_match() {
     assert!(report.ok, "{report:?}");
     assert_eq!(report.cuts_checked, 4);
     // Each non-trivial cut sends exactly one tensor: h ([1,8]) or a ([1,8]) or x.
-    let up: Vec<Vec<&str>> = cuts
-        .iter()
-        .map(|c| c.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect())
-        .collect();
+    let up: Vec<Vec<&str>> =
+        cuts.iter().map(|c| c.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect()).collect();
     assert!(up.contains(&vec!["x"]), "{up:?}");
     assert!(up.contains(&vec!["h"]), "{up:?}");
     assert!(up.contains(&vec!["a"]), "{up:?}");
@@ -95,7 +93,8 @@ fn plans_are_cached_per_cut() {
 
 #[test]
 fn unsupported_op_is_named() {
-    let err = Model::from_bytes(&testing::unsupported_op_onnx(), &InputShapes::none()).expect_err("unsupported");
+    let err =
+        Model::from_bytes(&testing::unsupported_op_onnx(), &InputShapes::none()).expect_err("unsupported");
     assert!(matches!(err, Error::UnsupportedOp { .. }), "{err}");
     assert!(err.to_string().contains("FrobnicateV7") && err.to_string().contains("weird"), "{err}");
 }
@@ -110,7 +109,8 @@ fn symbolic_inputs_need_overrides() {
     let model = Model::from_bytes(&bytes, &shapes).expect("override makes it concrete");
     let y = model.graph().tensor_by_name("y").expect("y");
     assert_eq!(y.shape, vec![5, 8]);
-    let err = Model::from_bytes(&bytes, &InputShapes::parse(&["nope=1,4"]).expect("spec")).expect_err("unknown");
+    let err =
+        Model::from_bytes(&bytes, &InputShapes::parse(&["nope=1,4"]).expect("spec")).expect_err("unknown");
     assert!(matches!(err, Error::UnknownInput { .. }), "{err}");
 }
 

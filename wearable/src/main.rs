@@ -13,7 +13,11 @@ use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness, random_inputs};
 use tandem::{cuts_to_check, InputShapes, Model, Values};
 
 #[derive(Parser)]
-#[command(name = "tandem-wearable", version, about = "Tandem's wearable side: split ONNX inference with a paired phone")]
+#[command(
+    name = "tandem-wearable",
+    version,
+    about = "Tandem's wearable side: split ONNX inference with a paired phone"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

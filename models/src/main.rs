@@ -1,0 +1,99 @@
+//! `tandem-models`: writes the generated zoo, fetches the ONNX light models and
+//! randomizes constant weights.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use tandem_models::{
+    cache_dir, ensure_light_models, mobilenet_variants, randomize_constant_weights, write_atomic, write_zoo,
+    zoo_specs, DEFAULT_SEED,
+};
+
+/// Tandem's model zoo.
+#[derive(Parser, Debug)]
+#[command(name = "tandem-models", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Writes the generated zoo as <out>/<name>.onnx.
+    Gen {
+        /// Output directory (default: <cache>/zoo).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Weight seed.
+        #[arg(long, default_value_t = DEFAULT_SEED)]
+        seed: u64,
+        /// Also write the 16 MobileNet v1 alpha × resolution variants.
+        #[arg(long)]
+        variants: bool,
+    },
+    /// Downloads the onnx wheel, extracts the light models into <cache>/light and
+    /// writes their inputs (skipped when already there).
+    FetchLight {
+        /// Cache directory (default: models/cache or $TANDEM_MODELS_CACHE).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// Replaces a model's ConstantOfShape weights by seeded random initializers.
+    Randomize {
+        /// Input ONNX model.
+        #[arg(long)]
+        model: PathBuf,
+        /// Output ONNX model.
+        #[arg(long)]
+        out: PathBuf,
+        /// Weight seed.
+        #[arg(long, default_value_t = DEFAULT_SEED)]
+        seed: u64,
+    },
+    /// Generates/fetches everything into the cache (what tests use).
+    Ensure,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Gen { out, seed, variants } => {
+            let out = out.unwrap_or_else(|| cache_dir().join("zoo"));
+            let mut specs = zoo_specs();
+            if variants {
+                for v in mobilenet_variants() {
+                    if !specs.contains(&v) {
+                        specs.push(v);
+                    }
+                }
+            }
+            for e in write_zoo(&out, &specs, seed, false)? {
+                println!("{}", e.path.display());
+            }
+        }
+        Cmd::FetchLight { cache } => {
+            let cache = cache.unwrap_or_else(cache_dir);
+            for e in ensure_light_models(&cache)? {
+                println!("{}", e.model.display());
+            }
+        }
+        Cmd::Randomize { model, out, seed } => {
+            let bytes = std::fs::read(&model).with_context(|| format!("reading {}", model.display()))?;
+            let randomized = randomize_constant_weights(&bytes, seed)?;
+            write_atomic(&out, &randomized)?;
+            println!("{}", out.display());
+        }
+        Cmd::Ensure => {
+            let paths = tandem_models::ensure_models()?;
+            for e in paths.zoo.iter().chain(&paths.mobilenet_variants) {
+                println!("{}", e.path.display());
+            }
+            for e in &paths.light {
+                println!("{}", e.model.display());
+                println!("{}", e.randomized.display());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! The ONNX light models (fetched by `ensure_models`) and their randomized
+//! copies.
+
+mod common;
+
+use anyhow::{ensure, Context, Result};
+use common::*;
+use tandem_models::{ensure_models, light_dummy_input, LIGHT_MODELS};
+
+/// ONNX's backend-test tolerances.
+const RTOL: f32 = 1e-3;
+const ATOL: f32 = 1e-7;
+
+#[test]
+fn light_models_match_expected_outputs() -> Result<()> {
+    let paths = ensure_models()?;
+    assert_eq!(paths.light.len(), LIGHT_MODELS.len());
+    for e in &paths.light {
+        let bytes = std::fs::read(&e.model)?;
+        // The input on disk is the ONNX runner's formula.
+        let input_bytes = std::fs::read(&e.input)?;
+        let expected_input = load_pb(&light_dummy_input(&bytes)?)?;
+        let input = load_pb(&input_bytes)?;
+        ensure!(input == expected_input, "{}: input file differs from the formula", e.name);
+
+        let plan = plan(&bytes).with_context(|| e.name)?;
+        let out = run1(&plan, input).with_context(|| e.name)?;
+        let expected = load_pb(&std::fs::read(&e.expected_output)?)?;
+        ensure!(
+            out.shape() == expected.shape(),
+            "{}: shape {:?} vs expected {:?}",
+            e.name,
+            out.shape(),
+            expected.shape()
+        );
+        let (o, x) = (f32s(&out)?, f32s(&expected)?);
+        for (i, (a, b)) in o.iter().zip(&x).enumerate() {
+            ensure!((a - b).abs() <= ATOL + RTOL * b.abs(), "{}: output[{i}] = {a}, expected {b}", e.name);
+        }
+        eprintln!("{}: matches ({} values)", e.name, o.len());
+    }
+    Ok(())
+}
+
+#[test]
+fn randomized_light_models_depend_on_input() -> Result<()> {
+    let paths = ensure_models()?;
+    for e in &paths.light {
+        let bytes = std::fs::read(&e.randomized)?;
+        let plan = plan(&bytes).with_context(|| e.name)?;
+        let ramp = load_pb(&std::fs::read(&e.input)?)?;
+        let shape = ramp.shape().to_vec();
+        let noise1 = random_f32(&shape, 0.0, 1.0, 7)?;
+        let noise2 = random_f32(&shape, 0.0, 1.0, 8)?;
+        let mut outs = Vec::new();
+        for input in [ramp, noise1, noise2] {
+            let v = f32s(&run1(&plan, input)?)?;
+            ensure!(v.iter().all(|x| x.is_finite()), "{}: non-finite output", e.name);
+            outs.push(v);
+        }
+        // Relative L2 differences: the light outputs are 1000 probabilities
+        // around 0.001, so absolute differences are small even when the
+        // distribution changes a lot.
+        let d_ramp = rel_l2_diff(&outs[0], &outs[1]);
+        let d_noise = rel_l2_diff(&outs[1], &outs[2]);
+        let max_p = outs[1].iter().copied().fold(f32::MIN, f32::max);
+        eprintln!(
+            "{}: max output (noise) {max_p:.4}, relative diff ramp/noise {d_ramp:.3e}, \
+             noise/noise {d_noise:.3e}",
+            e.name
+        );
+        ensure!(d_ramp > 1e-2, "{}: output hardly depends on the input ({d_ramp})", e.name);
+        ensure!(d_noise > 1e-2, "{}: output hardly depends on the input ({d_noise})", e.name);
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Split execution of every zoo and light model against the unsplit model:
+//! every cut of chain models, and at least 50 sampled cuts (plus both
+//! trivial cuts) of every DAG model, comparing crossing tensors and outputs.
+//! The light models are also run on copies with seeded random weights, and
+//! their unsplit outputs must match the outputs the ONNX wheel ships.
+
+use std::path::Path;
+
+use anyhow::Context;
+use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness, random_inputs, CheckReport};
+use tandem::{cuts_to_check, InputShapes, Model, Values};
+use tandem_models::ensure_models;
+
+/// Sampled cuts per DAG model (the issue asks for at least 50).
+const DAG_CUTS: usize = 50;
+/// Sampled cuts per randomized light copy (these are heavier to build).
+const RANDOMIZED_CUTS: usize = 16;
+
+fn check_model(path: &Path, inputs: Option<&Path>, cuts: usize) -> anyhow::Result<CheckReport> {
+    let model = Model::from_path(path, &InputShapes::none()).with_context(|| path.display().to_string())?;
+    let g = model.graph();
+    let values = match inputs {
+        Some(pb) => {
+            let mut v = Values::new();
+            v.insert(g.tensor(g.inputs()[0]).name.clone(), load_tensor_pb(pb)?.into());
+            v
+        }
+        None => random_inputs(&model, 11)?,
+    };
+    let cut_list = cuts_to_check(g, cuts, 5);
+    if g.is_chain() {
+        assert_eq!(cut_list.len(), g.nodes().len() + 1, "{}: every cut of a chain", model.name());
+    } else {
+        assert!(cut_list.len() >= cuts.min(3), "{}: only {} cuts", model.name(), cut_list.len());
+        let multi = cut_list.iter().filter(|c| c.up_tensors().len() > 1).count();
+        eprintln!("{}: {} of {} cuts cross several tensors", model.name(), multi, cut_list.len());
+    }
+    let report = check_cuts(&model, &cut_list, &values)?;
+    eprintln!("{}", serde_json::to_string(&report)?);
+    assert!(report.ok, "{}: {:?}", model.name(), report.mismatches);
+    assert_eq!(report.cuts_checked, cut_list.len());
+    Ok(report)
+}
+
+#[test]
+fn zoo_models_split_exactly() -> anyhow::Result<()> {
+    let paths = ensure_models()?;
+    for entry in &paths.zoo {
+        let report = check_model(&entry.path, None, DAG_CUTS)?;
+        assert!(report.cuts_checked >= 2);
+    }
+    Ok(())
+}
+
+/// The branchy zoo model must really be checked through its branches.
+#[test]
+fn wavenet_cuts_cross_residual_and_skip_branches() -> anyhow::Result<()> {
+    let paths = ensure_models()?;
+    let path = paths.zoo_path("wavenet").context("wavenet in the zoo")?;
+    let model = Model::from_path(path, &InputShapes::none())?;
+    let cuts = cuts_to_check(model.graph(), DAG_CUTS, 5);
+    assert!(cuts.len() >= DAG_CUTS);
+    let widest = cuts.iter().map(|c| c.up_tensors().len()).max().unwrap_or(0);
+    assert!(widest >= 3, "some cut should cross residual, skip and gate tensors at once (widest {widest})");
+    Ok(())
+}
+
+fn light_case(name: &str) -> anyhow::Result<()> {
+    let paths = ensure_models()?;
+    let entry = paths.light(name).with_context(|| format!("light model {name}"))?;
+    // Unsplit run against the shipped expected output.
+    let model = Model::from_path(&entry.model, &InputShapes::none())?;
+    let g = model.graph();
+    let mut inputs = Values::new();
+    inputs.insert(g.tensor(g.inputs()[0]).name.clone(), load_tensor_pb(&entry.input)?.into());
+    let out = tandem::split::full_plan(&model)?.run(g, &inputs)?;
+    let got = &out[&g.tensor(g.outputs()[0]).name];
+    let worst = onnx_closeness(&load_tensor_pb(&entry.expected_output)?, got, 1e-3, 1e-7)?;
+    assert!(worst <= 1.0, "{name}: unsplit output differs from the shipped one (worst ratio {worst})");
+    // Split runs, crossing tensors included, on the shipped input.
+    check_model(&entry.model, Some(&entry.input), DAG_CUTS)?;
+    // And on the copy with random weights, whose outputs depend on the input.
+    check_model(&entry.randomized, Some(&entry.input), RANDOMIZED_CUTS)?;
+    Ok(())
+}
+
+macro_rules! light_tests {
+    ($($test:ident => $name:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() -> anyhow::Result<()> {
+                light_case($name)
+            }
+        )*
+    };
+}
+
+light_tests! {
+    light_alexnet => "bvlc_alexnet",
+    light_densenet121 => "densenet121",
+    light_inception_v1 => "inception_v1",
+    light_inception_v2 => "inception_v2",
+    light_resnet50 => "resnet50",
+    light_shufflenet => "shufflenet",
+    light_squeezenet => "squeezenet",
+    light_vgg19 => "vgg19",
+    light_zfnet512 => "zfnet512",
+}
