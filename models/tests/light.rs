@@ -74,3 +74,16 @@ fn randomized_light_models_depend_on_input() -> Result<()> {
     }
     Ok(())
 }
+
+/// The randomized copies are valid ONNX (`check_model(full_check=True)`).
+#[test]
+fn randomized_light_models_pass_onnx_checker() -> Result<()> {
+    let py = python_with_onnx()?;
+    let paths = ensure_models()?;
+    let files: Vec<_> = paths.light.iter().map(|e| e.randomized.clone()).collect();
+    let script = "import onnx, sys\n\
+                  for p in sys.argv[1:]:\n\
+                  \x20   onnx.checker.check_model(p, full_check=True)\n";
+    run_python(&py, script, &files).context("onnx.checker.check_model(full_check=True)")?;
+    Ok(())
+}

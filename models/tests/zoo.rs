@@ -4,9 +4,8 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use common::*;
 use tandem_models::{mobilenet_variants, zoo_specs, ZooSpec, DEFAULT_SEED};
 use tract_onnx::prelude::*;
@@ -91,8 +90,8 @@ fn text_models_carry_input_max_metadata() -> Result<()> {
     Ok(())
 }
 
-fn check_dir() -> Result<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("zoo-check");
+fn check_dir(what: &str) -> Result<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("zoo-{what}"));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -101,17 +100,8 @@ fn check_dir() -> Result<PathBuf> {
 /// MobileNet variant. Fails (does not skip) when python's `onnx` is missing.
 #[test]
 fn zoo_models_pass_onnx_checker() -> Result<()> {
-    let py = tandem_models::light::python();
-    let probe =
-        Command::new(&py).args(["-c", "import onnx"]).output().with_context(|| format!("running {py}"))?;
-    if !probe.status.success() {
-        bail!(
-            "python `onnx` is not importable with {py}: install it with \
-             `{py} -m pip install onnx==1.23.2` ({})",
-            String::from_utf8_lossy(&probe.stderr).trim()
-        );
-    }
-    let dir = check_dir()?;
+    let py = python_with_onnx()?;
+    let dir = check_dir("checker")?;
     let mut specs = zoo_specs();
     specs.extend(mobilenet_variants().into_iter().filter(|v| !zoo_specs().contains(v)));
     let mut paths = Vec::new();
@@ -123,16 +113,45 @@ fn zoo_models_pass_onnx_checker() -> Result<()> {
     let script = "import onnx, sys\n\
                   for p in sys.argv[1:]:\n\
                   \x20   onnx.checker.check_model(p, full_check=True)\n";
-    let out = Command::new(&py)
-        .arg("-c")
-        .arg(script)
-        .args(&paths)
-        .output()
-        .with_context(|| format!("running {py}"))?;
-    ensure!(
-        out.status.success(),
-        "onnx.checker.check_model(full_check=True) failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(&py, script, &paths).context("onnx.checker.check_model(full_check=True)")?;
+    Ok(())
+}
+
+/// tract agrees with onnx's reference evaluator on every zoo model.
+#[test]
+fn zoo_models_match_onnx_reference() -> Result<()> {
+    let py = python_with_onnx()?;
+    let dir = check_dir("reference")?;
+    let mut args = Vec::new();
+    for spec in zoo_specs() {
+        let name = spec.name();
+        let bytes = spec.build(DEFAULT_SEED)?;
+        let input = input_for(spec, 11)?;
+        let raw = input.try_as_plain_ram()?.as_bytes().to_vec();
+        let out = run1(&plan(&bytes)?, input)?;
+        let out: Vec<u8> = f32s(&out)?.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let stem = dir.join(&name);
+        std::fs::write(stem.with_extension("onnx"), &bytes)?;
+        std::fs::write(stem.with_extension("in"), raw)?;
+        std::fs::write(stem.with_extension("out"), out)?;
+        args.push(stem);
+    }
+    let script = r#"
+import sys, numpy as np, onnx
+from onnx.reference import ReferenceEvaluator
+bad = []
+for stem in sys.argv[1:]:
+    m = onnx.load(stem + ".onnx")
+    t = m.graph.input[0].type.tensor_type
+    shape = [d.dim_value for d in t.shape.dim]
+    x = np.fromfile(stem + ".in", dtype=np.int64 if t.elem_type == 7 else np.float32)
+    ref = ReferenceEvaluator(m).run(None, {"input": x.reshape(shape)})[0]
+    got = np.fromfile(stem + ".out", dtype=np.float32).reshape(ref.shape)
+    if not np.allclose(got, ref, rtol=1e-3, atol=1e-6):
+        bad.append(f"{stem}: max abs diff {np.abs(got - ref).max()}")
+if bad:
+    sys.exit("tract differs from onnx.reference:\n" + "\n".join(bad))
+"#;
+    run_python(&py, script, &args)?;
     Ok(())
 }

@@ -77,3 +77,39 @@ pub fn rel_l2_diff(a: &[f32], b: &[f32]) -> f32 {
     let den: f32 = a.iter().map(|x| x * x).sum();
     (num / den.max(f32::MIN_POSITIVE)).sqrt()
 }
+
+/// The Python interpreter, after checking that `onnx` is importable: fails
+/// (does not skip) with install instructions otherwise.
+pub fn python_with_onnx() -> Result<String> {
+    let py = tandem_models::light::python();
+    let probe = std::process::Command::new(&py)
+        .args(["-c", "import onnx, numpy"])
+        .output()
+        .with_context(|| format!("running {py}"))?;
+    if !probe.status.success() {
+        bail!(
+            "python `onnx` is not importable with {py}: install it with \
+             `{py} -m pip install onnx==1.23.2` ({})",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        );
+    }
+    Ok(py)
+}
+
+/// Runs a Python snippet with arguments; fails with its stderr.
+pub fn run_python(py: &str, script: &str, args: &[std::path::PathBuf]) -> Result<String> {
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {py}"))?;
+    if !out.status.success() {
+        bail!(
+            "python failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
