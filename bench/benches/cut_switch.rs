@@ -1,6 +1,9 @@
 //! Criterion: the cost of switching to a cut whose plans are cached, against
 //! building the plans of a new cut, on the zoo's MNIST CNN.
 
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use tandem::{Cut, InputShapes, Model, SplitExecutor, SplitPlan};
 

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::json;
-use tandem::check::{load_tensor_pb, random_inputs};
+use tandem::check::{inputs_from_pb, random_inputs};
 use tandem::profile::median;
 use tandem::split::full_plan;
-use tandem::{Cut, InputShapes, Model, SplitExecutor, Values};
+use tandem::{Cut, InputShapes, Model, SplitExecutor};
 
 #[derive(Parser)]
 #[command(name = "tandem-bench", about = "Tandem's benchmark harness (JSON lines on stdout)")]
@@ -62,11 +62,7 @@ fn split_overhead(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
             Model::from_path(&path, &InputShapes::none()).with_context(|| path.display().to_string())?;
         let g = model.graph();
         let inputs = match input {
-            Some(pb) => {
-                let mut v = Values::new();
-                v.insert(g.tensor(g.inputs()[0]).name.clone(), load_tensor_pb(&pb)?.into());
-                v
-            }
+            Some(pb) => inputs_from_pb(&model, &pb)?,
             None => random_inputs(&model, 0)?,
         };
         let full = full_plan(&model)?;

@@ -148,6 +148,15 @@ pub fn load_tensor_pb(path: &Path) -> Result<Tensor> {
         .tract(|| format!("decoding tensor {}", path.display()))
 }
 
+/// Inputs for a single-input model from a serialized `TensorProto` file.
+pub fn inputs_from_pb(model: &Model, path: &Path) -> Result<Values> {
+    let g = model.graph();
+    let first = g.inputs().first().ok_or_else(|| Error::MissingTensor("a model input".into()))?;
+    let mut values = Values::new();
+    values.insert(g.tensor(*first).name.clone(), load_tensor_pb(path)?.into());
+    Ok(values)
+}
+
 /// Checks `cuts` of `model` on `inputs`: for each cut, the crossing tensors
 /// and the outputs of prefix-then-suffix against an unsplit run.
 pub fn check_cuts(model: &Model, cuts: &[Cut], inputs: &Values) -> Result<CheckReport> {

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use anyhow::Context;
-use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness, random_inputs, CheckReport};
-use tandem::{cuts_to_check, InputShapes, Model, Values};
+use tandem::check::{check_cuts, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs, CheckReport};
+use tandem::{cuts_to_check, InputShapes, Model};
 use tandem_models::ensure_models;
 
 /// Sampled cuts per DAG model (the issue asks for at least 50).
@@ -20,11 +20,7 @@ fn check_model(path: &Path, inputs: Option<&Path>, cuts: usize) -> anyhow::Resul
     let model = Model::from_path(path, &InputShapes::none()).with_context(|| path.display().to_string())?;
     let g = model.graph();
     let values = match inputs {
-        Some(pb) => {
-            let mut v = Values::new();
-            v.insert(g.tensor(g.inputs()[0]).name.clone(), load_tensor_pb(pb)?.into());
-            v
-        }
+        Some(pb) => inputs_from_pb(&model, pb)?,
         None => random_inputs(&model, 11)?,
     };
     let cut_list = cuts_to_check(g, cuts, 5);
@@ -71,8 +67,7 @@ fn light_case(name: &str) -> anyhow::Result<()> {
     // Unsplit run against the shipped expected output.
     let model = Model::from_path(&entry.model, &InputShapes::none())?;
     let g = model.graph();
-    let mut inputs = Values::new();
-    inputs.insert(g.tensor(g.inputs()[0]).name.clone(), load_tensor_pb(&entry.input)?.into());
+    let inputs = inputs_from_pb(&model, &entry.input)?;
     let out = tandem::split::full_plan(&model)?.run(g, &inputs)?;
     let got = &out[&g.tensor(g.outputs()[0]).name];
     let worst = onnx_closeness(&load_tensor_pb(&entry.expected_output)?, got, 1e-3, 1e-7)?;

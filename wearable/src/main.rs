@@ -7,10 +7,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness, random_inputs};
-use tandem::{cuts_to_check, InputShapes, Model, Values};
+use tandem::check::{check_cuts, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs};
+use tandem::{cuts_to_check, InputShapes, Model};
 
 #[derive(Parser)]
 #[command(
@@ -116,13 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::SplitCheck { model, cuts, seed, input, expected } => {
             let model = model.load()?;
             let inputs = match &input {
-                Some(path) => {
-                    let g = model.graph();
-                    let first = g.inputs().first().context("the model has no input")?;
-                    let mut v = Values::new();
-                    v.insert(g.tensor(*first).name.clone(), load_tensor_pb(path)?.into());
-                    v
-                }
+                Some(path) => inputs_from_pb(&model, path)?,
                 None => random_inputs(&model, seed)?,
             };
             let cut_list = cuts_to_check(model.graph(), cuts, seed);
