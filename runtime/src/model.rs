@@ -204,8 +204,28 @@ impl Model {
             let fact = InferenceFact::dt_shape(info.dtype, info.shape.clone());
             model.set_input_fact(ix, fact).tract(|| format!("setting input '{name}' of {what}"))?;
         }
-        model.into_optimized().tract(|| format!("optimizing {what}"))
+        let typed = model.into_typed().tract(|| format!("typing {what}"))?;
+        let optimized = typed.clone().into_optimized().tract(|| format!("optimizing {what}"))?;
+        if !evaluates_dummy(&optimized)? {
+            return Ok(optimized);
+        }
+        // tract 0.23.9 can leave a placeholder op in an optimized plan (seen
+        // on a DAG where one Relu is applied to the same tensor by several
+        // nodes, each a model output). Such a plan fails when run, so fall
+        // back to the decluttered model, then to the plain typed one.
+        tracing::warn!(what, "tract's optimized plan holds a Dummy op; using the decluttered model");
+        let decluttered = typed.clone().into_decluttered().tract(|| format!("decluttering {what}"))?;
+        if !evaluates_dummy(&decluttered)? {
+            return Ok(decluttered);
+        }
+        Ok(typed)
     }
+}
+
+/// Whether running `model` would evaluate one of tract's placeholder ops.
+fn evaluates_dummy(model: &TypedModel) -> Result<bool> {
+    let order = model.eval_order().tract(|| "ordering the plan".into())?;
+    Ok(order.iter().any(|&n| model.node(n).op().name() == "Dummy"))
 }
 
 /// Refuses ops that tract has no implementation for, naming the first one.

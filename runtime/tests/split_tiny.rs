@@ -184,3 +184,26 @@ proptest! {
         prop_assert!(report.ok, "{:?}", report);
     }
 }
+
+/// Found by the property test: on this DAG (one Relu applied to the same
+/// tensor by several nodes, each an output) tract 0.23.9's optimizer leaves a
+/// placeholder op that fails when run. The runtime must detect it and fall
+/// back, so that the unsplit model and every cut still run.
+#[test]
+fn a_dag_that_trips_tracts_optimizer_still_runs() {
+    let ops = [
+        (0u8, 0usize, 0usize),
+        (0, 1, 0),
+        (0, 16, 0),
+        (0, 11, 0),
+        (0, 3, 0),
+        (0, 55, 0),
+        (0, 24, 0),
+        (1, 1, 35),
+    ];
+    let model = load(&random_dag(&ops));
+    let cuts = enumerate_cuts(model.graph(), 10_000).expect("a small DAG");
+    let report = check_cuts(&model, &cuts, &random_inputs(&model, 587).expect("inputs")).expect("check");
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.cuts_checked, cuts.len());
+}
