@@ -14,7 +14,7 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::plan::{eval, SimpleState};
 
 use crate::error::{Result, TractContext};
-use crate::graph::{LayerGraph, NodeId};
+use crate::graph::{LayerGraph, LayerKind, NodeId};
 use crate::model::Model;
 use crate::split::{check_tensor, full_plan, Values};
 
@@ -100,7 +100,7 @@ pub fn profile(model: &Model, inputs: &Values, warmup: usize, runs: usize) -> Re
     let mut nodes = Vec::with_capacity(tract_nodes);
     for (node, samples) in plan.model().nodes().iter().zip(node_samples.iter_mut()) {
         let median = median(samples);
-        let layer = owner.owner(&node.name);
+        let layer = owner.owner(&node.name).map(|l| owner.fused_producer(l, node.op().name().as_ref()));
         match layer {
             Some(l) => per_layer[l] += median,
             None => unattributed += median,
@@ -122,12 +122,38 @@ pub fn median(samples: &mut [Duration]) -> Duration {
 
 /// Maps tract node names back to ONNX layers by longest name prefix.
 struct LayerNames<'a> {
+    graph: &'a LayerGraph,
     by_name: HashMap<&'a str, NodeId>,
 }
 
 impl<'a> LayerNames<'a> {
     fn new(g: &'a LayerGraph) -> Self {
-        LayerNames { by_name: g.nodes().iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect() }
+        LayerNames {
+            graph: g,
+            by_name: g.nodes().iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect(),
+        }
+    }
+
+    /// When tract fuses a matmul or convolution with the activation after
+    /// it, the fused node may carry the activation's name: give its time to
+    /// the conv or fc layer upstream instead.
+    fn fused_producer(&self, layer: NodeId, tract_op: &str) -> NodeId {
+        let op = tract_op.to_ascii_lowercase();
+        let heavy = ["matmul", "mmm", "conv", "gemm", "einsum"].iter().any(|k| op.contains(k));
+        let is_heavy = |l: NodeId| matches!(self.graph.nodes()[l].kind, LayerKind::Conv | LayerKind::Fc);
+        if !heavy || is_heavy(layer) {
+            return layer;
+        }
+        let mut frontier = vec![layer];
+        for _ in 0..3 {
+            let next: Vec<NodeId> =
+                frontier.iter().flat_map(|&l| self.graph.preds(l).iter().copied()).collect();
+            if let Some(&found) = next.iter().find(|&&l| is_heavy(l)) {
+                return found;
+            }
+            frontier = next;
+        }
+        layer
     }
 
     fn owner(&self, tract_name: &str) -> Option<NodeId> {

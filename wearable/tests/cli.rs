@@ -122,6 +122,13 @@ fn profile_reports_per_layer_times_and_additivity() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("additivity"), "{out}");
+    // tract fuses fc1 with its Relu; the time must land on fc1, the heavy layer.
+    let fc1 = out.lines().find(|l| l.split_whitespace().nth(1) == Some("fc1")).expect("fc1 row");
+    assert!(!fc1.contains("fused"), "{fc1}");
+    for conv in ["conv1", "conv2"] {
+        let row = out.lines().find(|l| l.split_whitespace().nth(1) == Some(conv)).expect("conv row");
+        assert!(!row.contains("fused"), "{row}");
+    }
     let j = last_json(&o);
     let ratio = j["additivity_ratio"].as_f64().expect("ratio");
     assert!(ratio > 0.2 && ratio < 5.0, "per-node times should roughly add up: {ratio}");
