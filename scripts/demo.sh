@@ -4,7 +4,7 @@
 # with the unsplit model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -p tandem-models -p tandem-wearable
+cargo build --release --locked -p tandem-bench -p tandem-wearable -p tandem-models
 target/release/tandem-models gen --out models/cache/zoo
 target/release/tandem-wearable inspect --model models/cache/zoo/mobilenet_v1.onnx
 target/release/tandem-wearable split-check --model models/cache/zoo/mobilenet_v1.onnx
