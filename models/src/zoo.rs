@@ -277,52 +277,37 @@ fn mobilenet_v1(seed: u64, name: &str, alpha_percent: u32, resolution: u32) -> R
     finish_float(b, spec, &[])
 }
 
-/// Adds an ONNX LSTM (forward, one direction) with PyTorch-style uniform
-/// weights `±1/sqrt(hidden)`. Returns nothing: outputs are named by the caller.
-fn lstm(
+/// Adds a forward, one-direction ONNX recurrent layer with PyTorch-style
+/// uniform weights `±1/sqrt(hidden)`: `"LSTM"` (4 gates) or `"GRU"` (3 gates,
+/// `linear_before_reset=1` as PyTorch exports it). Outputs are named by the caller.
+fn recurrent(
     b: &mut GraphBuilder,
+    op: &str,
     name: &str,
     x: &str,
     input_size: i64,
     hidden: i64,
     outputs: &[&str],
 ) -> Result<()> {
+    let gates = if op == "GRU" { 3 } else { 4 };
     let k = 1.0 / (hidden as f32).sqrt();
-    let w = b.uniform(&format!("{name}.W"), &[1, 4 * hidden, input_size], -k, k)?;
-    let r = b.uniform(&format!("{name}.R"), &[1, 4 * hidden, hidden], -k, k)?;
-    let bias = b.uniform(&format!("{name}.B"), &[1, 8 * hidden], -k, k)?;
-    b.node_multi("LSTM", name, &[x, &w, &r, &bias], outputs, vec![attr_i("hidden_size", hidden)])
-}
-
-/// Adds an ONNX GRU (forward, `linear_before_reset=1` as PyTorch exports it).
-fn gru(
-    b: &mut GraphBuilder,
-    name: &str,
-    x: &str,
-    input_size: i64,
-    hidden: i64,
-    outputs: &[&str],
-) -> Result<()> {
-    let k = 1.0 / (hidden as f32).sqrt();
-    let w = b.uniform(&format!("{name}.W"), &[1, 3 * hidden, input_size], -k, k)?;
-    let r = b.uniform(&format!("{name}.R"), &[1, 3 * hidden, hidden], -k, k)?;
-    let bias = b.uniform(&format!("{name}.B"), &[1, 6 * hidden], -k, k)?;
-    b.node_multi(
-        "GRU",
-        name,
-        &[x, &w, &r, &bias],
-        outputs,
-        vec![attr_i("hidden_size", hidden), attr_i("linear_before_reset", 1)],
-    )
+    let w = b.uniform(&format!("{name}.W"), &[1, gates * hidden, input_size], -k, k)?;
+    let r = b.uniform(&format!("{name}.R"), &[1, gates * hidden, hidden], -k, k)?;
+    let bias = b.uniform(&format!("{name}.B"), &[1, 2 * gates * hidden], -k, k)?;
+    let mut attrs = vec![attr_i("hidden_size", hidden)];
+    if op == "GRU" {
+        attrs.push(attr_i("linear_before_reset", 1));
+    }
+    b.node_multi(op, name, &[x, &w, &r, &bias], outputs, attrs)
 }
 
 fn lstm_har(seed: u64) -> Result<Vec<u8>> {
     const H: i64 = 32;
     let mut b = GraphBuilder::new(seed);
     // Y: [seq, num_directions=1, batch, H]
-    lstm(&mut b, "lstm1", "input", 9, H, &["lstm1_Y"])?;
+    recurrent(&mut b, "LSTM", "lstm1", "input", 9, H, &["lstm1_Y"])?;
     let y = b.squeeze("lstm1_squeeze", "lstm1_Y", &[1])?;
-    lstm(&mut b, "lstm2", &y, H, H, &["", "lstm2_Y_h"])?;
+    recurrent(&mut b, "LSTM", "lstm2", &y, H, H, &["", "lstm2_Y_h"])?;
     // Y_h: [num_directions=1, batch=1, H] -> [1, H]
     let h = b.reshape("lstm2_reshape", "lstm2_Y_h", &[1, H])?;
     let x = b.gemm("fc", &h, H, 6)?;
@@ -342,9 +327,9 @@ fn text_rnn(seed: u64, name: &str, use_lstm: bool) -> Result<Vec<u8>> {
     // [50, 1] ids -> [50, 1, 64]
     let e = b.node("Gather", "embedding", &[&table, "input"], vec![attr_i("axis", 0)])?;
     if use_lstm {
-        lstm(&mut b, "lstm", &e, TEXT_EMBED, TEXT_HIDDEN, &["", "rnn_Y_h"])?;
+        recurrent(&mut b, "LSTM", "lstm", &e, TEXT_EMBED, TEXT_HIDDEN, &["", "rnn_Y_h"])?;
     } else {
-        gru(&mut b, "gru", &e, TEXT_EMBED, TEXT_HIDDEN, &["", "rnn_Y_h"])?;
+        recurrent(&mut b, "GRU", "gru", &e, TEXT_EMBED, TEXT_HIDDEN, &["", "rnn_Y_h"])?;
     }
     let h = b.reshape("rnn_reshape", "rnn_Y_h", &[1, TEXT_HIDDEN])?;
     let x = b.gemm("fc", &h, TEXT_HIDDEN, TEXT_CLASSES)?;

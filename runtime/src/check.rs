@@ -44,6 +44,9 @@ pub struct CheckReport {
     /// One line per mismatch.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<String>,
+    /// The unsplit run's model outputs, the reference every cut was held to.
+    #[serde(skip)]
+    pub reference_outputs: Values,
 }
 
 /// How two tensors differ.
@@ -68,12 +71,9 @@ pub fn diff(reference: &Tensor, got: &Tensor) -> Result<Diff> {
     if reference.shape() != got.shape() {
         return Ok(mismatch);
     }
-    let r = reference.cast_to::<f32>().tract(|| "comparing tensors".into())?;
-    let g = got.cast_to::<f32>().tract(|| "comparing tensors".into())?;
-    let r = r.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
-    let g = g.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
     let mut max_abs = 0f32;
     let mut max_ref = 0f32;
+    let (r, g) = (as_f32(reference)?, as_f32(got)?);
     for (a, b) in r.iter().zip(g.iter()) {
         if a.is_nan() != b.is_nan() {
             return Ok(mismatch);
@@ -82,6 +82,12 @@ pub fn diff(reference: &Tensor, got: &Tensor) -> Result<Diff> {
         max_ref = max_ref.max(a.abs());
     }
     Ok(Diff { max_abs, tolerance_ratio: max_abs / (TOLERANCE * max_ref.max(1.0)) })
+}
+
+/// The elements of `t` as f32, for comparisons.
+fn as_f32(t: &Tensor) -> Result<Vec<f32>> {
+    let t = t.cast_to::<f32>().tract(|| "comparing tensors".into())?;
+    Ok(t.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?.iter().copied().collect())
 }
 
 /// Deterministic random inputs for every model input.
@@ -180,6 +186,7 @@ pub fn check_cuts(model: &Model, cuts: &[Cut], inputs: &Values) -> Result<CheckR
         worst_tolerance_ratio: 0.0,
         ok: true,
         mismatches: vec![],
+        reference_outputs: Values::new(),
     };
     let record = |report: &mut CheckReport, what: String, d: Diff| {
         report.tensors_compared += 1;
@@ -218,6 +225,7 @@ pub fn check_cuts(model: &Model, cuts: &[Cut], inputs: &Values) -> Result<CheckR
         }
         report.cuts_checked += 1;
     }
+    report.reference_outputs = reference;
     Ok(report)
 }
 
@@ -228,10 +236,7 @@ pub fn onnx_closeness(expected: &Tensor, got: &Tensor, rtol: f32, atol: f32) -> 
     if expected.shape() != got.shape() {
         return Ok(f32::INFINITY);
     }
-    let e = expected.cast_to::<f32>().tract(|| "comparing tensors".into())?;
-    let g = got.cast_to::<f32>().tract(|| "comparing tensors".into())?;
-    let e = e.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
-    let g = g.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?;
+    let (e, g) = (as_f32(expected)?, as_f32(got)?);
     let mut worst = 0f32;
     for (a, b) in e.iter().zip(g.iter()) {
         let r = (a - b).abs() / (atol + rtol * a.abs());

@@ -121,11 +121,6 @@ impl Cut {
         self.prefix[node]
     }
 
-    /// The membership mask, indexed by node id.
-    pub fn mask(&self) -> &[bool] {
-        &self.prefix
-    }
-
     /// Wearable layers, in node order.
     pub fn prefix_nodes(&self) -> Vec<NodeId> {
         (0..self.prefix.len()).filter(|&n| self.prefix[n]).collect()

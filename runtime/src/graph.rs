@@ -352,16 +352,6 @@ impl LayerGraph {
         self.by_name.get(name).map(|&t| &self.tensors[t])
     }
 
-    /// A tensor id by ONNX name.
-    pub fn tensor_id(&self, name: &str) -> Option<TensorId> {
-        self.by_name.get(name).copied()
-    }
-
-    /// A layer by name.
-    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
-        self.nodes.iter().position(|n| n.name == name)
-    }
-
     /// The model inputs (fed on the wearable).
     pub fn inputs(&self) -> &[TensorId] {
         &self.inputs
