@@ -1,8 +1,14 @@
 //! `tandem-wearable`: the wearable side of Tandem.
 //!
-//! For now it inspects models, checks split execution against the unsplit
-//! model, and profiles per-node latency. Every subcommand parses its
-//! arguments and calls the library.
+//! It inspects models, checks split execution against the unsplit model,
+//! profiles per-node latency, sweeps single layers, trains and evaluates the
+//! latency predictors, shows device profiles and calibrates the power model.
+//! Every subcommand parses its arguments and calls the library.
+
+mod calibrate_cmd;
+mod device_cmd;
+mod predict_cmd;
+mod sweep_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +69,17 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         warmup: usize,
     },
+    /// Device profiles: list the shipped ones, show one, detect this host.
+    #[command(subcommand)]
+    Device(device_cmd::DeviceCommand),
+    /// Power-model calibration: fit C_eff and epsilon, analyse battery traces, measure.
+    #[command(subcommand)]
+    Calibrate(calibrate_cmd::CalibrateCommand),
+    /// Measure single-layer models on this machine into a latency dataset.
+    Sweep(sweep_cmd::SweepArgs),
+    /// Train and evaluate the latency predictors.
+    #[command(subcommand)]
+    Predict(predict_cmd::PredictCommand),
 }
 
 #[derive(Args)]
@@ -160,5 +177,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Device(cmd) => device_cmd::run(cmd),
+        Command::Calibrate(cmd) => calibrate_cmd::run(cmd),
+        Command::Sweep(args) => sweep_cmd::run(args),
+        Command::Predict(cmd) => predict_cmd::run(cmd),
     }
 }
