@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, Context, Result};
 
 mod builder;
+pub mod layers;
 pub mod light;
 mod randomize;
 pub mod zoo;
@@ -22,7 +23,7 @@ pub mod zoo;
 pub use builder::{IR_VERSION, OPSET};
 pub use light::{fetch_light, light_dummy_input, LIGHT_MODELS, ONNX_VERSION};
 pub use randomize::randomize_constant_weights;
-pub use zoo::{mobilenet_variants, zoo_specs, ZooModel, ZooSpec};
+pub use zoo::{mobilenet_variants, pruned_variants, zoo_specs, PrunedBase, ZooModel, ZooSpec};
 
 /// The seed of the zoo models and randomized light copies that
 /// [`ensure_models`] writes.
@@ -83,6 +84,8 @@ pub struct ModelPaths {
     /// The 16 MobileNet v1 variants ([`mobilenet_variants`]), in
     /// `<cache>/zoo` too; the 1.0/224 one is the zoo's `mobilenet_v1` file.
     pub mobilenet_variants: Vec<ZooEntry>,
+    /// The channel-pruned CNNs ([`pruned_variants`]), in `<cache>/zoo` too.
+    pub pruned_variants: Vec<ZooEntry>,
     /// The light models, in [`LIGHT_MODELS`] order.
     pub light: Vec<LightEntry>,
 }
@@ -90,7 +93,12 @@ pub struct ModelPaths {
 impl ModelPaths {
     /// A zoo model or MobileNet variant by name.
     pub fn zoo_path(&self, name: &str) -> Option<&Path> {
-        self.zoo.iter().chain(&self.mobilenet_variants).find(|e| e.name == name).map(|e| e.path.as_path())
+        self.zoo
+            .iter()
+            .chain(&self.mobilenet_variants)
+            .chain(&self.pruned_variants)
+            .find(|e| e.name == name)
+            .map(|e| e.path.as_path())
     }
 
     /// A light model by short name (`"resnet50"`) or file stem (`"light_resnet50"`).
@@ -198,6 +206,8 @@ pub fn ensure_models_in(cache: &Path) -> Result<ModelPaths> {
     let seed = DEFAULT_SEED;
 
     let (zoo, mobilenet_variants) = ensure_zoo_in(cache)?;
+    // The zoo's stamp is fresh now: write only what is missing.
+    let pruned_variants = write_zoo(&cache.join("zoo"), &pruned_variants(), seed, true)?;
     let light = ensure_light_models(cache)?;
 
     // Randomized copies.
@@ -217,7 +227,7 @@ pub fn ensure_models_in(cache: &Path) -> Result<ModelPaths> {
         write_atomic(&random_dir.join("STAMP"), stamp_text(seed).as_bytes())?;
     }
 
-    Ok(ModelPaths { cache: cache.to_path_buf(), zoo, mobilenet_variants, light })
+    Ok(ModelPaths { cache: cache.to_path_buf(), zoo, mobilenet_variants, pruned_variants, light })
 }
 
 /// Generates the zoo (and the MobileNet variants) into `cache/zoo/<name>.onnx`

@@ -45,6 +45,54 @@ pub enum ZooSpec {
     WaveNet,
     /// DeepEar-like CNN over log-mel frames: input 1×1×40×100; output 1×10.
     DeepEar,
+    /// A channel-pruned copy of a CNN: every hidden layer keeps
+    /// `keep_percent`% of its channels (inputs and outputs are unchanged).
+    Pruned {
+        /// The CNN pruned.
+        base: PrunedBase,
+        /// Share of channels kept, in percent (100 builds the unpruned model).
+        keep_percent: u32,
+    },
+}
+
+/// The CNNs that have channel-pruned variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrunedBase {
+    /// [`ZooSpec::Mnist`].
+    Mnist,
+    /// [`ZooSpec::WaveNet`].
+    WaveNet,
+    /// [`ZooSpec::DeepEar`].
+    DeepEar,
+}
+
+/// Channel shares (percent) of the pruned variants.
+pub const PRUNED_KEEP_PERCENT: [u32; 3] = [75, 50, 25];
+
+/// The channel-pruned variants of MNIST, WaveNet and DeepEar (75/50/25% of channels).
+pub fn pruned_variants() -> Vec<ZooSpec> {
+    let mut v = vec![];
+    for base in [PrunedBase::Mnist, PrunedBase::WaveNet, PrunedBase::DeepEar] {
+        for keep_percent in PRUNED_KEEP_PERCENT {
+            v.push(ZooSpec::Pruned { base, keep_percent });
+        }
+    }
+    v
+}
+
+impl PrunedBase {
+    fn unpruned(self) -> ZooSpec {
+        match self {
+            PrunedBase::Mnist => ZooSpec::Mnist,
+            PrunedBase::WaveNet => ZooSpec::WaveNet,
+            PrunedBase::DeepEar => ZooSpec::DeepEar,
+        }
+    }
+}
+
+/// `c` scaled to `keep_percent`%, at least 1.
+fn keep(c: i64, keep_percent: u32) -> i64 {
+    (c * i64::from(keep_percent) / 100).max(1)
 }
 
 /// A generated model, encoded.
@@ -108,6 +156,7 @@ impl ZooSpec {
             ZooSpec::TextRnnLstm => "text_rnn_lstm".into(),
             ZooSpec::WaveNet => "wavenet".into(),
             ZooSpec::DeepEar => "deepear".into(),
+            ZooSpec::Pruned { base, keep_percent } => format!("{}_p{keep_percent}", base.unpruned().name()),
         }
     }
 
@@ -124,6 +173,13 @@ impl ZooSpec {
         ];
         if let Some(s) = simple.into_iter().find(|s| s.name() == name) {
             return Some(s);
+        }
+        if let Some((base, keep)) = name.rsplit_once("_p") {
+            let base = [PrunedBase::Mnist, PrunedBase::WaveNet, PrunedBase::DeepEar]
+                .into_iter()
+                .find(|b| b.unpruned().name() == base)?;
+            let keep_percent: u32 = keep.parse().ok().filter(|k| (1..=100).contains(k))?;
+            return Some(ZooSpec::Pruned { base, keep_percent });
         }
         if name == "mobilenet_v1" {
             return Some(ZooSpec::MobileNetV1 { alpha_percent: 100, resolution: 224 });
@@ -150,6 +206,7 @@ impl ZooSpec {
             ZooSpec::TextRnn | ZooSpec::TextRnnLstm => vec![50, 1],
             ZooSpec::WaveNet => vec![1, 1, WAVENET_T as usize],
             ZooSpec::DeepEar => vec![1, 1, 40, 100],
+            ZooSpec::Pruned { base, .. } => base.unpruned().input_shape(),
         }
     }
 
@@ -162,6 +219,7 @@ impl ZooSpec {
             ZooSpec::TextRnn | ZooSpec::TextRnnLstm => vec![1, TEXT_CLASSES as usize],
             ZooSpec::WaveNet => vec![1, WAVENET_T as usize, 256],
             ZooSpec::DeepEar => vec![1, 10],
+            ZooSpec::Pruned { base, .. } => base.unpruned().output_shape(),
         }
     }
 
@@ -178,15 +236,18 @@ impl ZooSpec {
     pub fn build(&self, seed: u64) -> Result<Vec<u8>> {
         let name = self.name();
         match *self {
-            ZooSpec::Mnist => mnist(seed),
+            ZooSpec::Mnist => mnist(seed, 100),
             ZooSpec::MobileNetV1 { alpha_percent, resolution } => {
                 mobilenet_v1(seed, &name, alpha_percent, resolution)
             }
             ZooSpec::LstmHar => lstm_har(seed),
             ZooSpec::TextRnn => text_rnn(seed, &name, false),
             ZooSpec::TextRnnLstm => text_rnn(seed, &name, true),
-            ZooSpec::WaveNet => wavenet(seed),
-            ZooSpec::DeepEar => deepear(seed),
+            ZooSpec::WaveNet => wavenet(seed, 100),
+            ZooSpec::DeepEar => deepear(seed, 100),
+            ZooSpec::Pruned { base: PrunedBase::Mnist, keep_percent } => mnist(seed, keep_percent),
+            ZooSpec::Pruned { base: PrunedBase::WaveNet, keep_percent } => wavenet(seed, keep_percent),
+            ZooSpec::Pruned { base: PrunedBase::DeepEar, keep_percent } => deepear(seed, keep_percent),
         }
         .with_context(|| format!("building zoo model {name}"))
     }
@@ -215,20 +276,30 @@ fn finish_float(b: GraphBuilder, spec: ZooSpec, meta: &[(&str, &str)]) -> Result
     )
 }
 
-fn mnist(seed: u64) -> Result<Vec<u8>> {
+/// The spec a generator builds: the base model at 100%, else its pruned variant.
+fn pruned_spec(base: PrunedBase, keep_percent: u32) -> ZooSpec {
+    if keep_percent == 100 {
+        base.unpruned()
+    } else {
+        ZooSpec::Pruned { base, keep_percent }
+    }
+}
+
+fn mnist(seed: u64, keep_percent: u32) -> Result<Vec<u8>> {
+    let (c1, c2, f1) = (keep(32, keep_percent), keep(64, keep_percent), keep(1024, keep_percent));
     let mut b = GraphBuilder::new(seed);
-    let x = b.conv2d("conv1", "input", 1, 32, 5, 1, 2, 1, true)?;
+    let x = b.conv2d("conv1", "input", 1, c1, 5, 1, 2, 1, true)?;
     let x = b.unary("Relu", "conv1_relu", &x)?;
     let x = b.max_pool("pool1", &x, 2, 2)?;
-    let x = b.conv2d("conv2", &x, 32, 64, 5, 1, 2, 1, true)?;
+    let x = b.conv2d("conv2", &x, c1, c2, 5, 1, 2, 1, true)?;
     let x = b.unary("Relu", "conv2_relu", &x)?;
     let x = b.max_pool("pool2", &x, 2, 2)?;
     let x = b.flatten("flatten", &x)?;
-    let x = b.gemm("fc1", &x, 3136, 1024)?;
+    let x = b.gemm("fc1", &x, 7 * 7 * c2, f1)?;
     let x = b.unary("Relu", "fc1_relu", &x)?;
-    let x = b.gemm("fc2", &x, 1024, 10)?;
+    let x = b.gemm("fc2", &x, f1, 10)?;
     b.softmax_output("softmax", &x)?;
-    finish_float(b, ZooSpec::Mnist, &[])
+    finish_float(b, pruned_spec(PrunedBase::Mnist, keep_percent), &[])
 }
 
 fn mobilenet_v1(seed: u64, name: &str, alpha_percent: u32, resolution: u32) -> Result<Vec<u8>> {
@@ -280,7 +351,7 @@ fn mobilenet_v1(seed: u64, name: &str, alpha_percent: u32, resolution: u32) -> R
 /// Adds a forward, one-direction ONNX recurrent layer with PyTorch-style
 /// uniform weights `±1/sqrt(hidden)`: `"LSTM"` (4 gates) or `"GRU"` (3 gates,
 /// `linear_before_reset=1` as PyTorch exports it). Outputs are named by the caller.
-fn recurrent(
+pub(crate) fn recurrent(
     b: &mut GraphBuilder,
     op: &str,
     name: &str,
@@ -347,25 +418,25 @@ fn text_rnn(seed: u64, name: &str, use_lstm: bool) -> Result<Vec<u8>> {
 
 const WAVENET_T: i64 = 1024;
 
-fn wavenet(seed: u64) -> Result<Vec<u8>> {
-    const R: i64 = 32; // residual channels
-    const S: i64 = 64; // skip channels
+fn wavenet(seed: u64, keep_percent: u32) -> Result<Vec<u8>> {
+    let rc = keep(32, keep_percent); // residual channels
+    let sc = keep(64, keep_percent); // skip channels
     const Q: i64 = 256; // output classes (8-bit mu-law)
     let mut b = GraphBuilder::new(seed);
-    let mut x = b.conv1d("stem", "input", 1, R, 2, 1, [1, 0], 1.0)?;
+    let mut x = b.conv1d("stem", "input", 1, rc, 2, 1, [1, 0], 1.0)?;
     let mut skip_sum: Option<String> = None;
     let mut layer = 0;
     for stack in 0..2 {
         for l in 0..8 {
             let d = 1i64 << l;
             let p = format!("s{stack}_l{l}");
-            let f = b.conv1d(&format!("{p}_filter"), &x, R, R, 2, d, [d, 0], 1.0)?;
-            let g = b.conv1d(&format!("{p}_gate"), &x, R, R, 2, d, [d, 0], 1.0)?;
+            let f = b.conv1d(&format!("{p}_filter"), &x, rc, rc, 2, d, [d, 0], 1.0)?;
+            let g = b.conv1d(&format!("{p}_gate"), &x, rc, rc, 2, d, [d, 0], 1.0)?;
             let f = b.unary("Tanh", &format!("{p}_tanh"), &f)?;
             let g = b.unary("Sigmoid", &format!("{p}_sigmoid"), &g)?;
             let z = b.binary("Mul", &format!("{p}_mul"), &f, &g)?;
-            let res = b.conv1d(&format!("{p}_res"), &z, R, R, 1, 1, [0, 0], 1.0)?;
-            let skip = b.conv1d(&format!("{p}_skip"), &z, R, S, 1, 1, [0, 0], 1.0)?;
+            let res = b.conv1d(&format!("{p}_res"), &z, rc, rc, 1, 1, [0, 0], 1.0)?;
+            let skip = b.conv1d(&format!("{p}_skip"), &z, rc, sc, 1, 1, [0, 0], 1.0)?;
             x = b.binary("Add", &format!("{p}_res_add"), &res, &x)?;
             skip_sum = Some(match skip_sum {
                 None => skip,
@@ -377,32 +448,33 @@ fn wavenet(seed: u64) -> Result<Vec<u8>> {
     debug_assert_eq!(layer, 16);
     let s = skip_sum.context("wavenet has no layers")?;
     let y = b.unary("Relu", "post_relu1", &s)?;
-    let y = b.conv1d("post_conv1", &y, S, S, 1, 1, [0, 0], 1.0)?;
+    let y = b.conv1d("post_conv1", &y, sc, sc, 1, 1, [0, 0], 1.0)?;
     let y = b.unary("Relu", "post_relu2", &y)?;
-    let y = b.conv1d("post_conv2", &y, S, Q, 1, 1, [0, 0], 1.0)?;
+    let y = b.conv1d("post_conv2", &y, sc, Q, 1, 1, [0, 0], 1.0)?;
     // [1, 256, T] -> [1, T, 256]
     let y = b.node("Transpose", "transpose", &[&y], vec![attr_ints("perm", &[0, 2, 1])])?;
     b.softmax_output("softmax", &y)?;
-    finish_float(b, ZooSpec::WaveNet, &[])
+    finish_float(b, pruned_spec(PrunedBase::WaveNet, keep_percent), &[])
 }
 
-fn deepear(seed: u64) -> Result<Vec<u8>> {
+fn deepear(seed: u64, keep_percent: u32) -> Result<Vec<u8>> {
+    let [c1, c2, c3, f1] = [16, 32, 64, 128].map(|c| keep(c, keep_percent));
     let mut b = GraphBuilder::new(seed);
-    let x = b.conv2d("conv1", "input", 1, 16, 3, 1, 1, 1, true)?;
+    let x = b.conv2d("conv1", "input", 1, c1, 3, 1, 1, 1, true)?;
     let x = b.unary("Relu", "conv1_relu", &x)?;
     let x = b.max_pool("pool1", &x, 2, 2)?;
-    let x = b.conv2d("conv2", &x, 16, 32, 3, 1, 1, 1, true)?;
+    let x = b.conv2d("conv2", &x, c1, c2, 3, 1, 1, 1, true)?;
     let x = b.unary("Relu", "conv2_relu", &x)?;
     let x = b.max_pool("pool2", &x, 2, 2)?;
-    let x = b.conv2d("conv3", &x, 32, 64, 3, 1, 1, 1, true)?;
+    let x = b.conv2d("conv3", &x, c2, c3, 3, 1, 1, 1, true)?;
     let x = b.unary("Relu", "conv3_relu", &x)?;
     let x = b.unary("GlobalAveragePool", "avgpool", &x)?;
     let x = b.flatten("flatten", &x)?;
-    let x = b.gemm("fc1", &x, 64, 128)?;
+    let x = b.gemm("fc1", &x, c3, f1)?;
     let x = b.unary("Relu", "fc1_relu", &x)?;
-    let x = b.gemm("fc2", &x, 128, 10)?;
+    let x = b.gemm("fc2", &x, f1, 10)?;
     b.softmax_output("softmax", &x)?;
-    finish_float(b, ZooSpec::DeepEar, &[])
+    finish_float(b, pruned_spec(PrunedBase::DeepEar, keep_percent), &[])
 }
 
 #[cfg(test)]

@@ -12,6 +12,10 @@
 //! - [`split`]: prefix and suffix plans per cut, cached.
 //! - [`check`]: split execution compared with the unsplit model.
 //! - [`profile`]: per-node timing and the additivity check.
+//! - [`device`]: device profiles (clusters, V(f), radio power, slowdown) and host detection.
+//! - [`predict`]: latency predictors (DeepWear-style DT+LR, EvoLP-style MLP + evolution).
+//! - [`energy`]: the cluster-aware energy model and pricing a cut.
+//! - [`calibrate`]: fitting the power model from measurements and battery traces.
 //!
 //! # Example
 //! ```
@@ -35,11 +39,15 @@
 //! # }
 //! ```
 
+pub mod calibrate;
 pub mod check;
 pub mod cut;
+pub mod device;
+pub mod energy;
 pub mod error;
 pub mod graph;
 pub mod model;
+pub mod predict;
 pub mod profile;
 pub mod report;
 pub mod split;

@@ -1,0 +1,229 @@
+//! Latency predictors: the [`LatencyModel`] trait the partitioner prices
+//! prefixes and suffixes with, and its implementations.
+//!
+//! Predictors are trained on host measurements (the layer sweep); a device
+//! profile's compute slowdown scales them to the emulated device
+//! ([`Scaled`]). Nothing here reads a clock or a file.
+
+pub mod evolp;
+pub mod features;
+pub mod metrics;
+pub mod mlp;
+pub mod tree;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use evolp::{EvoLp, EvolutionMatrix};
+pub use features::{LayerFeatures, Unit};
+pub use tree::DtLr;
+
+use crate::{Cut, LayerGraph};
+
+/// One measured layer of the sweep dataset (one JSON line).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LayerSample {
+    /// What the predictor sees of the layer.
+    pub features: LayerFeatures,
+    /// Median wall-clock time of running the single-layer model (µs).
+    pub latency_us: f64,
+    /// Median time of an empty plan run in the same sweep (µs): the fixed cost
+    /// every run pays once, not per layer.
+    pub overhead_us: f64,
+    /// `generic`, or `model:<name>` for the model-specific sweep, with
+    /// `:exact` when the row is one of that model's own layers.
+    pub source: String,
+}
+
+impl LayerSample {
+    /// The layer's own time (µs): the measurement less the fixed run cost.
+    pub fn target_us(&self) -> f64 {
+        self.latency_us - self.overhead_us
+    }
+
+    /// Whether this row measures one of a model's own layers exactly.
+    pub fn is_exact(&self) -> bool {
+        self.source.ends_with(":exact")
+    }
+}
+
+/// Reads a dataset of JSON lines (blank lines skipped).
+pub fn parse_dataset(text: &str) -> Result<Vec<LayerSample>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+pub(crate) fn mean_overhead_us(samples: &[LayerSample]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    samples.iter().map(|s| s.overhead_us).sum::<f64>() / samples.len() as f64
+}
+
+/// Predicted busy time per node of a graph, ready to be summed over any
+/// prefix or suffix in O(nodes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeCosts {
+    /// Seconds per node; a fused unit's whole time sits on its head node.
+    pub per_node_s: Vec<f64>,
+    /// Fixed seconds of one plan run, paid once by any non-empty part.
+    pub overhead_s: f64,
+}
+
+impl NodeCosts {
+    /// The predicted time of running the nodes `mask[i] == true`.
+    pub fn sum(&self, mask: &[bool]) -> Duration {
+        let mut total = 0.0;
+        let mut any = false;
+        for (c, &m) in self.per_node_s.iter().zip(mask) {
+            if m {
+                total += c.max(0.0);
+                any = true;
+            }
+        }
+        if any {
+            Duration::from_secs_f64(total + self.overhead_s.max(0.0))
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+/// A predictor of one unit's latency from its features (µs).
+pub trait UnitPredictor {
+    /// Predicted µs, or `None` when the predictor has no model for the unit's class.
+    fn unit_us(&self, features: &LayerFeatures) -> Option<f64>;
+}
+
+/// Node costs from a per-unit cost function (µs), placed on each unit's head.
+pub fn unit_costs(
+    graph: &LayerGraph,
+    overhead_us: f64,
+    mut cost_us: impl FnMut(&Unit, &LayerFeatures) -> f64,
+) -> NodeCosts {
+    let mut per_node_s = vec![0.0; graph.nodes().len()];
+    for (unit, f) in features::graph_features(graph) {
+        per_node_s[unit.head] = cost_us(&unit, &f).max(0.0) * 1e-6;
+    }
+    NodeCosts { per_node_s, overhead_s: overhead_us * 1e-6 }
+}
+
+/// The baseline: latency proportional to FLOPs, with one rate fitted on the
+/// same sweep the other predictors learn from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlopsModel {
+    /// µs per multiply-add.
+    pub us_per_mac: f64,
+    /// Fixed cost of one plan run (µs).
+    pub overhead_us: f64,
+}
+
+impl FlopsModel {
+    /// The median µs per multiply-add over the samples with work: robust to
+    /// the layers whose time has little to do with their FLOPs.
+    pub fn fit(samples: &[LayerSample]) -> FlopsModel {
+        let mut rates: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.features.macs > 0.0)
+            .map(|s| s.target_us().max(0.05) / s.features.macs)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        FlopsModel {
+            us_per_mac: rates.get(rates.len() / 2).copied().unwrap_or(0.0),
+            overhead_us: mean_overhead_us(samples),
+        }
+    }
+}
+
+impl LatencyModel for FlopsModel {
+    fn name(&self) -> String {
+        "flops".into()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let per_node_s =
+            graph.nodes().iter().map(|n| n.flops as f64 / 2.0 * self.us_per_mac * 1e-6).collect();
+        NodeCosts { per_node_s, overhead_s: self.overhead_us * 1e-6 }
+    }
+}
+
+/// Predicts how long a set of a model's layers takes to run on one device.
+pub trait LatencyModel {
+    /// A short name for reports (`dt-lr`, `evolp`, `flops`, ...).
+    fn name(&self) -> String;
+
+    /// Predicted busy time of every node of `graph`. Callers that price many
+    /// cuts of one graph compute this once and sum it per cut.
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts;
+
+    /// Predicted busy time of running the nodes `nodes[i] == true` of `graph`
+    /// (a prefix or a suffix), in one pass.
+    fn predict_nodes(&self, graph: &LayerGraph, nodes: &[bool]) -> Duration {
+        self.node_costs(graph).sum(nodes)
+    }
+
+    /// Predicted time of the whole model.
+    fn predict_model(&self, graph: &LayerGraph) -> Duration {
+        self.predict_nodes(graph, &vec![true; graph.nodes().len()])
+    }
+
+    /// Predicted time of the wearable's part of `cut`.
+    fn predict_prefix(&self, graph: &LayerGraph, cut: &Cut) -> Duration {
+        let mask: Vec<bool> = (0..graph.nodes().len()).map(|n| cut.on_wearable(n)).collect();
+        self.predict_nodes(graph, &mask)
+    }
+
+    /// Predicted time of the handheld's part of `cut`.
+    fn predict_suffix(&self, graph: &LayerGraph, cut: &Cut) -> Duration {
+        let mask: Vec<bool> = (0..graph.nodes().len()).map(|n| !cut.on_wearable(n)).collect();
+        self.predict_nodes(graph, &mask)
+    }
+}
+
+/// A predictor scaled by a device's compute slowdown relative to the host it
+/// was trained on.
+#[derive(Clone, Debug)]
+pub struct Scaled<M> {
+    /// The host predictor.
+    pub inner: M,
+    /// Device time / host time (2.0: the device is twice as slow).
+    pub slowdown: f64,
+}
+
+impl<M: LatencyModel> LatencyModel for Scaled<M> {
+    fn name(&self) -> String {
+        format!("{}x{}", self.inner.name(), self.slowdown)
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let k = self.slowdown.max(0.0);
+        let c = self.inner.node_costs(graph);
+        NodeCosts { per_node_s: c.per_node_s.iter().map(|s| s * k).collect(), overhead_s: c.overhead_s * k }
+    }
+}
+
+/// The trained predictors of one device, as stored in a predictor file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PredictorSet {
+    /// The DeepWear-style predictor.
+    pub dt_lr: DtLr,
+    /// The EvoLP-style predictor (its evolution matrix as last saved).
+    pub evolp: EvoLp,
+    /// The FLOPs-proportional baseline.
+    pub flops: FlopsModel,
+}
+
+impl PredictorSet {
+    /// Trains all three on a sweep dataset.
+    pub fn fit(samples: &[LayerSample], mlp: &mlp::MlpConfig) -> PredictorSet {
+        PredictorSet {
+            dt_lr: DtLr::fit(samples),
+            evolp: EvoLp::new(mlp::Lwlp::fit(samples, mlp), samples),
+            flops: FlopsModel::fit(samples),
+        }
+    }
+}
