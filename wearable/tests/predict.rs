@@ -1,0 +1,101 @@
+//! The layer sweep and the latency predictors as real processes: the sweep
+//! keeps its budget and writes its dataset, and on held-out models the
+//! trained predictors beat the FLOPs-proportional baseline.
+//!
+//! It is one test, so no other test of this binary runs beside it and
+//! disturbs its timings.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use tandem_models::ensure_models;
+
+fn wearable(args: &[&str]) -> Output {
+    let o = Command::new(env!("CARGO_BIN_EXE_tandem-wearable")).args(args).output().expect("the binary runs");
+    assert!(
+        o.status.success(),
+        "tandem-wearable {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    o
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-predict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn sweep_then_predictors_beat_the_flops_baseline_on_held_out_models() {
+    let dir = temp_dir();
+    let data = dir.join("sweep.jsonl");
+    let _ = std::fs::remove_file(&data);
+
+    // The generic sweep keeps its budget and writes what it reports.
+    let t = Instant::now();
+    let o = wearable(&["sweep", "--out", s(&data), "--budget", "25s", "--quiet"]);
+    let elapsed = t.elapsed().as_secs_f64();
+    let summary = json_lines(&o).pop().expect("summary line");
+    let layers = summary["layers"].as_u64().expect("layers");
+    assert!(layers >= 100, "only {layers} layers in 25 s");
+    assert!(summary["seconds"].as_f64().expect("seconds") < 25.0 + 5.0, "{summary}");
+    assert!(elapsed < 25.0 + 30.0, "the process took {elapsed:.1} s for a 25 s budget");
+    let text = std::fs::read_to_string(&data).expect("dataset");
+    let samples = tandem::predict::parse_dataset(&text).expect("dataset parses");
+    assert_eq!(samples.len() as u64, layers);
+    for class in ["conv", "fc", "pool", "activation", "recurrent", "other"] {
+        assert!(samples.iter().any(|x| x.features.kind == class), "no {class} layer swept");
+    }
+
+    // The model-specific sweep measures mnist's own const layers exactly.
+    let mnist = ensure_models().expect("models").zoo_path("mnist").expect("mnist").to_path_buf();
+    wearable(&[
+        "sweep",
+        "--mode",
+        "model",
+        "--model",
+        s(&mnist),
+        "--out",
+        s(&data),
+        "--budget",
+        "5s",
+        "--quiet",
+    ]);
+    let text = std::fs::read_to_string(&data).expect("dataset");
+    let samples = tandem::predict::parse_dataset(&text).expect("dataset parses");
+    assert!(samples.iter().any(|x| x.source == "model:mnist:exact" && x.features.op == "MaxPool"));
+    assert!(samples.iter().any(|x| x.source == "model:mnist" && x.features.kind == "conv"));
+
+    // Evaluation on held-out models: every predictor beats FLOPs.
+    let o =
+        wearable(&["predict", "eval", "--data", s(&data), "--set", "quick", "--cuts", "2", "--runs", "5"]);
+    let lines = json_lines(&o);
+    let rmspe = |set: &str, predictor: &str| -> f64 {
+        lines
+            .iter()
+            .find(|l| l["level"] == "model" && l["set"] == set && l["predictor"] == predictor)
+            .and_then(|l| l["accuracy"]["rmspe_pct"].as_f64())
+            .unwrap_or_else(|| panic!("no {set}/{predictor} line"))
+    };
+    for set in ["held-out whole models", "held-out, all"] {
+        let flops = rmspe(set, "flops");
+        for predictor in ["dt-lr", "evolp", "evolp-evolved"] {
+            let p = rmspe(set, predictor);
+            assert!(p < flops, "{set}: {predictor} RMSPE {p:.1}% does not beat FLOPs {flops:.1}%");
+        }
+    }
+    // Layer-level R² is reported for every class.
+    let classes = lines.iter().filter(|l| l["level"] == "layer").count();
+    assert_eq!(classes, 6, "{lines:?}");
+}
