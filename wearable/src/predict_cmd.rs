@@ -69,6 +69,9 @@ pub enum PredictCommand {
         /// MLP training epochs.
         #[arg(long, default_value_t = MlpConfig::default().epochs)]
         epochs: usize,
+        /// Also print every measured part (model, part, nodes, measured and predicted ms).
+        #[arg(long)]
+        details: bool,
     },
 }
 
@@ -87,12 +90,12 @@ pub fn run(cmd: PredictCommand) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        PredictCommand::Eval { data, set, cuts, runs, seed, epochs } => {
+        PredictCommand::Eval { data, set, cuts, runs, seed, epochs, details } => {
             let samples = load(&data)?;
             let config = MlpConfig { epochs, ..MlpConfig::default() };
             layer_report(&samples, 0.2, &config);
             let predictors = PredictorSet::fit(&samples, &config);
-            model_report(&predictors, set, cuts, runs.max(1), seed)?;
+            model_report(&predictors, set, cuts, runs.max(1), seed, details)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -256,6 +259,7 @@ struct Scored {
     family: &'static str,
     model: String,
     part: &'static str,
+    nodes: usize,
     held_out: bool,
     measured: f64,
     predicted: [f64; 4],
@@ -263,7 +267,14 @@ struct Scored {
 
 const PREDICTORS: [&str; 4] = ["flops", "dt-lr", "evolp", "evolp-evolved"];
 
-fn model_report(predictors: &PredictorSet, set: EvalSet, cuts: usize, runs: usize, seed: u64) -> Result<()> {
+fn model_report(
+    predictors: &PredictorSet,
+    set: EvalSet,
+    cuts: usize,
+    runs: usize,
+    seed: u64,
+    details: bool,
+) -> Result<()> {
     let paths = ensure_models()?;
     let models = eval_models(set);
     let mut loaded = vec![];
@@ -300,10 +311,31 @@ fn model_report(predictors: &PredictorSet, set: EvalSet, cuts: usize, runs: usiz
                 family: m.family,
                 model: model.name().to_string(),
                 part: x.part,
+                nodes: x.mask.iter().filter(|m| **m).count(),
                 held_out,
                 measured: x.time.as_secs_f64(),
                 predicted: costs.each_ref().map(|c| c.sum(&x.mask).as_secs_f64()),
             });
+        }
+    }
+    if details {
+        println!(
+            "{:<24} {:<7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "model", "part", "nodes", "measured", "flops", "dt-lr", "evolp", "evolved"
+        );
+        for s in &scored {
+            let p = s.predicted.map(|v| v * 1e3);
+            println!(
+                "{:<24} {:<7} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                s.model,
+                s.part,
+                s.nodes,
+                s.measured * 1e3,
+                p[0],
+                p[1],
+                p[2],
+                p[3]
+            );
         }
     }
     println!();

@@ -123,17 +123,19 @@ pub struct FlopsModel {
 }
 
 impl FlopsModel {
-    /// The median µs per multiply-add over the samples with work: robust to
-    /// the layers whose time has little to do with their FLOPs.
+    /// The machine's aggregate rate on heavy layers: Σ time / Σ multiply-adds
+    /// over the conv and fc samples (all samples with work if there are none).
     pub fn fit(samples: &[LayerSample]) -> FlopsModel {
-        let mut rates: Vec<f64> = samples
-            .iter()
-            .filter(|s| s.features.macs > 0.0)
-            .map(|s| s.target_us().max(0.05) / s.features.macs)
-            .collect();
-        rates.sort_by(f64::total_cmp);
+        let heavy = |s: &&LayerSample| matches!(s.features.kind.as_str(), "conv" | "fc");
+        let pick: Vec<&LayerSample> = if samples.iter().any(|s| heavy(&s)) {
+            samples.iter().filter(heavy).collect()
+        } else {
+            samples.iter().filter(|s| s.features.macs > 0.0).collect()
+        };
+        let time: f64 = pick.iter().map(|s| s.target_us().max(0.0)).sum();
+        let macs: f64 = pick.iter().map(|s| s.features.macs).sum();
         FlopsModel {
-            us_per_mac: rates.get(rates.len() / 2).copied().unwrap_or(0.0),
+            us_per_mac: if macs > 0.0 { time / macs } else { 0.0 },
             overhead_us: mean_overhead_us(samples),
         }
     }
