@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tandem_models::{
-    cache_dir, ensure_light_models, mobilenet_variants, randomize_constant_weights, write_atomic, write_zoo,
-    zoo_specs, DEFAULT_SEED,
+    cache_dir, ensure_light_models, mobilenet_variants, pruned_variants, randomize_constant_weights,
+    write_atomic, write_zoo, zoo_specs, DEFAULT_SEED,
 };
 
 /// Tandem's model zoo.
@@ -28,7 +28,8 @@ enum Cmd {
         /// Weight seed.
         #[arg(long, default_value_t = DEFAULT_SEED)]
         seed: u64,
-        /// Also write the 16 MobileNet v1 alpha × resolution variants.
+        /// Also write the 16 MobileNet v1 alpha × resolution variants and the
+        /// channel-pruned MNIST, WaveNet and DeepEar.
         #[arg(long)]
         variants: bool,
     },
@@ -62,7 +63,7 @@ fn main() -> Result<()> {
             let out = out.unwrap_or_else(|| cache_dir().join("zoo"));
             let mut specs = zoo_specs();
             if variants {
-                for v in mobilenet_variants() {
+                for v in mobilenet_variants().into_iter().chain(pruned_variants()) {
                     if !specs.contains(&v) {
                         specs.push(v);
                     }
@@ -86,7 +87,7 @@ fn main() -> Result<()> {
         }
         Cmd::Ensure => {
             let paths = tandem_models::ensure_models()?;
-            for e in paths.zoo.iter().chain(&paths.mobilenet_variants) {
+            for e in paths.zoo.iter().chain(&paths.mobilenet_variants).chain(&paths.pruned_variants) {
                 println!("{}", e.path.display());
             }
             for e in &paths.light {

@@ -485,6 +485,7 @@ mod tests {
     fn names_round_trip() {
         let mut all = zoo_specs();
         all.extend(mobilenet_variants());
+        all.extend(pruned_variants());
         for s in all {
             assert_eq!(ZooSpec::from_name(&s.name()), Some(s), "{}", s.name());
         }
@@ -501,6 +502,20 @@ mod tests {
             2
         );
         assert_eq!(ZooSpec::from_name("nope"), None);
+        assert_eq!(ZooSpec::from_name("mnist_p0"), None);
+        assert_eq!(ZooSpec::from_name("mnist_p101"), None);
+    }
+
+    #[test]
+    fn pruning_keeps_the_interface_and_shrinks_the_weights() -> Result<()> {
+        for base in [PrunedBase::Mnist, PrunedBase::WaveNet, PrunedBase::DeepEar] {
+            let full = base.unpruned().build(1)?;
+            let half = ZooSpec::Pruned { base, keep_percent: 50 }.build(1)?;
+            assert!(half.len() * 2 < full.len(), "{base:?}: {} vs {} bytes", half.len(), full.len());
+            // keep 100% builds the unpruned model, byte for byte.
+            assert_eq!(mnist(1, 100)?, ZooSpec::Mnist.build(1)?);
+        }
+        Ok(())
     }
 
     #[test]
