@@ -117,9 +117,14 @@ fn is_held_out(i: usize, holdout: f64) -> bool {
 
 /// Held-out R² and RMSPE per layer class for each predictor.
 fn layer_report(samples: &[LayerSample], holdout: f64, config: &MlpConfig) {
-    let (test, train): (Vec<(usize, &LayerSample)>, Vec<(usize, &LayerSample)>) =
-        samples.iter().enumerate().partition(|(i, _)| is_held_out(*i, holdout));
-    let train: Vec<LayerSample> = train.into_iter().map(|(_, s)| s.clone()).collect();
+    let test: Vec<&LayerSample> =
+        samples.iter().enumerate().filter(|(i, _)| is_held_out(*i, holdout)).map(|(_, s)| s).collect();
+    let train: Vec<LayerSample> = samples
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !is_held_out(*i, holdout))
+        .map(|(_, s)| s.clone())
+        .collect();
     let set = PredictorSet::fit(&train, config);
     println!("layer-level, held-out {} of {} layers (R² = 1 - SSE/SST on µs)", test.len(), samples.len());
     println!(
@@ -127,8 +132,7 @@ fn layer_report(samples: &[LayerSample], holdout: f64, config: &MlpConfig) {
         "class", "n", "R2 dt-lr", "R2 mlp", "R2 flops", "RMSPE dt", "RMSPE mlp", "RMSPE fl"
     );
     for class in tandem::predict::features::CLASSES {
-        let rows: Vec<&LayerSample> =
-            test.iter().map(|(_, s)| *s).filter(|s| s.features.kind == class).collect();
+        let rows: Vec<&LayerSample> = test.iter().copied().filter(|s| s.features.kind == class).collect();
         if rows.is_empty() {
             continue;
         }
@@ -362,7 +366,8 @@ fn model_report(
         "{:<34} {:<14} {:>4} {:>10} {:>9} {:>7} {:>7}",
         "set", "predictor", "n", "RMSE ms", "RMSPE %", "±5 %", "±10 %"
     );
-    let sets: [(&str, Box<dyn Fn(&Scored) -> bool>); 4] = [
+    type Filter = Box<dyn Fn(&Scored) -> bool>;
+    let sets: [(&str, Filter); 4] = [
         ("held-out whole models", Box::new(|s: &Scored| s.held_out && s.part == "whole")),
         ("held-out prefixes and suffixes", Box::new(|s: &Scored| s.held_out && s.part != "whole")),
         ("held-out, all", Box::new(|s: &Scored| s.held_out)),

@@ -292,7 +292,7 @@ mod tests {
         let x = [0.3, -1.2, 0.7];
         let mut grad = vec![0.0; mlp.params.len()];
         mlp.backward(&x, 0.5, &mut grad);
-        for k in 0..mlp.params.len() {
+        for (k, &analytic) in grad.iter().enumerate() {
             let h = 1e-6;
             let loss = |m: &Mlp| 0.5 * (m.forward(&x).0 - 0.5).powi(2);
             let orig = mlp.params[k];
@@ -302,7 +302,7 @@ mod tests {
             let down = loss(&mlp);
             mlp.params[k] = orig;
             let numeric = (up - down) / (2.0 * h);
-            assert!((numeric - grad[k]).abs() < 1e-5, "param {k}: {numeric} vs {}", grad[k]);
+            assert!((numeric - analytic).abs() < 1e-5, "param {k}: {numeric} vs {analytic}");
         }
     }
 }
