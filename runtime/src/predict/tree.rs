@@ -146,32 +146,53 @@ fn target(s: &LayerSample) -> f64 {
     s.target_us().max(FLOOR_US)
 }
 
-/// Fits `y ≈ c0 + Σ c_j x_j` minimizing Σ(ŷ − y)²/y, dropping trailing
-/// regressors when the system is rank deficient.
+/// Fits `y ≈ c0 + Σ c_j x_j` minimizing Σ(ŷ − y)²/y. Regressors that are
+/// (numerically) linear combinations of earlier ones within these rows get a
+/// zero coefficient, so a sub-type whose features move together still gets a
+/// well-conditioned fit.
 fn fit_linear(rows: &[&LayerSample]) -> LinearFit {
     let regressors = rows.first().map(|r| r.features.regressors().len()).unwrap_or(0);
-    for used in (0..=regressors).rev() {
-        if rows.len() < used + 2 && used > 0 {
-            continue;
-        }
-        if let Some(fit) = try_fit(rows, used) {
-            return fit;
-        }
+    if let Some(fit) = try_fit(rows, regressors + 1) {
+        return fit;
     }
     // The weighted optimum of a constant: Σ1 / Σ(1/y).
     let (num, den) = rows.iter().fold((0.0, 0.0), |(n, d), r| (n + 1.0, d + 1.0 / target(r)));
     LinearFit { coefficients: vec![if den > 0.0 { num / den } else { FLOOR_US }] }
 }
 
-fn try_fit(rows: &[&LayerSample], used: usize) -> Option<LinearFit> {
-    let cols = used + 1;
+/// Column indices of `x` that are linearly independent (modified
+/// Gram–Schmidt, relative tolerance `tol`), in order.
+fn independent_columns(x: &Array2<f64>, tol: f64) -> Vec<usize> {
+    let mut basis: Vec<Array1<f64>> = vec![];
+    let mut keep = vec![];
+    for j in 0..x.ncols() {
+        let col = x.column(j).to_owned();
+        let norm = col.dot(&col).sqrt();
+        if norm <= 0.0 {
+            continue;
+        }
+        let mut v = col;
+        for q in &basis {
+            let p = q.dot(&v);
+            v.scaled_add(-p, q);
+        }
+        let rest = v.dot(&v).sqrt();
+        if rest > tol * norm {
+            basis.push(v / rest);
+            keep.push(j);
+        }
+    }
+    keep
+}
+
+fn try_fit(rows: &[&LayerSample], cols: usize) -> Option<LinearFit> {
     let mut x = Array2::<f64>::zeros((rows.len(), cols));
     let mut y = Array1::<f64>::zeros(rows.len());
     for (i, r) in rows.iter().enumerate() {
         let t = target(r);
         let w = 1.0 / t.sqrt();
         x[(i, 0)] = w;
-        for (j, v) in r.features.regressors().iter().take(used).enumerate() {
+        for (j, v) in r.features.regressors().iter().take(cols - 1).enumerate() {
             x[(i, j + 1)] = v * w;
         }
         y[i] = t * w;
@@ -180,14 +201,21 @@ fn try_fit(rows: &[&LayerSample], used: usize) -> Option<LinearFit> {
     let mut scale = vec![1.0; cols];
     for (j, s) in scale.iter_mut().enumerate() {
         let m = x.column(j).iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        if m <= 0.0 {
-            return None;
+        if m > 0.0 {
+            *s = m;
+            x.column_mut(j).mapv_inplace(|v| v / m);
         }
-        *s = m;
-        x.column_mut(j).mapv_inplace(|v| v / m);
     }
-    let fitted = LinearRegression::new().with_intercept(false).fit(&Dataset::new(x, y)).ok()?;
-    let coefficients: Vec<f64> = fitted.params().iter().zip(&scale).map(|(c, s)| c / s).collect();
+    let keep = independent_columns(&x, 1e-6);
+    if keep.is_empty() || rows.len() < keep.len() {
+        return None;
+    }
+    let reduced = x.select(ndarray::Axis(1), &keep);
+    let fitted = LinearRegression::new().with_intercept(false).fit(&Dataset::new(reduced, y)).ok()?;
+    let mut coefficients = vec![0.0; cols];
+    for (&j, c) in keep.iter().zip(fitted.params()) {
+        coefficients[j] = c / scale[j];
+    }
     if coefficients.iter().any(|c| !c.is_finite()) {
         return None;
     }
