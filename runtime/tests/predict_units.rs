@@ -70,7 +70,7 @@ fn predictors_price_prefix_plus_suffix_as_the_whole_plus_one_overhead() {
             Some(LayerSample { features, latency_us, overhead_us: 1.0, source: "generic".into() })
         })
         .collect();
-    let config = tandem::predict::mlp::MlpConfig { epochs: 40, ..Default::default() };
+    let config = tandem::predict::mlp::MlpConfig { steps: 2_000, ..Default::default() };
     let set = PredictorSet::fit(&samples, &config);
     let bytes = tandem_models::ZooSpec::Mnist.build(1).expect("builds");
     let model = Model::from_bytes(&bytes, &InputShapes::none()).expect("loads");

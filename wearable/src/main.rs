@@ -8,6 +8,7 @@
 mod calibrate_cmd;
 mod device_cmd;
 mod predict_cmd;
+mod price_cmd;
 mod sweep_cmd;
 
 use std::path::PathBuf;
@@ -80,6 +81,8 @@ enum Command {
     /// Train and evaluate the latency predictors.
     #[command(subcommand)]
     Predict(predict_cmd::PredictCommand),
+    /// Price cuts in predicted time and model-based energy on a device pair.
+    Price(price_cmd::PriceArgs),
 }
 
 #[derive(Args)]
@@ -181,5 +184,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(cmd) => calibrate_cmd::run(cmd),
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Predict(cmd) => predict_cmd::run(cmd),
+        Command::Price(args) => price_cmd::run(args),
     }
 }

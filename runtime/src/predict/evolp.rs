@@ -110,7 +110,10 @@ impl EvolutionMatrix {
                         continue;
                     }
                     if let Some(c) = self.coefficients.get_mut(key) {
-                        c[0] -= lr * g * s;
+                        // The offset learns 10x slower than the slope: a slope
+                        // carries over to pruned or resized variants, an
+                        // absolute offset does not.
+                        c[0] -= 0.1 * lr * g * s;
                         c[1] -= lr * g * t;
                     }
                 }

@@ -81,6 +81,9 @@ impl LayerFeatures {
             "grouping" => self.grouping.clone(),
             "fused" => self.fused.clone(),
             "vector" => (self.rows <= 1.0).to_string(),
+            // The decade of elements touched: lets a tree give tiny layers,
+            // where fixed costs dominate, their own regression.
+            "scale" => format!("1e{}", (self.in_elems + self.out_elems).max(1.0).log10().floor() as i32),
             _ => String::new(),
         }
     }
@@ -128,12 +131,12 @@ impl LayerFeatures {
 /// kernel size, activation, ...).
 pub fn split_attributes(kind: &str) -> &'static [&'static str] {
     match kind {
-        "conv" => &["kernel", "grouping", "stride", "rank", "fused"],
-        "fc" => &["vector", "fused", "op"],
-        "pool" => &["op", "kernel"],
-        "activation" => &["op"],
-        "recurrent" => &["op"],
-        _ => &["op"],
+        "conv" => &["kernel", "grouping", "stride", "rank", "fused", "scale"],
+        "fc" => &["vector", "fused", "op", "scale"],
+        "pool" => &["op", "kernel", "scale"],
+        "activation" => &["op", "scale"],
+        "recurrent" => &["op", "scale"],
+        _ => &["op", "scale"],
     }
 }
 

@@ -186,6 +186,16 @@ pub trait LatencyModel {
     }
 }
 
+impl<M: LatencyModel + ?Sized> LatencyModel for &M {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        (**self).node_costs(graph)
+    }
+}
+
 /// A predictor scaled by a device's compute slowdown relative to the host it
 /// was trained on.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@
 //! cross-validated (weighted) error of the per-leaf regressions, so sub-types
 //! are learned from the data rather than fixed by hand. The regressions are
 //! fitted with `linfa-linear` (QR least squares) on rows weighted by
-//! 1/latency: a middle way between plain least squares, where the biggest
+//! 1/max(latency, 10 µs): a middle way between plain least squares, where the biggest
 //! layers decide everything, and relative error, where the smallest do. On
 //! held-out sweep layers it gave the best R² of the three.
 
@@ -33,6 +33,11 @@ const MIN_GAIN: f64 = 0.03;
 const FOLDS: usize = 4;
 /// Smallest target (µs): a layer is never predicted to be free.
 const FLOOR_US: f64 = 0.05;
+/// Rows are weighted by 1/max(latency, this) (µs): below ~10 µs a
+/// measurement is mostly timer and dispatch noise, and letting near-zero rows
+/// (no-op transposes, folded reshapes) weigh thousands of times more than
+/// real work wrecks the fit of everything else.
+const WEIGHT_FLOOR_US: f64 = 10.0;
 
 /// A fitted linear model `y = c0 + Σ c_j x_j` over a class's regressors (µs).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -146,7 +151,7 @@ fn target(s: &LayerSample) -> f64 {
     s.target_us().max(FLOOR_US)
 }
 
-/// Fits `y ≈ c0 + Σ c_j x_j` minimizing Σ(ŷ − y)²/y. Regressors that are
+/// Fits `y ≈ c0 + Σ c_j x_j` minimizing Σ(ŷ − y)²/max(y, floor). Regressors that are
 /// (numerically) linear combinations of earlier ones within these rows get a
 /// zero coefficient, so a sub-type whose features move together still gets a
 /// well-conditioned fit.
@@ -155,8 +160,11 @@ fn fit_linear(rows: &[&LayerSample]) -> LinearFit {
     if let Some(fit) = try_fit(rows, regressors + 1) {
         return fit;
     }
-    // The weighted optimum of a constant: Σ1 / Σ(1/y).
-    let (num, den) = rows.iter().fold((0.0, 0.0), |(n, d), r| (n + 1.0, d + 1.0 / target(r)));
+    // The weighted optimum of a constant: Σ(w·y) / Σw.
+    let (num, den) = rows.iter().fold((0.0, 0.0), |(n, d), r| {
+        let w = 1.0 / target(r).max(WEIGHT_FLOOR_US);
+        (n + w * target(r), d + w)
+    });
     LinearFit { coefficients: vec![if den > 0.0 { num / den } else { FLOOR_US }] }
 }
 
@@ -190,7 +198,7 @@ fn try_fit(rows: &[&LayerSample], cols: usize) -> Option<LinearFit> {
     let mut y = Array1::<f64>::zeros(rows.len());
     for (i, r) in rows.iter().enumerate() {
         let t = target(r);
-        let w = 1.0 / t.sqrt();
+        let w = 1.0 / t.max(WEIGHT_FLOOR_US).sqrt();
         x[(i, 0)] = w;
         for (j, v) in r.features.regressors().iter().take(cols - 1).enumerate() {
             x[(i, j + 1)] = v * w;
@@ -222,12 +230,12 @@ fn try_fit(rows: &[&LayerSample], cols: usize) -> Option<LinearFit> {
     Some(LinearFit { coefficients })
 }
 
-/// Σ(ŷ − y)²/y of `fit` over `rows`: the criterion the fit minimizes.
+/// Σ(ŷ − y)²/max(y, floor) of `fit` over `rows`: the criterion the fit minimizes.
 fn weighted_sse(fit: &LinearFit, rows: &[&LayerSample]) -> f64 {
     rows.iter()
         .map(|r| {
             let y = target(r);
-            (fit.predict(&r.features.regressors()) - y).powi(2) / y
+            (fit.predict(&r.features.regressors()) - y).powi(2) / y.max(WEIGHT_FLOOR_US)
         })
         .sum()
 }
