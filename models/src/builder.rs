@@ -99,6 +99,21 @@ pub(crate) fn value_info(name: &str, elem_type: DataType, dims: &[i64]) -> Value
     }
 }
 
+/// A float32 value info with no shape (tract infers it): for graph outputs.
+pub(crate) fn float_output(name: &str) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.to_string(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: DataType::Float as i32,
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// An integer attribute.
 pub(crate) fn attr_i(name: &str, i: i64) -> AttributeProto {
     AttributeProto { name: name.to_string(), r#type: AttributeType::Int as i32, i, ..Default::default() }

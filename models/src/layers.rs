@@ -9,9 +9,9 @@
 use anyhow::{bail, Result};
 use rand::seq::SliceRandom;
 use rand::Rng;
-use tract_onnx::pb::{tensor_proto::DataType, type_proto, TypeProto, ValueInfoProto};
+use tract_onnx::pb::tensor_proto::DataType;
 
-use crate::builder::{attr_f, attr_i, attr_ints, value_info, GraphBuilder};
+use crate::builder::{attr_f, attr_i, attr_ints, float_output, value_info, GraphBuilder};
 
 /// One single-layer model of the pool.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,21 +100,6 @@ pub enum LayerSpec {
         /// The input shape.
         shape: Vec<i64>,
     },
-}
-
-fn float_io(name: &str) -> ValueInfoProto {
-    // The output's shape is left for tract to infer.
-    ValueInfoProto {
-        name: name.to_string(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: DataType::Float as i32,
-                shape: None,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 impl LayerSpec {
@@ -245,7 +230,7 @@ impl LayerSpec {
                 other => bail!("unsupported sweep op {other}"),
             },
         }
-        b.finish("layer", inputs, vec![float_io("output")], &[])
+        b.finish("layer", inputs, vec![float_output("output")], &[])
     }
 }
 

@@ -15,7 +15,7 @@ use tract_onnx::pb::{
     tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 };
 
-use crate::builder::{uniform_bound, uniform_values, value_info};
+use crate::builder::{float_output, uniform_bound, uniform_values, value_info};
 
 /// How a constant tensor is used by the first non-constant node it reaches.
 #[derive(Debug, Clone)]
@@ -504,22 +504,6 @@ fn calibrate_batch_norms(model: &mut ModelProto, seed: u64) -> Result<bool> {
     graph.initializer.retain(|t| !unused.contains(&t.name));
     graph.input.retain(|i| !unused.contains(&i.name));
     Ok(true)
-}
-
-/// A graph output of type float32 with unknown shape.
-fn float_output(name: &str) -> tract_onnx::pb::ValueInfoProto {
-    use tract_onnx::pb::{type_proto, TypeProto, ValueInfoProto};
-    ValueInfoProto {
-        name: name.to_string(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: DataType::Float as i32,
-                shape: None,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 /// Accumulates the nodes of the BN calibration graph.

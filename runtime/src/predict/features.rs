@@ -203,14 +203,8 @@ pub fn features(graph: &LayerGraph, unit: &Unit) -> LayerFeatures {
     let in_elems: f64 = head.inputs.iter().map(|&t| elems(&graph.tensor(t).shape)).sum();
     let out_elems: f64 =
         graph.nodes()[last].outputs.first().map(|&t| elems(&graph.tensor(t).shape)).unwrap_or(0.0);
-    let kind = match head.kind {
-        LayerKind::Conv => "conv",
-        LayerKind::Fc => "fc",
-        LayerKind::Pool => "pool",
-        LayerKind::Activation => "activation",
-        LayerKind::Recurrent => "recurrent",
-        LayerKind::Other => "other",
-    };
+    // The class names are LayerKind's Display: conv, fc, pool, ...
+    let kind = head.kind.to_string();
     let groups = p.groups.max(1);
     let grouping = match head.kind {
         LayerKind::Conv if groups == 1 => GROUPING_REGULAR,
@@ -243,7 +237,7 @@ pub fn features(graph: &LayerGraph, unit: &Unit) -> LayerFeatures {
     };
     let rank = graph.tensor(head.inputs.first().copied().unwrap_or(0)).shape.len().saturating_sub(2) as u32;
     LayerFeatures {
-        kind: kind.to_string(),
+        kind,
         op: head.op.clone(),
         kernel: p.kernel.iter().copied().max().unwrap_or(0) as u32,
         stride: p.stride.iter().copied().max().unwrap_or(1) as u32,
