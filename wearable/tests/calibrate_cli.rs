@@ -4,19 +4,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn wearable(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tandem-wearable")).args(args).output().expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{stderr, stdout, wearable};
 
 /// Every stdout line that is a JSON object.
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {

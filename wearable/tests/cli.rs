@@ -2,21 +2,12 @@
 //! one-line errors bad input gets.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{stderr, stdout, wearable};
 
 use tandem_models::ensure_models;
-
-fn wearable(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tandem-wearable")).args(args).output().expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn last_json(o: &Output) -> serde_json::Value {
     let out = stdout(o);

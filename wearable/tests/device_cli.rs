@@ -2,19 +2,9 @@
 //! detecting profiles, and the one-line error a bad profile gets.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn wearable(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tandem-wearable")).args(args).output().expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{stderr, stdout, wearable};
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tandem-device-cli-{}", std::process::id()));
