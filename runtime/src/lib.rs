@@ -16,6 +16,7 @@
 //! - [`predict`]: latency predictors (DeepWear-style DT+LR, EvoLP-style MLP + evolution).
 //! - [`energy`]: the cluster-aware energy model and pricing a cut.
 //! - [`calibrate`]: fitting the power model from measurements and battery traces.
+//! - [`partition`]: pricing layers, min-cut and exhaustive candidates, Algorithm 1.
 //!
 //! # Example
 //! ```
@@ -47,6 +48,7 @@ pub mod energy;
 pub mod error;
 pub mod graph;
 pub mod model;
+pub mod partition;
 pub mod predict;
 pub mod profile;
 pub mod report;

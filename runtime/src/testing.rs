@@ -157,3 +157,38 @@ pub fn symbolic_mlp_onnx() -> Vec<u8> {
         .output("y", &[-1, 8])
         .build()
 }
+
+/// A random element-wise DAG for property tests: a MatMul on input `x`, then
+/// one node per `(op, a, b)`: Relu, Sigmoid, Add or Mul (by `op % 4`) of the
+/// outputs of earlier nodes `a` and `b` (modulo the count so far). Every
+/// tensor no node reads becomes a model output.
+pub fn random_dag_onnx(ops: &[(u8, usize, usize)]) -> Vec<u8> {
+    let mut g = GraphBuilder::new();
+    g.input("x", &[1, 8]).weight("w", &[8, 8]);
+    g.node("MatMul", "n0", &["x", "w"], &["t0"]);
+    let mut used = vec![false; ops.len() + 1];
+    for (i, &(op, a, b)) in ops.iter().enumerate() {
+        let (a, b) = (a % (i + 1), b % (i + 1));
+        let (ta, tb, out) = (format!("t{a}"), format!("t{b}"), format!("t{}", i + 1));
+        used[a] = true;
+        match op % 4 {
+            0 => g.node("Relu", &format!("n{}", i + 1), &[&ta], &[&out]),
+            1 => g.node("Sigmoid", &format!("n{}", i + 1), &[&ta], &[&out]),
+            2 => {
+                used[b] = true;
+                g.node("Add", &format!("n{}", i + 1), &[&ta, &tb], &[&out])
+            }
+            _ => {
+                used[b] = true;
+                g.node("Mul", &format!("n{}", i + 1), &[&ta, &tb], &[&out])
+            }
+        };
+    }
+    // Every dangling tensor becomes an output, so no layer is dead.
+    for (i, &u) in used.iter().enumerate() {
+        if !u || i == ops.len() {
+            g.output(&format!("t{i}"), &[1, 8]);
+        }
+    }
+    g.build()
+}

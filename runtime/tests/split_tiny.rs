@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use tandem::check::{check_cuts, random_inputs};
-use tandem::testing::{self, GraphBuilder};
+use tandem::testing;
 use tandem::{enumerate_cuts, sample_cuts, Cut, Error, InputShapes, Model, SplitExecutor};
 
 fn load(bytes: &[u8]) -> Model {
@@ -127,39 +127,6 @@ fn fed_tensors_are_checked() {
     assert!(matches!(err, Error::MissingTensor(_)), "{err}");
 }
 
-/// A random DAG of element-wise ops over [1, 8] tensors: each node reads one
-/// or two earlier tensors, so cuts often cross several branches.
-fn random_dag(ops: &[(u8, usize, usize)]) -> Vec<u8> {
-    let mut g = GraphBuilder::new();
-    g.input("x", &[1, 8]).weight("w", &[8, 8]);
-    g.node("MatMul", "n0", &["x", "w"], &["t0"]);
-    let mut used = vec![false; ops.len() + 1];
-    for (i, &(op, a, b)) in ops.iter().enumerate() {
-        let (a, b) = (a % (i + 1), b % (i + 1));
-        let (ta, tb, out) = (format!("t{a}"), format!("t{b}"), format!("t{}", i + 1));
-        used[a] = true;
-        match op % 4 {
-            0 => g.node("Relu", &format!("n{}", i + 1), &[&ta], &[&out]),
-            1 => g.node("Sigmoid", &format!("n{}", i + 1), &[&ta], &[&out]),
-            2 => {
-                used[b] = true;
-                g.node("Add", &format!("n{}", i + 1), &[&ta, &tb], &[&out])
-            }
-            _ => {
-                used[b] = true;
-                g.node("Mul", &format!("n{}", i + 1), &[&ta, &tb], &[&out])
-            }
-        };
-    }
-    // Every dangling tensor becomes an output, so no layer is dead.
-    for (i, &u) in used.iter().enumerate() {
-        if !u || i == ops.len() {
-            g.output(&format!("t{i}"), &[1, 8]);
-        }
-    }
-    g.build()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -168,7 +135,7 @@ proptest! {
         ops in proptest::collection::vec((0u8..4, 0usize..64, 0usize..64), 2..12),
         seed in 0u64..1000,
     ) {
-        let model = load(&random_dag(&ops));
+        let model = load(&tandem::testing::random_dag_onnx(&ops));
         let g = model.graph();
         let mut cuts = sample_cuts(g, 6, seed);
         cuts.push(Cut::wearable_only(g));
@@ -201,7 +168,7 @@ fn a_dag_that_trips_tracts_optimizer_still_runs() {
         (0, 24, 0),
         (1, 1, 35),
     ];
-    let model = load(&random_dag(&ops));
+    let model = load(&tandem::testing::random_dag_onnx(&ops));
     let cuts = enumerate_cuts(model.graph(), 10_000).expect("a small DAG");
     let report = check_cuts(&model, &cuts, &random_inputs(&model, 587).expect("inputs")).expect("check");
     assert!(report.ok, "{report:?}");

@@ -1,0 +1,406 @@
+//! The partition decision (SPEC 4, 5): price every layer and tensor once,
+//! find candidate cuts (exhaustive enumeration, or the exact s–t minimum cut
+//! with a Lagrangian search for the latency hint), and choose among them
+//! with DeepWear's Algorithm 1. No I/O, no clocks: a decision on a
+//! thousand-layer DAG takes milliseconds.
+//!
+//! Status: the candidate generators and Algorithm 1 are here; the DeepWear
+//! graph-simplification heuristic and the hysteresis `Planner` are not yet.
+
+pub mod mincut;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::energy::EnergyModel;
+use crate::predict::LatencyModel;
+use crate::{enumerate_cuts, Cut, Error, LayerGraph, Result};
+
+/// One device's cost source: its latency predictor and energy model.
+#[derive(Clone, Copy)]
+pub struct Side<'a> {
+    /// Predicted busy time of any set of layers on this device.
+    pub latency: &'a dyn LatencyModel,
+    /// Joules of compute, transmit and receive time on this device.
+    pub energy: &'a dyn EnergyModel,
+}
+
+/// What the profiler knows of the link.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LinkEstimate {
+    /// Wearable → handheld rate, bytes per second.
+    pub up_bytes_per_s: f64,
+    /// Handheld → wearable rate, bytes per second.
+    pub down_bytes_per_s: f64,
+    /// Round-trip time, paid once by any partition that offloads.
+    pub rtt: Duration,
+}
+
+/// The handheld's reported status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct HandheldStatus {
+    /// CPU load in [0, 1]: the suffix runs at (1 − load) of the CPU
+    /// (processor sharing), capped at 95% load.
+    pub load: f64,
+}
+
+impl HandheldStatus {
+    fn dilation(&self) -> f64 {
+        1.0 / (1.0 - self.load.clamp(0.0, 0.95))
+    }
+}
+
+/// Weights of each side's energy (SPEC 2: Ww, Wp).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EnergyWeights {
+    /// Ww: the wearable's energy weight.
+    pub wearable: f64,
+    /// Wp: the handheld's energy weight.
+    pub handheld: f64,
+}
+
+impl Default for EnergyWeights {
+    /// Both batteries count the same.
+    fn default() -> Self {
+        EnergyWeights { wearable: 0.5, handheld: 0.5 }
+    }
+}
+
+/// The app's latency hint PropT.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum LatencyHint {
+    /// PropT = 0: the fastest partition.
+    Fastest,
+    /// The least energy among partitions at most this slow, else the fastest.
+    Within(Duration),
+    /// PropT = ∞: the least energy.
+    EnergyFirst,
+}
+
+/// Single inferences, or a pipelined stream (cost per frame = slowest stage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    /// One inference at a time: T is the sum of the stages.
+    Single,
+    /// Pipelined frames: T is max(T_w, T_link, T_p).
+    Stream,
+}
+
+/// How candidates are found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Method {
+    /// Every cut of the DAG (refused above a limit).
+    Exhaustive,
+    /// s–t minimum cuts of the sum objectives, plus a Lagrangian sweep.
+    MinCut,
+}
+
+/// Per-layer and per-byte prices of one decision, computed once.
+#[derive(Clone, Debug)]
+pub struct NodePrices {
+    /// Wearable busy seconds per layer.
+    pub t_wearable: Vec<f64>,
+    /// Handheld busy seconds per layer, load included.
+    pub t_handheld: Vec<f64>,
+    /// Fixed seconds of one run on each side, paid by a non-empty part.
+    pub overhead_s: (f64, f64),
+    /// Wearable and handheld compute power (W).
+    pub compute_w: (f64, f64),
+    /// Wearable P_T, P_R (W).
+    pub radio_wearable_w: (f64, f64),
+    /// Handheld P_T, P_R (W).
+    pub radio_handheld_w: (f64, f64),
+    /// Seconds per byte up and down.
+    pub s_per_byte: (f64, f64),
+    /// Energy weights.
+    pub weights: EnergyWeights,
+}
+
+/// A sum-of-costs objective the min-cut can optimize.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Objective {
+    /// Seconds.
+    Latency,
+    /// Weighted joules.
+    Energy,
+    /// Weighted joules + λ · seconds.
+    Lagrangian(f64),
+}
+
+impl NodePrices {
+    /// Prices the graph's layers with both sides' predictors.
+    pub fn new(
+        graph: &LayerGraph,
+        wearable: Side,
+        handheld: Side,
+        link: &LinkEstimate,
+        status: &HandheldStatus,
+        weights: EnergyWeights,
+    ) -> NodePrices {
+        let w = wearable.latency.node_costs(graph);
+        let h = handheld.latency.node_costs(graph);
+        let k = status.dilation();
+        let rate = |r: f64| if r > 0.0 { 1.0 / r } else { f64::INFINITY };
+        NodePrices {
+            t_wearable: w.per_node_s.iter().map(|s| s.max(0.0)).collect(),
+            t_handheld: h.per_node_s.iter().map(|s| s.max(0.0) * k).collect(),
+            overhead_s: (w.overhead_s.max(0.0), h.overhead_s.max(0.0) * k),
+            compute_w: (wearable.energy.compute_power_w(), handheld.energy.compute_power_w()),
+            radio_wearable_w: (wearable.energy.transmit_power_w(), wearable.energy.receive_power_w()),
+            radio_handheld_w: (handheld.energy.transmit_power_w(), handheld.energy.receive_power_w()),
+            s_per_byte: (rate(link.up_bytes_per_s), rate(link.down_bytes_per_s)),
+            weights,
+        }
+    }
+
+    /// (price if on the wearable, price if on the handheld) of layer `v`.
+    pub fn node(&self, v: usize, objective: Objective) -> (f64, f64) {
+        let (tw, tp) = (self.t_wearable[v], self.t_handheld[v]);
+        let (ew, ep) =
+            (self.weights.wearable * self.compute_w.0 * tw, self.weights.handheld * self.compute_w.1 * tp);
+        match objective {
+            Objective::Latency => (tw, tp),
+            Objective::Energy => (ew, ep),
+            Objective::Lagrangian(l) => (ew + l * tw, ep + l * tp),
+        }
+    }
+
+    /// Price of sending `bytes` up (wearable transmits, handheld receives).
+    pub fn up(&self, bytes: u64, objective: Objective) -> f64 {
+        let t = bytes as f64 * self.s_per_byte.0;
+        let e = self.weights.wearable * self.radio_wearable_w.0 * t
+            + self.weights.handheld * self.radio_handheld_w.1 * t;
+        match objective {
+            Objective::Latency => t,
+            Objective::Energy => e,
+            Objective::Lagrangian(l) => e + l * t,
+        }
+    }
+
+    /// Price of sending `bytes` down (handheld transmits, wearable receives).
+    pub fn down(&self, bytes: u64, objective: Objective) -> f64 {
+        let t = bytes as f64 * self.s_per_byte.1;
+        let e = self.weights.wearable * self.radio_wearable_w.1 * t
+            + self.weights.handheld * self.radio_handheld_w.0 * t;
+        match objective {
+            Objective::Latency => t,
+            Objective::Energy => e,
+            Objective::Lagrangian(l) => e + l * t,
+        }
+    }
+}
+
+/// The predicted cost of one partition.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evaluation {
+    /// Wearable compute (s).
+    pub t_wearable: f64,
+    /// Uplink transfer (s).
+    pub t_up: f64,
+    /// Handheld compute, load included (s).
+    pub t_handheld: f64,
+    /// Downlink transfer (s).
+    pub t_down: f64,
+    /// RTT paid (s): 0 for wearable-only.
+    pub t_rtt: f64,
+    /// Single-inference latency: the sum of the stages (s).
+    pub latency_s: f64,
+    /// Per-frame time of a pipelined stream: the slowest stage (s).
+    pub stream_period_s: f64,
+    /// Weighted energy (J): Ww·(E_w + P_T·t_up + P_R·t_down) + Wp·(E_p + P_R·t_up + P_T·t_down).
+    pub energy_j: f64,
+}
+
+impl Evaluation {
+    fn time(&self, mode: Mode) -> f64 {
+        match mode {
+            Mode::Single => self.latency_s,
+            Mode::Stream => self.stream_period_s,
+        }
+    }
+}
+
+/// Prices a cut under the full formulas (fixed run costs and RTT included).
+pub fn evaluate(graph: &LayerGraph, prices: &NodePrices, cut: &Cut, rtt: Duration) -> Evaluation {
+    let n = graph.nodes().len();
+    let (mut tw, mut tp) = (0.0, 0.0);
+    let (mut any_w, mut any_p) = (false, false);
+    for v in 0..n {
+        if cut.on_wearable(v) {
+            tw += prices.t_wearable[v];
+            any_w = true;
+        } else {
+            tp += prices.t_handheld[v];
+            any_p = true;
+        }
+    }
+    if any_w {
+        tw += prices.overhead_s.0;
+    }
+    if any_p {
+        tp += prices.overhead_s.1;
+    }
+    let t_up = prices.up(cut.up_bytes(), Objective::Latency);
+    let t_down = prices.down(cut.down_bytes(), Objective::Latency);
+    let offloads = !cut.is_wearable_only();
+    let t_rtt = if offloads { rtt.as_secs_f64() } else { 0.0 };
+    let energy_j = prices.weights.wearable * prices.compute_w.0 * tw
+        + prices.weights.handheld * prices.compute_w.1 * tp
+        + prices.up(cut.up_bytes(), Objective::Energy)
+        + prices.down(cut.down_bytes(), Objective::Energy);
+    Evaluation {
+        t_wearable: tw,
+        t_up,
+        t_handheld: tp,
+        t_down,
+        t_rtt,
+        latency_s: tw + t_up + t_rtt + tp + t_down,
+        // Pipelined, the link's stage is its transfer time; RTT adds latency, not period.
+        stream_period_s: tw.max(t_up + t_down).max(tp),
+        energy_j,
+    }
+}
+
+/// Everything one decision depends on.
+#[derive(Clone, Copy)]
+pub struct DecisionInput<'a> {
+    /// The model's layer DAG.
+    pub graph: &'a LayerGraph,
+    /// The wearable's predictors.
+    pub wearable: Side<'a>,
+    /// The handheld's predictors.
+    pub handheld: Side<'a>,
+    /// The link estimate.
+    pub link: LinkEstimate,
+    /// The handheld's status.
+    pub status: HandheldStatus,
+    /// Energy weights.
+    pub weights: EnergyWeights,
+    /// The latency hint.
+    pub hint: LatencyHint,
+    /// Single inference or stream.
+    pub mode: Mode,
+}
+
+/// The chosen partition and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision {
+    /// Names of the tensors sent up.
+    pub cut: Vec<String>,
+    /// Layers on the wearable.
+    pub prefix_nodes: usize,
+    /// The cut itself (not serialized).
+    #[serde(skip)]
+    pub chosen: Cut,
+    /// Its predicted cost.
+    pub evaluation: Evaluation,
+    /// How candidates were found.
+    pub method: Method,
+    /// Candidates compared.
+    pub candidates: usize,
+    /// Why this one.
+    pub reason: String,
+}
+
+/// Most cuts [`Method::Exhaustive`] enumerates.
+pub const EXHAUSTIVE_LIMIT: usize = 200_000;
+
+/// Algorithm 1 over evaluated candidates; returns the chosen index and why.
+pub fn choose(evaluations: &[Evaluation], hint: LatencyHint, mode: Mode) -> Option<(usize, String)> {
+    let by = |f: &dyn Fn(&Evaluation) -> f64, pool: &mut dyn Iterator<Item = usize>| {
+        pool.min_by(|&a, &b| f(&evaluations[a]).total_cmp(&f(&evaluations[b])))
+    };
+    let time = |e: &Evaluation| e.time(mode);
+    let energy = |e: &Evaluation| e.energy_j;
+    match hint {
+        LatencyHint::Fastest => {
+            by(&time, &mut (0..evaluations.len())).map(|i| (i, "PropT = 0: the fastest".into()))
+        }
+        LatencyHint::EnergyFirst => {
+            by(&energy, &mut (0..evaluations.len())).map(|i| (i, "PropT = inf: the least energy".into()))
+        }
+        LatencyHint::Within(d) => {
+            let limit = d.as_secs_f64();
+            let mut meeting = (0..evaluations.len()).filter(|&i| time(&evaluations[i]) <= limit);
+            match by(&energy, &mut meeting) {
+                Some(i) => Some((i, format!("the least energy within PropT = {:.1} ms", limit * 1e3))),
+                None => by(&time, &mut (0..evaluations.len()))
+                    .map(|i| (i, format!("no cut meets PropT = {:.1} ms: the fastest", limit * 1e3))),
+            }
+        }
+    }
+}
+
+/// Candidate prefixes from min-cuts: latency, energy, and a Lagrangian
+/// sweep of energy + λ·time (bisection on λ toward the latency hint), plus
+/// both trivial cuts.
+pub fn min_cut_candidates(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    hint: LatencyHint,
+    rtt: Duration,
+) -> Vec<Cut> {
+    let mut masks = vec![
+        vec![true; graph.nodes().len()],
+        vec![false; graph.nodes().len()],
+        mincut::min_cut_prefix(graph, prices, Objective::Latency),
+        mincut::min_cut_prefix(graph, prices, Objective::Energy),
+    ];
+    if let LatencyHint::Within(d) = hint {
+        // λ in J/s: bisection in log space for the smallest weight on time
+        // whose min-cut meets the hint; every visited cut is a candidate.
+        let (mut lo, mut hi) = (1e-9f64, 1e9f64);
+        for _ in 0..40 {
+            let mid = (lo * hi).sqrt();
+            let mask = mincut::min_cut_prefix(graph, prices, Objective::Lagrangian(mid));
+            let meets = Cut::from_mask(graph, mask.clone())
+                .map(|c| evaluate(graph, prices, &c, rtt).latency_s <= d.as_secs_f64())
+                .unwrap_or(false);
+            masks.push(mask);
+            if meets {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+            if hi / lo < 1.01 {
+                break;
+            }
+        }
+    }
+    masks.sort();
+    masks.dedup();
+    masks.into_iter().filter_map(|m| Cut::from_mask(graph, m).ok()).collect()
+}
+
+/// Decides the partition for `input` with `method`.
+pub fn decide(input: &DecisionInput, method: Method) -> Result<Decision> {
+    let graph = input.graph;
+    let prices =
+        NodePrices::new(graph, input.wearable, input.handheld, &input.link, &input.status, input.weights);
+    let cuts = match (method, input.mode) {
+        (Method::Exhaustive, _) => enumerate_cuts(graph, EXHAUSTIVE_LIMIT).ok_or_else(|| {
+            Error::InvalidCut(format!("more than {EXHAUSTIVE_LIMIT} cuts: use the min-cut method"))
+        })?,
+        (Method::MinCut, Mode::Single) => min_cut_candidates(graph, &prices, input.hint, input.link.rtt),
+        // A min-cut cannot minimize a max of sums; enumerate when the DAG allows it.
+        (Method::MinCut, Mode::Stream) => match enumerate_cuts(graph, EXHAUSTIVE_LIMIT) {
+            Some(all) => all,
+            None => min_cut_candidates(graph, &prices, input.hint, input.link.rtt),
+        },
+    };
+    let evaluations: Vec<Evaluation> =
+        cuts.iter().map(|c| evaluate(graph, &prices, c, input.link.rtt)).collect();
+    let (i, reason) = choose(&evaluations, input.hint, input.mode)
+        .ok_or_else(|| Error::InvalidCut("the model has no candidate cut".into()))?;
+    let chosen = cuts[i].clone();
+    Ok(Decision {
+        cut: chosen.up_tensors().iter().map(|&t| graph.tensor(t).name.clone()).collect(),
+        prefix_nodes: chosen.prefix_len(),
+        evaluation: evaluations[i].clone(),
+        chosen,
+        method,
+        candidates: cuts.len(),
+        reason,
+    })
+}
