@@ -7,6 +7,7 @@
 
 mod calibrate_cmd;
 mod device_cmd;
+mod plan_cmd;
 mod predict_cmd;
 mod price_cmd;
 mod sweep_cmd;
@@ -83,6 +84,8 @@ enum Command {
     Predict(predict_cmd::PredictCommand),
     /// Price cuts in predicted time and model-based energy on a device pair.
     Price(price_cmd::PriceArgs),
+    /// Decide the partition for a device pair, link, load, weights and latency hint.
+    Plan(plan_cmd::PlanArgs),
 }
 
 #[derive(Args)]
@@ -185,5 +188,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Predict(cmd) => predict_cmd::run(cmd),
         Command::Price(args) => price_cmd::run(args),
+        Command::Plan(args) => plan_cmd::run(args),
     }
 }

@@ -4,8 +4,11 @@
 //! with DeepWear's Algorithm 1. No I/O, no clocks: a decision on a
 //! thousand-layer DAG takes milliseconds.
 //!
-//! Status: the candidate generators and Algorithm 1 are here; the DeepWear
-//! graph-simplification heuristic and the hysteresis `Planner` are not yet.
+//! [`Planner`] re-decides as conditions change, with hysteresis.
+//!
+//! Not yet here: the DeepWear graph-simplification heuristic, and a stream
+//! objective method beyond enumeration (a min-cut cannot minimize a max of
+//! sums; streams enumerate the DAG's cuts, or fall back to min-cut candidates).
 
 pub mod mincut;
 
@@ -403,4 +406,163 @@ pub fn decide(input: &DecisionInput, method: Method) -> Result<Decision> {
         candidates: cuts.len(),
         reason,
     })
+}
+
+/// The conditions a [`Planner`] decides under; each has a `handle_*` update.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Conditions {
+    /// The link estimate.
+    pub link: LinkEstimate,
+    /// The handheld's status.
+    pub status: HandheldStatus,
+    /// Energy weights.
+    pub weights: EnergyWeights,
+    /// The latency hint.
+    pub hint: LatencyHint,
+    /// Single inference or stream.
+    pub mode: Mode,
+}
+
+/// Settings of the [`Planner`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PlannerConfig {
+    /// A new cut must beat the current one's predicted cost by this fraction
+    /// (0.1 = 10%) before the planner switches: the hysteresis.
+    pub margin: f64,
+    /// Candidate search.
+    pub method: Method,
+}
+
+impl Default for PlannerConfig {
+    /// A 10% margin: link estimates jitter by about that much.
+    fn default() -> Self {
+        PlannerConfig { margin: 0.1, method: Method::MinCut }
+    }
+}
+
+/// Re-decides the partition as conditions change, switching only when the
+/// gain beats the margin. No I/O: feed it `handle_*`, call `poll_decision`.
+#[derive(Clone, Debug)]
+pub struct Planner {
+    config: PlannerConfig,
+    conditions: Conditions,
+    current: Option<Decision>,
+    dirty: bool,
+}
+
+impl Planner {
+    /// A planner with no decision yet.
+    pub fn new(config: PlannerConfig, conditions: Conditions) -> Planner {
+        Planner { config, conditions, current: None, dirty: true }
+    }
+
+    /// The conditions now.
+    pub fn conditions(&self) -> &Conditions {
+        &self.conditions
+    }
+
+    /// The decision in force.
+    pub fn current(&self) -> Option<&Decision> {
+        self.current.as_ref()
+    }
+
+    /// A new link estimate (bandwidth, RTT).
+    pub fn handle_link(&mut self, link: LinkEstimate) {
+        self.dirty |= self.conditions.link != link;
+        self.conditions.link = link;
+    }
+
+    /// A new handheld status (load).
+    pub fn handle_status(&mut self, status: HandheldStatus) {
+        self.dirty |= self.conditions.status != status;
+        self.conditions.status = status;
+    }
+
+    /// New energy weights (battery levels, charging).
+    pub fn handle_weights(&mut self, weights: EnergyWeights) {
+        self.dirty |= self.conditions.weights != weights;
+        self.conditions.weights = weights;
+    }
+
+    /// A new latency hint.
+    pub fn handle_hint(&mut self, hint: LatencyHint) {
+        self.dirty |= self.conditions.hint != hint;
+        self.conditions.hint = hint;
+    }
+
+    /// Single inference or stream.
+    pub fn handle_mode(&mut self, mode: Mode) {
+        self.dirty |= self.conditions.mode != mode;
+        self.conditions.mode = mode;
+    }
+
+    /// A predictor changed (for example it evolved): re-decide on next poll.
+    pub fn handle_predictor_update(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Re-decides if anything changed; returns the new decision when the
+    /// planner switches cuts (or makes its first decision), else `None`.
+    pub fn poll_decision(
+        &mut self,
+        graph: &LayerGraph,
+        wearable: Side,
+        handheld: Side,
+    ) -> Result<Option<Decision>> {
+        if !self.dirty {
+            return Ok(None);
+        }
+        self.dirty = false;
+        let c = self.conditions;
+        let input = DecisionInput {
+            graph,
+            wearable,
+            handheld,
+            link: c.link,
+            status: c.status,
+            weights: c.weights,
+            hint: c.hint,
+            mode: c.mode,
+        };
+        let best = decide(&input, self.config.method)?;
+        let Some(current) = &self.current else {
+            self.current = Some(best.clone());
+            return Ok(Some(best));
+        };
+        if current.chosen.key() == best.chosen.key() {
+            // Same cut: keep it, with its price under the new conditions.
+            self.current = Some(best);
+            return Ok(None);
+        }
+        let prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
+        let now = evaluate(graph, &prices, &current.chosen, c.link.rtt);
+        if beats(&best.evaluation, &now, c.hint, c.mode, self.config.margin) {
+            self.current = Some(best.clone());
+            Ok(Some(best))
+        } else {
+            if let Some(cur) = &mut self.current {
+                cur.evaluation = now;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Whether `new` beats `old` by more than `margin` on the hint's objective.
+fn beats(new: &Evaluation, old: &Evaluation, hint: LatencyHint, mode: Mode, margin: f64) -> bool {
+    let keep = 1.0 - margin.clamp(0.0, 0.99);
+    match hint {
+        LatencyHint::Fastest => new.time(mode) < old.time(mode) * keep,
+        LatencyHint::EnergyFirst => new.energy_j < old.energy_j * keep,
+        LatencyHint::Within(d) => {
+            let d = d.as_secs_f64();
+            match (new.time(mode) <= d, old.time(mode) <= d) {
+                // Meeting PropT wins outright; among cuts meeting it, energy decides.
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => new.energy_j < old.energy_j * keep,
+                (false, false) => new.time(mode) < old.time(mode) * keep,
+            }
+        }
+    }
 }

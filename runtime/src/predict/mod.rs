@@ -239,3 +239,36 @@ impl PredictorSet {
         }
     }
 }
+
+/// A measured per-node profile of one model standing in as a predictor:
+/// each layer costs its measured median, and what no layer claims (glue,
+/// sources) is the fixed per-run cost. Valid only for the graph it profiled.
+#[derive(Clone, Debug)]
+pub struct ProfiledLatency {
+    /// Seconds per layer.
+    pub per_node_s: Vec<f64>,
+    /// Seconds no layer claims, paid once per run.
+    pub overhead_s: f64,
+}
+
+impl ProfiledLatency {
+    /// From a profile of the model.
+    pub fn from_profile(profile: &crate::profile::Profile) -> ProfiledLatency {
+        ProfiledLatency {
+            per_node_s: profile.per_layer.iter().map(Duration::as_secs_f64).collect(),
+            overhead_s: profile.unattributed.as_secs_f64(),
+        }
+    }
+}
+
+impl LatencyModel for ProfiledLatency {
+    fn name(&self) -> String {
+        "profiled".into()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let mut per_node_s = self.per_node_s.clone();
+        per_node_s.resize(graph.nodes().len(), 0.0);
+        NodeCosts { per_node_s, overhead_s: self.overhead_s }
+    }
+}

@@ -1,0 +1,208 @@
+//! `tandem-wearable plan`: decides the partition of a model for a
+//! wearable/handheld pair under given link, load, weights and latency hint,
+//! and prints the decision (a table, then one JSON line).
+//!
+//! Latency comes from trained predictors (`--predictors`) or, without them,
+//! from a per-node profile of the model measured on this host; either way
+//! scaled by each profile's slowdown. Energy is model-based.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use tandem::device::DeviceProfile;
+use tandem::energy::{ClusterEnergy, PowerModel};
+use tandem::partition::{
+    decide, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Side,
+};
+use tandem::predict::{LatencyModel, PredictorSet, ProfiledLatency, Scaled};
+use tandem::{InputShapes, Model};
+
+use crate::sweep_cmd::parse_duration;
+
+/// How candidates are found, as a CLI value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MethodArg {
+    /// s–t minimum cuts and a Lagrangian search for the latency hint.
+    Mincut,
+    /// Every cut (small DAGs only).
+    Exhaustive,
+}
+
+/// Arguments of `plan`.
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// The ONNX model.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The wearable's profile (a shipped name or a file).
+    #[arg(long, default_value = "watch-w5")]
+    pub wearable: String,
+    /// The handheld's profile (a shipped name or a file).
+    #[arg(long, default_value = "pixel-8-pro")]
+    pub handheld: String,
+    /// Link rate both ways, e.g. `1mbit`, `700kbit`, `250kB` (bytes), `2mbps`.
+    #[arg(long, value_parser = parse_rate)]
+    pub bandwidth: f64,
+    /// Round-trip time.
+    #[arg(long, default_value = "30ms", value_parser = parse_duration)]
+    pub rtt: Duration,
+    /// Handheld CPU load in [0, 1].
+    #[arg(long, default_value_t = 0.0)]
+    pub load: f64,
+    /// Wearable energy weight Ww in [0, 1]; Wp = 1 − Ww.
+    #[arg(long, default_value_t = 0.5)]
+    pub ww: f64,
+    /// Latency hint PropT: `0` (fastest), `inf` (least energy) or a duration like `200ms`.
+    #[arg(long, default_value = "0", value_parser = parse_hint)]
+    pub latency_hint: LatencyHint,
+    /// Partition for a pipelined stream (per-frame time = slowest stage).
+    #[arg(long)]
+    pub stream: bool,
+    /// Candidate search.
+    #[arg(long, value_enum, default_value = "mincut")]
+    pub method: MethodArg,
+    /// Trained predictors (`predict fit --out`); without, the model is profiled here.
+    #[arg(long)]
+    pub predictors: Option<PathBuf>,
+}
+
+/// Parses a link rate into bytes per second: `1mbit`, `700kbit`, `2mbps`
+/// (bits), `250kB`, `1MB` (bytes), or a bare number of bits per second.
+pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.trim().parse().map_err(|_| format!("bad rate '{s}' (e.g. 1mbit, 700kbit, 250kB)"))?;
+    let bytes_per_s = match unit {
+        "" | "bit" | "bps" => v / 8.0,
+        "kbit" | "kbps" => v * 1e3 / 8.0,
+        "mbit" | "mbps" | "Mbit" | "Mbps" => v * 1e6 / 8.0,
+        "B" => v,
+        "kB" | "KB" => v * 1e3,
+        "MB" => v * 1e6,
+        _ => return Err(format!("bad rate unit in '{s}' (bit, kbit, mbit, B, kB, MB)")),
+    };
+    if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
+        return Err(format!("rate '{s}' must be positive"));
+    }
+    Ok(bytes_per_s)
+}
+
+/// Parses PropT: `0`, `inf`, or a duration.
+pub fn parse_hint(s: &str) -> std::result::Result<LatencyHint, String> {
+    match s.trim() {
+        "0" => Ok(LatencyHint::Fastest),
+        "inf" | "infinity" | "none" => Ok(LatencyHint::EnergyFirst),
+        other => {
+            parse_duration(other).map(
+                |d| {
+                    if d.is_zero() {
+                        LatencyHint::Fastest
+                    } else {
+                        LatencyHint::Within(d)
+                    }
+                },
+            )
+        }
+    }
+}
+
+/// Decides and prints.
+pub fn run(args: PlanArgs) -> Result<ExitCode> {
+    if !(0.0..=1.0).contains(&args.load) {
+        bail!("--load {} is outside [0, 1]", args.load);
+    }
+    if !(0.0..=1.0).contains(&args.ww) {
+        bail!("--ww {} is outside [0, 1]", args.ww);
+    }
+    let model = Model::from_path(&args.model, &InputShapes::none())?;
+    let graph = model.graph();
+    let wearable = DeviceProfile::load(&args.wearable)?;
+    let handheld = DeviceProfile::load(&args.handheld)?;
+    let (w_energy, h_energy) = (
+        ClusterEnergy::new(&wearable, PowerModel::Analytical)?,
+        ClusterEnergy::new(&handheld, PowerModel::Analytical)?,
+    );
+    let base: Box<dyn LatencyModel> = match &args.predictors {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read predictors {}", path.display()))?;
+            let set: PredictorSet = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a predictors file", path.display()))?;
+            Box::new(set.dt_lr)
+        }
+        None => {
+            let inputs = tandem::check::random_inputs(&model, 0)?;
+            Box::new(ProfiledLatency::from_profile(&tandem::profile::profile(&model, &inputs, 2, 7)?))
+        }
+    };
+    let w_lat = Scaled { inner: base.as_ref(), slowdown: wearable.slowdown };
+    let h_lat = Scaled { inner: base.as_ref(), slowdown: handheld.slowdown };
+    let input = DecisionInput {
+        graph,
+        wearable: Side { latency: &w_lat, energy: &w_energy },
+        handheld: Side { latency: &h_lat, energy: &h_energy },
+        link: LinkEstimate {
+            up_bytes_per_s: args.bandwidth,
+            down_bytes_per_s: args.bandwidth,
+            rtt: args.rtt,
+        },
+        status: HandheldStatus { load: args.load },
+        weights: EnergyWeights { wearable: args.ww, handheld: 1.0 - args.ww },
+        hint: args.latency_hint,
+        mode: if args.stream { Mode::Stream } else { Mode::Single },
+    };
+    let method = match args.method {
+        MethodArg::Mincut => Method::MinCut,
+        MethodArg::Exhaustive => Method::Exhaustive,
+    };
+    let d = decide(&input, method)?;
+    let e = &d.evaluation;
+    let ms = |s: f64| s * 1e3;
+    println!(
+        "{} on {} + {} (emulated pair: host latency x slowdown; energy model-based), {:.0} kbit/s, RTT {:?}",
+        model.name(),
+        wearable.name,
+        handheld.name,
+        args.bandwidth * 8.0 / 1e3,
+        args.rtt
+    );
+    println!("method      {:?} ({} candidates)", d.method, d.candidates);
+    println!(
+        "choice      {} of {} layers on the wearable; {}",
+        d.prefix_nodes,
+        graph.nodes().len(),
+        d.reason
+    );
+    println!("crossing    {}", if d.cut.is_empty() { "(nothing)".to_string() } else { d.cut.join(", ") });
+    println!(
+        "stages ms   wearable {:.3} | up {:.3} | rtt {:.3} | handheld {:.3} | down {:.3}",
+        ms(e.t_wearable),
+        ms(e.t_up),
+        ms(e.t_rtt),
+        ms(e.t_handheld),
+        ms(e.t_down)
+    );
+    println!(
+        "total       {:.3} ms (stream period {:.3} ms), {:.3} mJ weighted",
+        ms(e.latency_s),
+        ms(e.stream_period_s),
+        e.energy_j * 1e3
+    );
+    let t = if args.stream { e.stream_period_s } else { e.latency_s };
+    println!(
+        "{}",
+        serde_json::json!({
+            "cut": d.cut,
+            "prefix_nodes": d.prefix_nodes,
+            "t_ms": ms(t),
+            "e_mj": e.energy_j * 1e3,
+            "method": format!("{:?}", d.method).to_lowercase(),
+            "reason": d.reason,
+            "evaluation": e,
+        })
+    );
+    Ok(ExitCode::SUCCESS)
+}
