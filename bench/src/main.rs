@@ -7,6 +7,10 @@
 //! machine conditions, and reports the ratio of medians. It also reports the
 //! cost of building the plans of a new cut and of switching back to a cached
 //! one.
+//!
+//! `decision-time` times the partition decision (min-cut method, with the
+//! latency hint's Lagrangian search) against the model's own unsplit
+//! inference, side by side, and reports the ratio.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,11 +41,21 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         runs: usize,
     },
+    /// Decision time (min-cut, PropT = 0 and a finite PropT) as a share of inference time.
+    DecisionTime {
+        /// Models to measure (default: the whole zoo and the light models).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        /// Measured decisions and inferences, after warm-up.
+        #[arg(long, default_value_t = 15)]
+        runs: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
+        Command::DecisionTime { model, runs } => decision_time(model, runs),
     }
 }
 
@@ -137,4 +151,91 @@ fn split_overhead(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
+    use tandem::device::DeviceProfile;
+    use tandem::energy::{ClusterEnergy, PowerModel};
+    use tandem::partition::{
+        decide, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Side,
+    };
+    use tandem::predict::{FlopsModel, Scaled};
+
+    let models =
+        if models.is_empty() { default_models()? } else { models.into_iter().map(|m| (m, None)).collect() };
+    let watch = DeviceProfile::shipped("watch-w5")?;
+    let phone = DeviceProfile::shipped("pixel-8-pro")?;
+    let (we, pe) = (
+        ClusterEnergy::new(&watch, PowerModel::Analytical)?,
+        ClusterEnergy::new(&phone, PowerModel::Analytical)?,
+    );
+    // The decision's cost does not depend on which predictor priced the layers.
+    let host = FlopsModel { us_per_mac: 1e-4, overhead_us: 20.0 };
+    let (wl, pl) = (
+        Scaled { inner: &host, slowdown: watch.slowdown },
+        Scaled { inner: &host, slowdown: phone.slowdown },
+    );
+    for (path, input) in models {
+        let model =
+            Model::from_path(&path, &InputShapes::none()).with_context(|| path.display().to_string())?;
+        let g = model.graph();
+        let inputs = match &input {
+            Some(pb) => inputs_from_pb(&model, pb)?,
+            None => random_inputs(&model, 0)?,
+        };
+        let plan = full_plan(&model)?;
+        for hint in [LatencyHint::Fastest, LatencyHint::Within(Duration::from_millis(200))] {
+            let decision_input = DecisionInput {
+                graph: g,
+                wearable: Side { latency: &wl, energy: &we },
+                handheld: Side { latency: &pl, energy: &pe },
+                link: LinkEstimate {
+                    up_bytes_per_s: 125e3,
+                    down_bytes_per_s: 125e3,
+                    rtt: Duration::from_millis(30),
+                },
+                status: HandheldStatus { load: 0.5 },
+                weights: EnergyWeights::default(),
+                hint,
+                mode: Mode::Single,
+            };
+            // Alternate decisions and inferences so both see the same machine.
+            let (mut d_times, mut i_times) = (vec![], vec![]);
+            for i in 0..runs + 2 {
+                let t = Instant::now();
+                let d = decide(&decision_input, Method::MinCut)?;
+                let dt = t.elapsed();
+                let t = Instant::now();
+                plan.run(g, &inputs)?;
+                let it = t.elapsed();
+                std::hint::black_box(d);
+                if i >= 2 {
+                    d_times.push(dt);
+                    i_times.push(it);
+                }
+            }
+            let (d, inf) = (median(&mut d_times), median(&mut i_times));
+            let share = d.as_secs_f64() / inf.as_secs_f64().max(1e-12) * 100.0;
+            let hint_name = match hint {
+                LatencyHint::Within(_) => "200ms",
+                _ => "0",
+            };
+            println!(
+                "{}",
+                json!({"bench": "decision_time", "model": model.name(), "layers": g.nodes().len(),
+                       "latency_hint": hint_name, "decision_ms": ms(d), "inference_ms": ms(inf),
+                       "decision_pct_of_inference": share, "runs": runs})
+            );
+            eprintln!(
+                "{:<22} {:>5} layers  PropT {:<6} decision {:>8.3} ms  inference {:>9.3} ms  {:>7.3}%",
+                model.name(),
+                g.nodes().len(),
+                hint_name,
+                ms(d),
+                ms(inf),
+                share
+            );
+        }
+    }
+    Ok(())
 }

@@ -65,7 +65,9 @@ proptest! {
             let cut = Cut::from_mask(g, mask).expect("min-cut prefix is predecessor-closed");
             let got = sum_objective(g, &p, &cut, objective);
             let best = all.iter().map(|c| sum_objective(g, &p, c, objective)).fold(f64::INFINITY, f64::min);
-            prop_assert!(got <= best * (1.0 + 1e-9) + 1e-15, "{objective:?}: min-cut {got} vs brute force {best}");
+            // Capacities are integers at 2^-40 of the largest price: allow that rounding.
+            let worst = all.iter().map(|c| sum_objective(g, &p, c, objective)).fold(0.0, f64::max);
+            prop_assert!(got <= best + 1e-9 * worst, "{objective:?}: min-cut {got} vs brute force {best}");
         }
     }
 
