@@ -41,7 +41,8 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         runs: usize,
     },
-    /// Decision time (min-cut, PropT = 0 and a finite PropT) as a share of inference time.
+    /// Decision time (min-cut; PropT = 0, and PropT halfway between the fastest and
+    /// the least-energy cut) as a share of inference time.
     DecisionTime {
         /// Models to measure (default: the whole zoo and the light models).
         #[arg(long)]
@@ -184,21 +185,27 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
             None => random_inputs(&model, 0)?,
         };
         let plan = full_plan(&model)?;
-        for hint in [LatencyHint::Fastest, LatencyHint::Within(Duration::from_millis(200))] {
-            let decision_input = DecisionInput {
-                graph: g,
-                wearable: Side { latency: &wl, energy: &we },
-                handheld: Side { latency: &pl, energy: &pe },
-                link: LinkEstimate {
-                    up_bytes_per_s: 125e3,
-                    down_bytes_per_s: 125e3,
-                    rtt: Duration::from_millis(30),
-                },
-                status: HandheldStatus { load: 0.5 },
-                weights: EnergyWeights::default(),
-                hint,
-                mode: Mode::Single,
-            };
+        let input_for = |hint| DecisionInput {
+            graph: g,
+            wearable: Side { latency: &wl, energy: &we },
+            handheld: Side { latency: &pl, energy: &pe },
+            link: LinkEstimate {
+                up_bytes_per_s: 125e3,
+                down_bytes_per_s: 125e3,
+                rtt: Duration::from_millis(30),
+            },
+            status: HandheldStatus { load: 0.5 },
+            weights: EnergyWeights::default(),
+            hint,
+            mode: Mode::Single,
+        };
+        // A finite PropT halfway between the fastest and the least-energy
+        // cut's latency: the case that needs the Lagrangian search.
+        let fast = decide(&input_for(LatencyHint::Fastest), Method::MinCut)?.evaluation.latency_s;
+        let frugal = decide(&input_for(LatencyHint::EnergyFirst), Method::MinCut)?.evaluation.latency_s;
+        let mid = Duration::from_secs_f64((fast + frugal.max(fast)) / 2.0);
+        for hint in [LatencyHint::Fastest, LatencyHint::Within(mid)] {
+            let decision_input = input_for(hint);
             // Alternate decisions and inferences so both see the same machine.
             let (mut d_times, mut i_times) = (vec![], vec![]);
             for i in 0..runs + 2 {
@@ -217,7 +224,7 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
             let (d, inf) = (median(&mut d_times), median(&mut i_times));
             let share = d.as_secs_f64() / inf.as_secs_f64().max(1e-12) * 100.0;
             let hint_name = match hint {
-                LatencyHint::Within(_) => "200ms",
+                LatencyHint::Within(_) => "mid",
                 _ => "0",
             };
             println!(

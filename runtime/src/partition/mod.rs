@@ -350,18 +350,27 @@ pub fn min_cut_candidates(
         mincut::min_cut_prefix(graph, prices, Objective::Latency),
         mincut::min_cut_prefix(graph, prices, Objective::Energy),
     ];
-    if let LatencyHint::Within(d) = hint {
+    let meets = |mask: &Vec<bool>, d: Duration| {
+        Cut::from_mask(graph, mask.clone())
+            .map(|c| evaluate(graph, prices, &c, rtt).latency_s <= d.as_secs_f64())
+            .unwrap_or(false)
+    };
+    // The search is needed only when the least-energy cut is too slow and
+    // the fastest cut is fast enough; otherwise one of those two is the answer.
+    let search = match hint {
+        LatencyHint::Within(d) => !meets(&masks[3], d) && masks.iter().any(|m| meets(m, d)),
+        _ => false,
+    };
+    if let (true, LatencyHint::Within(d)) = (search, hint) {
         // λ in J/s: bisection in log space for the smallest weight on time
         // whose min-cut meets the hint; every visited cut is a candidate.
         let (mut lo, mut hi) = (1e-9f64, 1e9f64);
         for _ in 0..40 {
             let mid = (lo * hi).sqrt();
             let mask = mincut::min_cut_prefix(graph, prices, Objective::Lagrangian(mid));
-            let meets = Cut::from_mask(graph, mask.clone())
-                .map(|c| evaluate(graph, prices, &c, rtt).latency_s <= d.as_secs_f64())
-                .unwrap_or(false);
+            let ok = meets(&mask, d);
             masks.push(mask);
-            if meets {
+            if ok {
                 hi = mid;
             } else {
                 lo = mid;
