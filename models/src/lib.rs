@@ -155,8 +155,8 @@ fn light_entry(cache: &Path, name: &'static str) -> LightEntry {
 
 /// Generates the default zoo and the MobileNet variants into `<cache>/zoo`
 /// (what is missing, or everything when the cache is stale), without touching
-/// the network. Returns (zoo, variants).
-pub fn ensure_zoo_in(cache: &Path) -> Result<(Vec<ZooEntry>, Vec<ZooEntry>)> {
+/// the network. Returns (zoo, MobileNet variants, pruned variants).
+pub fn ensure_zoo_in(cache: &Path) -> Result<(Vec<ZooEntry>, Vec<ZooEntry>, Vec<ZooEntry>)> {
     let seed = DEFAULT_SEED;
     let zoo_dir = cache.join("zoo");
     let fresh = stamp_ok(&zoo_dir, seed);
@@ -168,10 +168,12 @@ pub fn ensure_zoo_in(cache: &Path) -> Result<(Vec<ZooEntry>, Vec<ZooEntry>)> {
             None => variants.extend(write_zoo(&zoo_dir, &[spec], seed, fresh)?),
         }
     }
+    // Same staleness as the rest of the zoo: a generator bump rewrites them too.
+    let pruned = write_zoo(&zoo_dir, &pruned_variants(), seed, fresh)?;
     if !fresh {
         write_atomic(&zoo_dir.join("STAMP"), stamp_text(seed).as_bytes())?;
     }
-    Ok((zoo, variants))
+    Ok((zoo, variants, pruned))
 }
 
 /// Makes sure `<cache>/light` holds the nine light models, their expected
@@ -205,9 +207,7 @@ pub fn ensure_light_models(cache: &Path) -> Result<Vec<LightEntry>> {
 pub fn ensure_models_in(cache: &Path) -> Result<ModelPaths> {
     let seed = DEFAULT_SEED;
 
-    let (zoo, mobilenet_variants) = ensure_zoo_in(cache)?;
-    // The zoo's stamp is fresh now: write only what is missing.
-    let pruned_variants = write_zoo(&cache.join("zoo"), &pruned_variants(), seed, true)?;
+    let (zoo, mobilenet_variants, pruned_variants) = ensure_zoo_in(cache)?;
     let light = ensure_light_models(cache)?;
 
     // Randomized copies.

@@ -512,8 +512,6 @@ mod tests {
             let full = base.unpruned().build(1)?;
             let half = ZooSpec::Pruned { base, keep_percent: 50 }.build(1)?;
             assert!(half.len() * 2 < full.len(), "{base:?}: {} vs {} bytes", half.len(), full.len());
-            // keep 100% builds the unpruned model, byte for byte.
-            assert_eq!(mnist(1, 100)?, ZooSpec::Mnist.build(1)?);
         }
         Ok(())
     }

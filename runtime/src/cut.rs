@@ -121,6 +121,11 @@ impl Cut {
         self.prefix[node]
     }
 
+    /// `mask[node]` is true for the wearable's layers.
+    pub fn prefix_mask(&self) -> &[bool] {
+        &self.prefix
+    }
+
     /// Wearable layers, in node order.
     pub fn prefix_nodes(&self) -> Vec<NodeId> {
         (0..self.prefix.len()).filter(|&n| self.prefix[n]).collect()

@@ -186,7 +186,8 @@ fn run_measure(args: &MeasureArgs) -> Result<ExitCode> {
             Mode::Cluster => ActivationMode::Cluster,
             Mode::Single => ActivationMode::Single,
         },
-        phase: Duration::from_secs_f64(args.phase_secs),
+        phase: Duration::try_from_secs_f64(args.phase_secs)
+            .map_err(|_| anyhow::anyhow!("--phase-secs {} is not a duration", args.phase_secs))?,
         repeats: args.repeats,
         sample_period: Duration::from_millis(args.sample_ms),
     };

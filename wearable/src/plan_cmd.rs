@@ -10,13 +10,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use tandem::device::DeviceProfile;
 use tandem::energy::{ClusterEnergy, PowerModel};
 use tandem::partition::{
     decide, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Side,
 };
-use tandem::predict::{LatencyModel, PredictorSet, ProfiledLatency, Scaled};
+use tandem::predict::{LatencyModel, ProfiledLatency, Scaled};
+
+use crate::predict_cmd::load_predictors;
 use tandem::{InputShapes, Model};
 
 use crate::sweep_cmd::parse_duration;
@@ -126,13 +128,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         ClusterEnergy::new(&handheld, PowerModel::Analytical)?,
     );
     let base: Box<dyn LatencyModel> = match &args.predictors {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read predictors {}", path.display()))?;
-            let set: PredictorSet = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a predictors file", path.display()))?;
-            Box::new(set.dt_lr)
-        }
+        Some(path) => Box::new(load_predictors(path)?.dt_lr),
         None => {
             let inputs = tandem::check::random_inputs(&model, 0)?;
             Box::new(ProfiledLatency::from_profile(&tandem::profile::profile(&model, &inputs, 2, 7)?))

@@ -9,16 +9,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tandem::predict::metrics::{r_squared, Accuracy};
 use tandem::predict::mlp::MlpConfig;
 use tandem::predict::{LatencyModel, LayerSample, PredictorSet, UnitPredictor};
-use tandem::{sample_cuts, InputShapes, Model, SplitExecutor};
+use tandem::split::Half;
+use tandem::{sample_cuts, InputShapes, Model, SplitExecutor, Values};
 use tandem_models::{ensure_models, PrunedBase, ZooSpec};
 
-use crate::sweep_cmd::read_dataset;
+use crate::sweep_cmd::{read_dataset, time_median};
 
 /// Which models `eval` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -101,6 +102,15 @@ pub fn run(cmd: PredictCommand) -> Result<ExitCode> {
     }
 }
 
+/// Reads a predictors file written by `predict fit --out`.
+pub fn load_predictors(path: &Path) -> Result<PredictorSet> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read predictors {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!("{} is not a predictors file (write one with `predict fit --out`)", path.display())
+    })
+}
+
 fn load(paths: &[PathBuf]) -> Result<Vec<LayerSample>> {
     let mut all = vec![];
     for p in paths {
@@ -161,6 +171,7 @@ fn layer_report(samples: &[LayerSample], holdout: f64, config: &MlpConfig) {
                 "r2_dt_lr": r_squared(&dt), "r2_mlp": r_squared(&mlp), "r2_flops": r_squared(&fl),
                 "rmspe_dt_lr": rmspe(&dt), "rmspe_mlp": rmspe(&mlp), "rmspe_flops": rmspe(&fl),
                 "subtypes": set.dt_lr.trees.get(class).map(|t| t.describe()).unwrap_or_default(),
+                "mlp_macs": set.evolp.lwlp.nets.get(class).map(|n| n.mlp.macs()),
             })
         );
     }
@@ -221,41 +232,46 @@ struct Measured {
     time: Duration,
 }
 
-fn median(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
-    for _ in 0..2 {
-        f()?;
-    }
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        f()?;
-        times.push(t.elapsed());
-    }
-    times.sort();
-    Ok(times[times.len() / 2])
+/// The median of `runs` timed calls after two warm-ups.
+fn median(runs: usize, f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    time_median(2, runs, f)
 }
 
-fn measure(model: &Model, cuts: usize, runs: usize, seed: u64) -> Result<Vec<Measured>> {
+/// A model's measurements, with its unsplit plan and inputs kept so the
+/// whole model can be timed again without rebuilding anything.
+struct Timed {
+    plan: Half,
+    inputs: Values,
+    parts: Vec<Measured>,
+}
+
+impl Timed {
+    fn whole(&self, model: &Model, runs: usize) -> Result<Duration> {
+        median(runs, || self.plan.run(model.graph(), &self.inputs).map(drop).map_err(Into::into))
+    }
+}
+
+fn measure(model: &Model, cuts: usize, runs: usize, seed: u64) -> Result<Timed> {
     let graph = model.graph();
     let inputs = tandem::check::random_inputs(model, seed)?;
-    let full = tandem::split::full_plan(model)?;
-    let mut out = vec![Measured {
-        part: "whole",
-        mask: vec![true; graph.nodes().len()],
-        time: median(runs, || full.run(graph, &inputs).map(drop).map_err(Into::into))?,
-    }];
+    let plan = tandem::split::full_plan(model)?;
+    let mut timed = Timed { plan, inputs, parts: vec![] };
+    let whole = timed.whole(model, runs)?;
+    let inputs = &timed.inputs;
+    let mut out = vec![Measured { part: "whole", mask: vec![true; graph.nodes().len()], time: whole }];
     let executor = SplitExecutor::new(model.clone());
     for cut in sample_cuts(graph, cuts, seed) {
         let plan = executor.plan(&cut)?;
-        let up = plan.run_prefix(graph, &inputs)?;
-        let prefix: Vec<bool> = (0..graph.nodes().len()).map(|n| cut.on_wearable(n)).collect();
+        let up = plan.run_prefix(graph, inputs)?;
+        let prefix = cut.prefix_mask().to_vec();
         let suffix: Vec<bool> = prefix.iter().map(|b| !b).collect();
-        let t_prefix = median(runs, || plan.run_prefix(graph, &inputs).map(drop).map_err(Into::into))?;
+        let t_prefix = median(runs, || plan.run_prefix(graph, inputs).map(drop).map_err(Into::into))?;
         let t_suffix = median(runs, || plan.run_suffix(graph, &up).map(drop).map_err(Into::into))?;
         out.push(Measured { part: "prefix", mask: prefix, time: t_prefix });
         out.push(Measured { part: "suffix", mask: suffix, time: t_suffix });
     }
-    Ok(out)
+    timed.parts = out;
+    Ok(timed)
 }
 
 /// Predictions of every predictor for one measurement: (flops, dt-lr, evolp before, evolp after).
@@ -296,7 +312,7 @@ fn model_report(
     let mut evolved = std::collections::BTreeMap::new();
     for (m, model, measured) in loaded.iter().filter(|(m, _, _)| m.evolve) {
         let evo = evolved.entry(m.family).or_insert_with(|| predictors.evolp.clone());
-        for x in measured.iter().filter(|x| !single(m.family) || x.part == "whole") {
+        for x in measured.parts.iter().filter(|x| !single(m.family) || x.part == "whole") {
             evo.observe(model.graph(), &x.mask, x.time);
         }
     }
@@ -309,7 +325,7 @@ fn model_report(
             predictors.evolp.node_costs(g),
             evolved.get(m.family).unwrap_or(&predictors.evolp).node_costs(g),
         ];
-        for x in measured {
+        for x in &measured.parts {
             let held_out = !m.evolve || (single(m.family) && x.part != "whole");
             scored.push(Scored {
                 family: m.family,
@@ -324,11 +340,8 @@ fn model_report(
     }
     // The noise ceiling: every whole model timed again, after all the others.
     let mut again = vec![];
-    for (m, model, _) in &loaded {
-        let inputs = tandem::check::random_inputs(model, seed)?;
-        let full = tandem::split::full_plan(model)?;
-        let t = median(runs, || full.run(model.graph(), &inputs).map(drop).map_err(Into::into))?;
-        again.push((!m.evolve, t.as_secs_f64()));
+    for (m, model, measured) in &loaded {
+        again.push((!m.evolve, measured.whole(model, runs)?.as_secs_f64()));
     }
     if details {
         println!(

@@ -9,10 +9,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tandem::device::DeviceProfile;
 use tandem::energy::{price_cut, ClusterEnergy, LinkRates, PowerModel};
-use tandem::predict::{LatencyModel, PredictorSet, Scaled};
+use tandem::predict::{LatencyModel, Scaled};
+
+use crate::predict_cmd::load_predictors;
 use tandem::{cuts_to_check, Cut, InputShapes, Model};
 
 /// Which trained predictor prices the layers.
@@ -70,11 +72,7 @@ pub enum PowerArg {
 /// Prices the cuts and prints a table, then one JSON line per cut.
 pub fn run(args: PriceArgs) -> Result<ExitCode> {
     let model = Model::from_path(&args.model, &InputShapes::none())?;
-    let text = std::fs::read_to_string(&args.predictors)
-        .with_context(|| format!("cannot read predictors {}", args.predictors.display()))?;
-    let set: PredictorSet = serde_json::from_str(&text).with_context(|| {
-        format!("{} is not a predictors file (write one with `predict fit --out`)", args.predictors.display())
-    })?;
+    let set = load_predictors(&args.predictors)?;
     let wearable = DeviceProfile::load(&args.wearable)?;
     let handheld = DeviceProfile::load(&args.handheld)?;
     let power = match args.power {

@@ -72,10 +72,7 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         "h" => v * 3600.0,
         _ => return Err(format!("bad duration unit in '{s}' (ms, s, m, h)")),
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("bad duration '{s}'"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("bad duration '{s}'"))
 }
 
 /// Runs the sweep.
@@ -188,9 +185,18 @@ pub struct Timing {
     pub repeats: usize,
 }
 
-fn median_us(mut times: Vec<Duration>) -> f64 {
-    times.sort();
-    times.get(times.len() / 2).map(|d| d.as_secs_f64() * 1e6).unwrap_or(0.0)
+/// Runs `f` `warmup` times, then `runs` times timed; the median of the timed runs.
+pub fn time_median(warmup: usize, runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed());
+    }
+    Ok(tandem::profile::median(&mut times))
 }
 
 /// Builds, loads and times one single-layer model; returns its unit's
@@ -204,16 +210,11 @@ pub fn measure_spec(spec: &LayerSpec, timing: &Timing) -> Result<(LayerFeatures,
     };
     let plan = tandem::split::full_plan(&model)?;
     let inputs = tandem::check::random_inputs(&model, 0)?;
-    let mut times = vec![];
-    for i in 0..timing.warmup + timing.repeats {
-        let t = Instant::now();
+    let median = time_median(timing.warmup, timing.repeats, || {
         plan.run(model.graph(), &inputs)?;
-        let dt = t.elapsed();
-        if i >= timing.warmup {
-            times.push(dt);
-        }
-    }
-    Ok((features.clone(), median_us(times)))
+        Ok(())
+    })?;
+    Ok((features.clone(), median.as_secs_f64() * 1e6))
 }
 
 /// The model's const-class units, timed in place by the per-node profiler.

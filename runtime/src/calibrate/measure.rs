@@ -256,6 +256,7 @@ pub fn plan(config: &MeasureConfig) -> Result<Plan, CalibrateError> {
     }
 
     let policy = policy_of_all(&cpu_dir, &targets)?;
+    let core0_shares = policy_of(&cpu_dir, 0).is_ok_and(|p| p == policy);
     let mut warnings = Vec::new();
     let mut khz = Vec::new();
     for &choice in &config.freqs {
@@ -312,6 +313,10 @@ pub fn plan(config: &MeasureConfig) -> Result<Plan, CalibrateError> {
                 for _ in 0..config.repeats {
                     for &cpu in &targets {
                         steps.push(Step::Write { path: online_file(cpu), value: "0".into() });
+                    }
+                    // Core 0 alone still runs this policy's clock when it belongs to it.
+                    if core0_shares {
+                        steps.push(Step::Pin { policy: policy.clone(), khz });
                     }
                     steps.push(phase(PhaseKind::IdleBase, khz, Vec::new()));
                     for &cpu in &targets {

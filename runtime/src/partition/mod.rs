@@ -344,21 +344,21 @@ pub fn min_cut_candidates(
     hint: LatencyHint,
     rtt: Duration,
 ) -> Vec<Cut> {
-    let mut masks = vec![
-        vec![true; graph.nodes().len()],
-        vec![false; graph.nodes().len()],
-        mincut::min_cut_prefix(graph, prices, Objective::Latency),
-        mincut::min_cut_prefix(graph, prices, Objective::Energy),
-    ];
-    let meets = |mask: &Vec<bool>, d: Duration| {
-        Cut::from_mask(graph, mask.clone())
-            .map(|c| evaluate(graph, prices, &c, rtt).latency_s <= d.as_secs_f64())
-            .unwrap_or(false)
-    };
+    // A min-cut's source side is predecessor-closed by construction (the
+    // infinite edges), so `from_mask` cannot refuse it.
+    let min_cut = |objective| Cut::from_mask(graph, mincut::min_cut_prefix(graph, prices, objective)).ok();
+    let mut cuts: Vec<Cut> = [Some(Cut::wearable_only(graph)), Some(Cut::handheld_only(graph))]
+        .into_iter()
+        .chain([min_cut(Objective::Latency), min_cut(Objective::Energy)])
+        .flatten()
+        .collect();
+    let meets = |cut: &Cut, d: Duration| evaluate(graph, prices, cut, rtt).latency_s <= d.as_secs_f64();
     // The search is needed only when the least-energy cut is too slow and
     // the fastest cut is fast enough; otherwise one of those two is the answer.
     let search = match hint {
-        LatencyHint::Within(d) => !meets(&masks[3], d) && masks.iter().any(|m| meets(m, d)),
+        LatencyHint::Within(d) => {
+            !cuts.last().is_some_and(|c| meets(c, d)) && cuts.iter().any(|c| meets(c, d))
+        }
         _ => false,
     };
     if let (true, LatencyHint::Within(d)) = (search, hint) {
@@ -367,22 +367,21 @@ pub fn min_cut_candidates(
         let (mut lo, mut hi) = (1e-9f64, 1e9f64);
         for _ in 0..40 {
             let mid = (lo * hi).sqrt();
-            let mask = mincut::min_cut_prefix(graph, prices, Objective::Lagrangian(mid));
-            let ok = meets(&mask, d);
-            masks.push(mask);
-            if ok {
+            let Some(cut) = min_cut(Objective::Lagrangian(mid)) else { break };
+            if meets(&cut, d) {
                 hi = mid;
             } else {
                 lo = mid;
             }
+            cuts.push(cut);
             if hi / lo < 1.01 {
                 break;
             }
         }
     }
-    masks.sort();
-    masks.dedup();
-    masks.into_iter().filter_map(|m| Cut::from_mask(graph, m).ok()).collect()
+    cuts.sort_by(|a, b| a.prefix_mask().cmp(b.prefix_mask()));
+    cuts.dedup_by(|a, b| a.prefix_mask() == b.prefix_mask());
+    cuts
 }
 
 /// Decides the partition for `input` with `method`.

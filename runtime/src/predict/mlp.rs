@@ -2,9 +2,10 @@
 //! 3-layer MLP `g(x) = W2·σ(W1·σ(W0·x))` (σ = ReLU) from a unit's encoded
 //! configuration to its log latency.
 //!
-//! Hand-written: it is a few hundred multiply-adds per prediction and trains
-//! in well under a second, where an ML framework (burn, candle) would add
-//! minutes of build time for the same arithmetic. Training is Adam on
+//! Hand-written: it is 500–2,200 multiply-adds per prediction ([`Mlp::macs`],
+//! reported by `predict fit`) and a fixed number of Adam steps to train, where
+//! an ML framework (burn, candle) would add minutes of build time for the same
+//! arithmetic. Training is Adam on
 //! mini-batches with a seeded initialization, so a fit is reproducible.
 
 use std::collections::BTreeMap;

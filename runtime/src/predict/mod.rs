@@ -175,13 +175,12 @@ pub trait LatencyModel {
 
     /// Predicted time of the wearable's part of `cut`.
     fn predict_prefix(&self, graph: &LayerGraph, cut: &Cut) -> Duration {
-        let mask: Vec<bool> = (0..graph.nodes().len()).map(|n| cut.on_wearable(n)).collect();
-        self.predict_nodes(graph, &mask)
+        self.predict_nodes(graph, cut.prefix_mask())
     }
 
     /// Predicted time of the handheld's part of `cut`.
     fn predict_suffix(&self, graph: &LayerGraph, cut: &Cut) -> Duration {
-        let mask: Vec<bool> = (0..graph.nodes().len()).map(|n| !cut.on_wearable(n)).collect();
+        let mask: Vec<bool> = cut.prefix_mask().iter().map(|w| !w).collect();
         self.predict_nodes(graph, &mask)
     }
 }

@@ -256,9 +256,12 @@ fn cv_error(rows: &[&LayerSample]) -> f64 {
         .sum()
 }
 
+/// Rows grouped by a categorical value.
+type Groups<'a> = BTreeMap<String, Vec<&'a LayerSample>>;
+
 /// Groups rows by an attribute's value; values with too few rows are left
 /// out (the parent's fit serves them).
-fn partition<'a>(rows: &[&'a LayerSample], attribute: &str) -> BTreeMap<String, Vec<&'a LayerSample>> {
+fn partition<'a>(rows: &[&'a LayerSample], attribute: &str) -> Groups<'a> {
     let mut groups: BTreeMap<String, Vec<&LayerSample>> = BTreeMap::new();
     for r in rows {
         groups.entry(r.features.category(attribute)).or_default().push(r);
@@ -274,28 +277,23 @@ fn grow(rows: &[&LayerSample], attributes: &[&str], depth: usize) -> TreeNode {
         return node;
     }
     let base = cv_error(rows);
-    let mut best: Option<(f64, &str)> = None;
+    let mut best: Option<(f64, &str, Groups)> = None;
     for &attribute in attributes {
         let groups = partition(rows, attribute);
         if groups.len() < 2 {
             continue;
         }
         // Rows in small groups keep the parent's fit.
-        let covered: usize = groups.values().map(Vec::len).sum();
-        let leftover: Vec<&LayerSample> = if covered < rows.len() {
-            rows.iter().filter(|r| !groups.contains_key(&r.features.category(attribute))).copied().collect()
-        } else {
-            vec![]
-        };
+        let leftover: Vec<&LayerSample> =
+            rows.iter().filter(|r| !groups.contains_key(&r.features.category(attribute))).copied().collect();
         let err = groups.values().map(|g| cv_error(g)).sum::<f64>() + weighted_sse(&node.fit, &leftover);
-        if err < base * (1.0 - MIN_GAIN) && best.is_none_or(|(e, _)| err < e) {
-            best = Some((err, attribute));
+        if err < base * (1.0 - MIN_GAIN) && best.as_ref().is_none_or(|(e, _, _)| err < *e) {
+            best = Some((err, attribute, groups));
         }
     }
-    if let Some((_, attribute)) = best {
+    if let Some((_, attribute, groups)) = best {
         let rest: Vec<&str> = attributes.iter().copied().filter(|a| *a != attribute).collect();
-        let children =
-            partition(rows, attribute).into_iter().map(|(v, g)| (v, grow(&g, &rest, depth + 1))).collect();
+        let children = groups.into_iter().map(|(v, g)| (v, grow(&g, &rest, depth + 1))).collect();
         node.split = Some((attribute.to_string(), children));
     }
     node
