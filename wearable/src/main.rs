@@ -86,6 +86,11 @@ enum Command {
     Price(price_cmd::PriceArgs),
     /// Decide the partition for a device pair, link, load, weights and latency hint.
     Plan(plan_cmd::PlanArgs),
+    /// DeepWear's graph simplification: node counts before and after, and the virtual nodes.
+    Simplify {
+        #[command(flatten)]
+        model: ModelArgs,
+    },
 }
 
 #[derive(Args)]
@@ -189,5 +194,34 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(cmd) => predict_cmd::run(cmd),
         Command::Price(args) => price_cmd::run(args),
         Command::Plan(args) => plan_cmd::run(args),
+        Command::Simplify { model } => {
+            let model = model.load()?;
+            let g = model.graph();
+            let s = tandem::partition::Simplified::new(g);
+            for (i, members) in s.members().iter().enumerate() {
+                let head = &g.nodes()[members[0]];
+                println!("{i:4}  {:<32} {:>4} layers  {}", head.name, members.len(), head.op);
+            }
+            let cuts = match s.cuts(g, tandem::partition::EXHAUSTIVE_LIMIT) {
+                Some(cuts) => cuts?.len().to_string(),
+                None => format!("> {}", tandem::partition::EXHAUSTIVE_LIMIT),
+            };
+            let st = s.stats();
+            println!(
+                "{}: {} layers -> {} after pruning light layers -> {} virtual nodes ({} repeated blocks of {} kinds bundled); {} representative cuts",
+                model.name(),
+                st.layers,
+                st.after_pruning,
+                st.after_bundling,
+                st.bundled_blocks,
+                st.block_kinds,
+                cuts
+            );
+            let mut line = serde_json::to_value(st)?;
+            line["model"] = model.name().into();
+            line["cuts"] = cuts.into();
+            println!("{line}");
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -26,6 +26,8 @@ use crate::sweep_cmd::parse_duration;
 /// How candidates are found, as a CLI value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MethodArg {
+    /// DeepWear's representative cuts: every cut of the simplified DAG.
+    Heuristic,
     /// s–t minimum cuts and a Lagrangian search for the latency hint.
     Mincut,
     /// Every cut (small DAGs only).
@@ -151,6 +153,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         mode: if args.stream { Mode::Stream } else { Mode::Single },
     };
     let method = match args.method {
+        MethodArg::Heuristic => Method::Heuristic,
         MethodArg::Mincut => Method::MinCut,
         MethodArg::Exhaustive => Method::Exhaustive,
     };
@@ -165,7 +168,12 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         args.bandwidth * 8.0 / 1e3,
         args.rtt
     );
-    println!("method      {:?} ({} candidates)", d.method, d.candidates);
+    println!(
+        "method      {:?} ({} candidates{})",
+        d.method,
+        d.candidates,
+        if d.optimal { ", proven optimal under the predictions" } else { "" }
+    );
     println!(
         "choice      {} of {} layers on the wearable; {}",
         d.prefix_nodes,
@@ -195,7 +203,8 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
             "prefix_nodes": d.prefix_nodes,
             "t_ms": ms(t),
             "e_mj": e.energy_j * 1e3,
-            "method": format!("{:?}", d.method).to_lowercase(),
+            "method": d.method,
+            "optimal": d.optimal,
             "reason": d.reason,
             "evaluation": e,
         })

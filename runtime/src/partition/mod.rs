@@ -1,16 +1,22 @@
 //! The partition decision (SPEC 4, 5): price every layer and tensor once,
-//! find candidate cuts (exhaustive enumeration, or the exact s–t minimum cut
-//! with a Lagrangian search for the latency hint), and choose among them
-//! with DeepWear's Algorithm 1. No I/O, no clocks: a decision on a
-//! thousand-layer DAG takes milliseconds.
+//! find candidate cuts, and choose among them with DeepWear's Algorithm 1.
+//! No I/O, no clocks: a decision on a thousand-layer DAG takes milliseconds.
+//!
+//! Candidates come from one of three methods ([`Method`]):
+//! - [`Method::Heuristic`], DeepWear's: the cuts of the simplified DAG
+//!   ([`simplify`]: light layers pruned, repeated blocks bundled);
+//! - [`Method::MinCut`], exact: s–t minimum cuts for the sum objectives, a
+//!   Lagrangian search for the latency hint, and for streams a branch and
+//!   bound over every cut ([`stream`]);
+//! - [`Method::Exhaustive`]: every cut of the DAG (small DAGs only).
 //!
 //! [`Planner`] re-decides as conditions change, with hysteresis.
-//!
-//! Not yet here: the DeepWear graph-simplification heuristic, and a stream
-//! objective method beyond enumeration (a min-cut cannot minimize a max of
-//! sums; streams enumerate the DAG's cuts, or fall back to min-cut candidates).
 
 pub mod mincut;
+pub mod simplify;
+pub mod stream;
+
+pub use simplify::{Simplified, SimplifyStats};
 
 use std::time::Duration;
 
@@ -92,11 +98,15 @@ pub enum Mode {
 
 /// How candidates are found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Method {
+    /// DeepWear's representative cuts: every cut of the simplified DAG.
+    Heuristic,
+    /// s–t minimum cuts of the sum objectives, a Lagrangian sweep for the
+    /// latency hint, and branch and bound for streams.
+    MinCut,
     /// Every cut of the DAG (refused above a limit).
     Exhaustive,
-    /// s–t minimum cuts of the sum objectives, plus a Lagrangian sweep.
-    MinCut,
 }
 
 /// Per-layer and per-byte prices of one decision, computed once.
@@ -302,6 +312,11 @@ pub struct Decision {
     pub method: Method,
     /// Candidates compared.
     pub candidates: usize,
+    /// Whether the cut is proven optimal over every cut of the DAG (under
+    /// the predicted costs): exhaustive search, a min-cut of the objective,
+    /// or a completed stream search. The heuristic and the Lagrangian
+    /// search for a latency hint are not.
+    pub optimal: bool,
     /// Why this one.
     pub reason: String,
 }
@@ -386,22 +401,100 @@ pub fn min_cut_candidates(
 
 /// Decides the partition for `input` with `method`.
 pub fn decide(input: &DecisionInput, method: Method) -> Result<Decision> {
+    decide_with(input, method, None)
+}
+
+/// [`decide`] with the model's simplified DAG computed once beforehand
+/// (it depends on the graph alone); `None` computes it when needed.
+pub fn decide_with(
+    input: &DecisionInput,
+    method: Method,
+    simplified: Option<&Simplified>,
+) -> Result<Decision> {
     let graph = input.graph;
     let prices =
         NodePrices::new(graph, input.wearable, input.handheld, &input.link, &input.status, input.weights);
-    let cuts = match (method, input.mode) {
-        (Method::Exhaustive, _) => enumerate_cuts(graph, EXHAUSTIVE_LIMIT).ok_or_else(|| {
-            Error::InvalidCut(format!("more than {EXHAUSTIVE_LIMIT} cuts: use the min-cut method"))
-        })?,
-        (Method::MinCut, Mode::Single) => min_cut_candidates(graph, &prices, input.hint, input.link.rtt),
-        // A min-cut cannot minimize a max of sums; enumerate when the DAG allows it.
-        (Method::MinCut, Mode::Stream) => match enumerate_cuts(graph, EXHAUSTIVE_LIMIT) {
-            Some(all) => all,
-            None => min_cut_candidates(graph, &prices, input.hint, input.link.rtt),
-        },
+    let own = std::cell::OnceCell::new();
+    let representative = || -> Result<Vec<Cut>> {
+        let simplified = simplified.unwrap_or_else(|| own.get_or_init(|| Simplified::new(graph)));
+        simplified.cuts(graph, EXHAUSTIVE_LIMIT).unwrap_or_else(|| {
+            Err(Error::InvalidCut(format!(
+                "the simplified DAG ({} virtual nodes) has more than {EXHAUSTIVE_LIMIT} cuts: use the min-cut method",
+                simplified.stats().after_bundling
+            )))
+        })
     };
-    let evaluations: Vec<Evaluation> =
-        cuts.iter().map(|c| evaluate(graph, &prices, c, input.link.rtt)).collect();
+    let rtt = input.link.rtt;
+    let mut optimal = false;
+    let mut note = String::new();
+    let cuts = match (method, input.mode) {
+        (Method::Exhaustive, _) => {
+            optimal = true;
+            enumerate_cuts(graph, EXHAUSTIVE_LIMIT).ok_or_else(|| {
+                Error::InvalidCut(format!("more than {EXHAUSTIVE_LIMIT} cuts: use the min-cut method"))
+            })?
+        }
+        (Method::Heuristic, _) => representative()?,
+        (Method::MinCut, Mode::Single) => {
+            // Latency and energy are sums: their min-cuts are exact.
+            optimal = !matches!(input.hint, LatencyHint::Within(_));
+            min_cut_candidates(graph, &prices, input.hint, rtt)
+        }
+        (Method::MinCut, Mode::Stream) => {
+            let mut cuts = min_cut_candidates(graph, &prices, input.hint, rtt);
+            if let Ok(more) = representative() {
+                cuts.extend(more);
+            }
+            let goal = match input.hint {
+                // Energy is a sum: its min-cut is already a candidate.
+                LatencyHint::EnergyFirst => None,
+                LatencyHint::Fastest => Some(stream::StreamGoal::Period),
+                LatencyHint::Within(d) => {
+                    // The least energy within PropT if some cut meets it, else the fastest.
+                    let fastest = stream::search(
+                        graph,
+                        &prices,
+                        stream::StreamGoal::Period,
+                        &cuts,
+                        stream::STREAM_BUDGET,
+                    );
+                    let meets = fastest
+                        .cut
+                        .as_ref()
+                        .is_some_and(|c| evaluate(graph, &prices, c, rtt).stream_period_s <= d.as_secs_f64());
+                    let proven = fastest.proven;
+                    cuts.extend(fastest.cut);
+                    if !meets && proven {
+                        optimal = true;
+                        note = "; stream search proved no cut meets PropT".into();
+                        None
+                    } else {
+                        Some(stream::StreamGoal::EnergyWithin(d.as_secs_f64()))
+                    }
+                }
+            };
+            match goal {
+                None => optimal |= input.hint == LatencyHint::EnergyFirst,
+                Some(goal) => {
+                    let found = stream::search(graph, &prices, goal, &cuts, stream::STREAM_BUDGET);
+                    optimal = found.proven;
+                    note = if found.proven {
+                        format!("; stream search proved it optimal ({} states)", found.states)
+                    } else {
+                        format!(
+                            "; stream search stopped after {} states: best found, not proven",
+                            found.states
+                        )
+                    };
+                    cuts.extend(found.cut);
+                }
+            }
+            cuts.sort_by(|a, b| a.prefix_mask().cmp(b.prefix_mask()));
+            cuts.dedup_by(|a, b| a.prefix_mask() == b.prefix_mask());
+            cuts
+        }
+    };
+    let evaluations: Vec<Evaluation> = cuts.iter().map(|c| evaluate(graph, &prices, c, rtt)).collect();
     let (i, reason) = choose(&evaluations, input.hint, input.mode)
         .ok_or_else(|| Error::InvalidCut("the model has no candidate cut".into()))?;
     let chosen = cuts[i].clone();
@@ -412,7 +505,8 @@ pub fn decide(input: &DecisionInput, method: Method) -> Result<Decision> {
         chosen,
         method,
         candidates: cuts.len(),
-        reason,
+        optimal,
+        reason: reason + &note,
     })
 }
 
