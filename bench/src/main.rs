@@ -8,6 +8,10 @@
 //! cost of building the plans of a new cut and of switching back to a cached
 //! one.
 //!
+//! `oracle` checks the partitioner's choices against an oracle that measured
+//! every candidate cut, on an emulated pair (`tandem::oracle`), over the
+//! bandwidth × load × PropT grid, for each decision method.
+//!
 //! `decision-time` times the partition decision (min-cut method, with the
 //! latency hint's Lagrangian search) against the model's own unsplit
 //! inference, side by side, and reports the ratio.
@@ -41,6 +45,18 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         runs: usize,
     },
+    /// Chosen cut vs the measured best of every candidate, on an emulated pair.
+    Oracle {
+        /// Models to check (default: the whole zoo and the light models).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        /// Measured rounds per candidate cut (medians), after one warm-up.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// The stream objective (per-frame period) instead of single inference.
+        #[arg(long)]
+        stream: bool,
+    },
     /// Decision time (min-cut; PropT = 0, and PropT halfway between the fastest and
     /// the least-energy cut) as a share of inference time.
     DecisionTime {
@@ -57,6 +73,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
         Command::DecisionTime { model, runs } => decision_time(model, runs),
+        Command::Oracle { model, runs, stream } => oracle(model, runs, stream),
     }
 }
 
@@ -244,5 +261,73 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool) -> anyhow::Result<()> {
+    use tandem::oracle::{run_oracle, summarize, OracleGrid, PairSetup};
+    use tandem::partition::{EnergyWeights, Method, Mode};
+    let models =
+        if models.is_empty() { default_models()? } else { models.into_iter().map(|m| (m, None)).collect() };
+    let setup = PairSetup::new(
+        tandem::device::DeviceProfile::shipped("watch-w5")?,
+        tandem::device::DeviceProfile::shipped("pixel-8-pro")?,
+        Duration::from_millis(30),
+        EnergyWeights::default(),
+        if stream { Mode::Stream } else { Mode::Single },
+    )?;
+    let methods = [Method::Heuristic, Method::MinCut];
+    let mut all = vec![];
+    for (path, input) in models {
+        let model =
+            Model::from_path(&path, &InputShapes::none()).with_context(|| path.display().to_string())?;
+        let inputs = match &input {
+            Some(pb) => inputs_from_pb(&model, pb)?,
+            None => random_inputs(&model, 0)?,
+        };
+        let started = Instant::now();
+        let predictor = tandem::predict::ProfiledLatency::measure(&model, &inputs)?;
+        let pair = setup.pair(&predictor);
+        let run = run_oracle(&model, &inputs, &pair, &OracleGrid::default(), &methods, runs, |_, _| {})?;
+        let (cases, candidates) = (run.cases, run.timings.len());
+        for (t, p) in run.timings.iter().zip(&run.predicted) {
+            println!(
+                "{}",
+                json!({"bench": "oracle_cut", "model": model.name(), "prefix_nodes": t.cut.prefix_len(),
+                       "up_bytes": t.cut.up_bytes(), "down_bytes": t.cut.down_bytes(),
+                       "prefix_ms": ms(Duration::from_secs_f64(t.prefix_s)),
+                       "suffix_ms": ms(Duration::from_secs_f64(t.suffix_s)),
+                       "predicted_prefix_ms": p.0 * 1e3, "predicted_suffix_ms": p.1 * 1e3})
+            );
+        }
+        for c in &cases {
+            println!("{}", json!({"bench": "oracle_case", "emulated_pair": true, "case": c}));
+        }
+        let line: Vec<_> = methods.iter().map(|&m| summarize(&cases, m)).collect();
+        println!(
+            "{}",
+            json!({"bench": "oracle_model", "model": model.name(), "candidates": candidates,
+                   "seconds": started.elapsed().as_secs_f64(), "summaries": line})
+        );
+        for s in &line {
+            eprintln!(
+                "{:<22} {:<9} {:>3} cuts  optimal {:>2}/{}  within 5% {:>2}  worst x{:.3}",
+                model.name(),
+                format!("{:?}", s.method).to_lowercase(),
+                candidates,
+                s.optimal,
+                s.cases,
+                s.within_5pct,
+                s.worst_ratio
+            );
+        }
+        all.extend(cases);
+    }
+    let summaries: Vec<_> = methods.iter().map(|&m| summarize(&all, m)).collect();
+    println!(
+        "{}",
+        json!({"bench": "oracle", "emulated_pair": true, "wearable": setup.wearable.name,
+               "handheld": setup.handheld.name, "stream": stream, "runs": runs, "summaries": summaries})
+    );
     Ok(())
 }

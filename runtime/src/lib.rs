@@ -48,6 +48,7 @@ pub mod energy;
 pub mod error;
 pub mod graph;
 pub mod model;
+pub mod oracle;
 pub mod partition;
 pub mod predict;
 pub mod profile;

@@ -7,6 +7,7 @@
 
 mod calibrate_cmd;
 mod device_cmd;
+mod oracle_cmd;
 mod plan_cmd;
 mod predict_cmd;
 mod price_cmd;
@@ -86,6 +87,8 @@ enum Command {
     Price(price_cmd::PriceArgs),
     /// Decide the partition for a device pair, link, load, weights and latency hint.
     Plan(plan_cmd::PlanArgs),
+    /// Check the partitioner's choices against an oracle that measured every candidate (emulated pair).
+    Oracle(oracle_cmd::OracleArgs),
     /// DeepWear's graph simplification: node counts before and after, and the virtual nodes.
     Simplify {
         #[command(flatten)]
@@ -194,6 +197,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(cmd) => predict_cmd::run(cmd),
         Command::Price(args) => price_cmd::run(args),
         Command::Plan(args) => plan_cmd::run(args),
+        Command::Oracle(args) => oracle_cmd::run(args),
         Command::Simplify { model } => {
             let model = model.load()?;
             let g = model.graph();

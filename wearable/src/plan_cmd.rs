@@ -131,10 +131,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     );
     let base: Box<dyn LatencyModel> = match &args.predictors {
         Some(path) => Box::new(load_predictors(path)?.dt_lr),
-        None => {
-            let inputs = tandem::check::random_inputs(&model, 0)?;
-            Box::new(ProfiledLatency::from_profile(&tandem::profile::profile(&model, &inputs, 2, 7)?))
-        }
+        None => Box::new(ProfiledLatency::measure(&model, &tandem::check::random_inputs(&model, 0)?)?),
     };
     let w_lat = Scaled { inner: base.as_ref(), slowdown: wearable.slowdown };
     let h_lat = Scaled { inner: base.as_ref(), slowdown: handheld.slowdown };

@@ -1,5 +1,6 @@
-//! `tandem-wearable plan` as a real process: the decision's JSON line, the
-//! latency hint's effect, and clear errors for bad arguments.
+//! `tandem-wearable plan`, `simplify` and `oracle` as real processes: the
+//! decision's JSON line, the latency hint's effect, every method, the node
+//! counts, the oracle's summary, and clear errors for bad arguments.
 
 mod common;
 use common::{stderr, stdout, wearable};
@@ -57,9 +58,56 @@ fn bad_plan_arguments_get_one_line_and_exit_2() {
         (vec!["plan", "--model", &m, "--bandwidth", "1mbit", "--latency-hint", "soon"], "bad duration"),
         (vec!["plan", "--model", &m, "--bandwidth", "1mbit", "--wearable", "no-such-watch"], "no-such-watch"),
         (vec!["plan", "--model", "/nonexistent.onnx", "--bandwidth", "1mbit"], "/nonexistent.onnx"),
+        (vec!["plan", "--model", &m, "--bandwidth", "1mbit", "--method", "greedy"], "greedy"),
+        (vec!["oracle", "--model", &m, "--runs", "0"], "--runs"),
+        (vec!["oracle", "--model", &m, "--ww", "2"], "--ww 2"),
+        (vec!["oracle", "--model", "/nonexistent.onnx"], "/nonexistent.onnx"),
+        (vec!["simplify", "--model", "/nonexistent.onnx"], "/nonexistent.onnx"),
     ] {
         let o = wearable(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn every_method_plans_and_the_heuristic_reports_its_simplified_graph() {
+    let paths = ensure_models().expect("models");
+    let inception =
+        paths.light("light_inception_v1").expect("inception").model.to_str().expect("utf-8").to_string();
+    let counts = decision(&["simplify", "--model", &inception]);
+    assert_eq!(counts["layers"], 143, "{counts}");
+    assert_eq!(counts["bundled_blocks"], 9, "nine Inception modules: {counts}");
+    assert!(counts["after_bundling"].as_u64().expect("n") < 20, "{counts}");
+    let m = mnist();
+    for method in ["heuristic", "mincut", "exhaustive"] {
+        for stream in [false, true] {
+            let mut args = vec!["plan", "--model", &m, "--bandwidth", "2mbit", "--method", method];
+            if stream {
+                args.push("--stream");
+            }
+            let d = decision(&args);
+            assert_eq!(d["method"], method, "{d}");
+            assert!(d["t_ms"].as_f64().expect("t") > 0.0, "{d}");
+            if method != "heuristic" {
+                assert_eq!(d["optimal"], true, "{method} stream={stream}: {d}");
+            }
+        }
+    }
+}
+
+#[test]
+fn oracle_reports_every_grid_point_for_each_method() {
+    let paths = ensure_models().expect("models");
+    let har = paths.zoo_path("lstm_har").expect("lstm_har").to_str().expect("utf-8").to_string();
+    let line = decision(&["oracle", "--model", &har, "--runs", "2"]);
+    assert_eq!(line["emulated_pair"], true, "{line}");
+    let summaries = line["summaries"].as_array().expect("summaries");
+    assert_eq!(summaries.len(), 2, "{line}");
+    for s in summaries {
+        // 6 bandwidths x 3 loads x 2 hints.
+        assert_eq!(s["cases"], 36, "{s}");
+        assert!(s["optimal"].as_u64() <= s["within_5pct"].as_u64(), "{s}");
+        assert!(s["worst_ratio"].as_f64().expect("ratio") >= 1.0, "{s}");
     }
 }

@@ -55,7 +55,8 @@ pub struct HandheldStatus {
 }
 
 impl HandheldStatus {
-    fn dilation(&self) -> f64 {
+    /// How much longer the suffix takes under this load: 1 / (1 − load).
+    pub fn dilation(&self) -> f64 {
         1.0 / (1.0 - self.load.clamp(0.0, 0.95))
     }
 }
@@ -226,7 +227,8 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    fn time(&self, mode: Mode) -> f64 {
+    /// The time the mode cares about: latency, or the stream's period.
+    pub fn time(&self, mode: Mode) -> f64 {
         match mode {
             Mode::Single => self.latency_s,
             Mode::Stream => self.stream_period_s,
@@ -254,6 +256,13 @@ pub fn evaluate(graph: &LayerGraph, prices: &NodePrices, cut: &Cut, rtt: Duratio
     if any_p {
         tp += prices.overhead_s.1;
     }
+    evaluate_stages(prices, cut, tw, tp, rtt)
+}
+
+/// Prices a cut whose compute stages are already known (predicted or
+/// measured): `tw` on the wearable, `tp` on the handheld (load included).
+/// Link time and radio energy come from the cut's bytes and `prices`.
+pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Duration) -> Evaluation {
     let t_up = prices.up(cut.up_bytes(), Objective::Latency);
     let t_down = prices.down(cut.down_bytes(), Objective::Latency);
     let offloads = !cut.is_wearable_only();

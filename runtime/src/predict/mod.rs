@@ -258,6 +258,11 @@ impl ProfiledLatency {
             overhead_s: profile.unattributed.as_secs_f64(),
         }
     }
+
+    /// Profiles `model` on this host (2 warm-up runs, median of 7).
+    pub fn measure(model: &crate::Model, inputs: &crate::Values) -> crate::Result<ProfiledLatency> {
+        Ok(Self::from_profile(&crate::profile::profile(model, inputs, 2, 7)?))
+    }
 }
 
 impl LatencyModel for ProfiledLatency {
