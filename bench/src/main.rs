@@ -12,9 +12,10 @@
 //! every candidate cut, on an emulated pair (`tandem::oracle`), over the
 //! bandwidth × load × PropT grid, for each decision method.
 //!
-//! `decision-time` times the partition decision (min-cut method, with the
-//! latency hint's Lagrangian search) against the model's own unsplit
-//! inference, side by side, and reports the ratio.
+//! `decision-time` times the partition decision (the heuristic; the min-cut
+//! method with PropT = 0 and with a finite PropT, which needs the Lagrangian
+//! search; and the stream objective's search) against the model's own
+//! unsplit inference, side by side, and reports the ratio.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -175,7 +176,8 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
     use tandem::device::DeviceProfile;
     use tandem::energy::{ClusterEnergy, PowerModel};
     use tandem::partition::{
-        decide, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Side,
+        decide, decide_with, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method,
+        Mode, Side, Simplified,
     };
     use tandem::predict::{FlopsModel, Scaled};
 
@@ -221,13 +223,23 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
         let fast = decide(&input_for(LatencyHint::Fastest), Method::MinCut)?.evaluation.latency_s;
         let frugal = decide(&input_for(LatencyHint::EnergyFirst), Method::MinCut)?.evaluation.latency_s;
         let mid = Duration::from_secs_f64((fast + frugal.max(fast)) / 2.0);
-        for hint in [LatencyHint::Fastest, LatencyHint::Within(mid)] {
-            let decision_input = input_for(hint);
+        // The simplified DAG depends on the graph alone: a planner computes it once.
+        let started = Instant::now();
+        let simplified = Simplified::new(g);
+        let simplify_time = started.elapsed();
+        let variants = [
+            (Method::Heuristic, LatencyHint::Fastest, Mode::Single),
+            (Method::MinCut, LatencyHint::Fastest, Mode::Single),
+            (Method::MinCut, LatencyHint::Within(mid), Mode::Single),
+            (Method::MinCut, LatencyHint::Fastest, Mode::Stream),
+        ];
+        for (method, hint, mode) in variants {
+            let decision_input = DecisionInput { mode, ..input_for(hint) };
             // Alternate decisions and inferences so both see the same machine.
             let (mut d_times, mut i_times) = (vec![], vec![]);
             for i in 0..runs + 2 {
                 let t = Instant::now();
-                let d = decide(&decision_input, Method::MinCut)?;
+                let d = decide_with(&decision_input, method, Some(&simplified))?;
                 let dt = t.elapsed();
                 let t = Instant::now();
                 plan.run(g, &inputs)?;
@@ -244,16 +256,22 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
                 LatencyHint::Within(_) => "mid",
                 _ => "0",
             };
+            let method_name = format!("{method:?}").to_lowercase();
+            let mode_name = format!("{mode:?}").to_lowercase();
             println!(
                 "{}",
                 json!({"bench": "decision_time", "model": model.name(), "layers": g.nodes().len(),
+                       "method": method_name, "mode": mode_name,
                        "latency_hint": hint_name, "decision_ms": ms(d), "inference_ms": ms(inf),
-                       "decision_pct_of_inference": share, "runs": runs})
+                       "decision_pct_of_inference": share, "simplify_once_ms": ms(simplify_time),
+                       "runs": runs})
             );
             eprintln!(
-                "{:<22} {:>5} layers  PropT {:<6} decision {:>8.3} ms  inference {:>9.3} ms  {:>7.3}%",
+                "{:<22} {:>5} layers  {:<9} {:<6} PropT {:<4} decision {:>8.3} ms  inference {:>9.3} ms  {:>7.3}%",
                 model.name(),
                 g.nodes().len(),
+                method_name,
+                mode_name,
                 hint_name,
                 ms(d),
                 ms(inf),
