@@ -12,7 +12,10 @@
 //!   handheld's includes layers already forced onto it), the tensors already
 //!   known to cross, and half the least possible T_w + T_p;
 //! - the incumbent starts as the best of the cuts the caller already has
-//!   (DeepWear's representative cuts, the min-cut candidates).
+//!   (DeepWear's representative cuts, the min-cut candidates);
+//! - the DAG is searched one window at a time ([`super::mincut::windows`]):
+//!   every cut holds all layers before some bottleneck and none after the
+//!   next, so the layers outside the window are fixed.
 //!
 //! Within the budget the answer is proven optimal; past it, the search
 //! returns the best cut it saw and says so.
@@ -46,6 +49,15 @@ pub const STREAM_BUDGET: u64 = 200_000;
 
 struct Search<'a> {
     graph: &'a LayerGraph,
+    /// The window searched: layers before it are on the wearable, layers
+    /// from `end` on are on the handheld.
+    end: usize,
+    /// Handheld seconds of the layers from `end` on.
+    tail_tp: f64,
+    /// Bytes of model outputs made from `end` on.
+    tail_down: u64,
+    /// Tensors made before `end` (or model inputs) read from `end` on.
+    tail_tensors: Vec<usize>,
     prices: &'a NodePrices,
     goal: StreamGoal,
     budget: u64,
@@ -95,14 +107,56 @@ impl Search<'_> {
     fn bound(&self, v: usize) -> f64 {
         // Layers forced onto the handheld are still undecided, so they are in
         // the rest sums too: use them in the per-stage bound only.
-        let (tw, tp) = self.stages(self.a, self.b);
-        let tp_forced = self.stages(self.a, self.b + self.forced).1;
+        let tail = self.b + self.tail_tp;
+        let (tw, tp) = self.stages(self.a, tail);
+        let tp_forced = self.stages(self.a, tail + self.forced).1;
         let link = self.link_s();
         let stages = tw.max(tp_forced).max(link);
+        let rest_time = self.rest_time[v] - self.rest_time[self.end];
+        let rest_energy = self.rest_energy[v] - self.rest_energy[self.end];
         match self.goal {
-            StreamGoal::Period => stages.max((tw + tp + self.rest_time[v]) / 2.0),
+            StreamGoal::Period => stages.max((tw + tp + rest_time) / 2.0),
             StreamGoal::EnergyWithin(limit) if stages > limit => f64::INFINITY,
-            StreamGoal::EnergyWithin(_) => self.energy(tw, tp) + self.rest_energy[v],
+            StreamGoal::EnergyWithin(_) => self.energy(tw, tp) + rest_energy,
+        }
+    }
+
+    /// Values the completed assignment: the layers from `end` on join the handheld.
+    fn leaf(&mut self) {
+        let graph = self.graph;
+        let n = graph.nodes().len();
+        let mut newly = vec![];
+        for &t in &self.tail_tensors {
+            let made_in = match graph.tensor(t).producer {
+                Producer::Input(_) => true,
+                Producer::Node(p) => self.mask[p],
+                Producer::Const => false,
+            };
+            if made_in && !self.counted[t] {
+                self.counted[t] = true;
+                self.up_bytes += graph.tensor(t).bytes;
+                newly.push(t);
+            }
+        }
+        let tail_n = n - self.end;
+        self.n_out += tail_n;
+        self.down_bytes += self.tail_down;
+        let (tw, tp) = self.stages(self.a, self.b + self.tail_tp);
+        let period = tw.max(tp).max(self.link_s());
+        let value = match self.goal {
+            StreamGoal::Period => period,
+            StreamGoal::EnergyWithin(limit) if period <= limit => self.energy(tw, tp),
+            StreamGoal::EnergyWithin(_) => f64::INFINITY,
+        };
+        if value < self.best {
+            self.best = value;
+            self.best_mask = Some(self.mask.clone());
+        }
+        self.down_bytes -= self.tail_down;
+        self.n_out -= tail_n;
+        for t in newly {
+            self.counted[t] = false;
+            self.up_bytes -= graph.tensor(t).bytes;
         }
     }
 
@@ -111,19 +165,8 @@ impl Search<'_> {
         if self.states > self.budget {
             return false;
         }
-        let n = self.graph.nodes().len();
-        if v == n {
-            let (tw, tp) = self.stages(self.a, self.b);
-            let period = tw.max(tp).max(self.link_s());
-            let value = match self.goal {
-                StreamGoal::Period => period,
-                StreamGoal::EnergyWithin(limit) if period <= limit => self.energy(tw, tp),
-                StreamGoal::EnergyWithin(_) => f64::INFINITY,
-            };
-            if value < self.best {
-                self.best = value;
-                self.best_mask = Some(self.mask.clone());
-            }
+        if v == self.end {
+            self.leaf();
             return true;
         }
         if self.bound(v) >= self.best {
@@ -169,14 +212,15 @@ impl Search<'_> {
         }
         self.b += tp_v;
         self.n_out += 1;
-        for &s in graph.succs(v) {
+        let end = self.end;
+        for &s in graph.succs(v).iter().filter(|&&s| s < end) {
             self.out_preds[s] += 1;
             if self.out_preds[s] == 1 {
                 self.forced += self.prices.t_handheld[s];
             }
         }
         let ok = self.walk(v + 1);
-        for &s in graph.succs(v) {
+        for &s in graph.succs(v).iter().filter(|&&s| s < end) {
             if self.out_preds[s] == 1 {
                 self.forced -= self.prices.t_handheld[s];
             }
@@ -216,6 +260,10 @@ pub fn search(
     }
     let mut s = Search {
         graph,
+        end: n,
+        tail_tp: 0.0,
+        tail_down: 0,
+        tail_tensors: vec![],
         prices,
         goal,
         budget,
@@ -248,7 +296,38 @@ pub fn search(
             s.best_mask = Some(cut.prefix_mask().to_vec());
         }
     }
-    let proven = s.walk(0);
+    // Every cut lies in one window (layers before it on the wearable, after
+    // it on the handheld): search each window's layers on their own.
+    let mut proven = true;
+    for window in super::mincut::windows(graph) {
+        let (start, end) = (window.start, window.end);
+        s.end = end;
+        s.tail_tp = prices.t_handheld[end..].iter().sum();
+        s.tail_down = graph
+            .outputs()
+            .iter()
+            .filter(|&&t| matches!(graph.tensor(t).producer, Producer::Node(p) if p >= end))
+            .map(|&t| graph.tensor(t).bytes)
+            .sum();
+        s.tail_tensors = (0..graph.tensors().len())
+            .filter(|&t| {
+                let tensor = graph.tensor(t);
+                let before = match tensor.producer {
+                    Producer::Input(_) => true,
+                    Producer::Node(p) => p < end,
+                    Producer::Const => false,
+                };
+                before && tensor.consumers.iter().any(|&c| c >= end)
+            })
+            .collect();
+        s.mask.iter_mut().enumerate().for_each(|(v, m)| *m = v < start);
+        s.a = prices.t_wearable[..start].iter().sum();
+        s.n_in = start;
+        if !s.walk(start) {
+            proven = false;
+            break;
+        }
+    }
     let cut = s.best_mask.take().and_then(|m| Cut::from_mask(graph, m).ok());
     StreamSearch { cut, proven, states: s.states }
 }
