@@ -14,7 +14,8 @@ use anyhow::{bail, Result};
 use tandem::device::DeviceProfile;
 use tandem::energy::{ClusterEnergy, PowerModel};
 use tandem::partition::{
-    decide, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Side,
+    decide_with, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Side,
+    Simplified,
 };
 use tandem::predict::{LatencyModel, ProfiledLatency, Scaled};
 
@@ -154,7 +155,8 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         MethodArg::Mincut => Method::MinCut,
         MethodArg::Exhaustive => Method::Exhaustive,
     };
-    let d = decide(&input, method)?;
+    let simplified = Simplified::new(graph);
+    let d = decide_with(&input, method, Some(&simplified))?;
     let e = &d.evaluation;
     let ms = |s: f64| s * 1e3;
     println!(
@@ -177,6 +179,13 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         graph.nodes().len(),
         d.reason
     );
+    if method == Method::Heuristic {
+        let st = simplified.stats();
+        println!(
+            "simplified  {} layers -> {} after pruning light layers -> {} virtual nodes ({} repeated blocks bundled)",
+            st.layers, st.after_pruning, st.after_bundling, st.bundled_blocks
+        );
+    }
     println!("crossing    {}", if d.cut.is_empty() { "(nothing)".to_string() } else { d.cut.join(", ") });
     println!(
         "stages ms   wearable {:.3} | up {:.3} | rtt {:.3} | handheld {:.3} | down {:.3}",

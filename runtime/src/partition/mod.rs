@@ -553,18 +553,20 @@ impl Default for PlannerConfig {
 
 /// Re-decides the partition as conditions change, switching only when the
 /// gain beats the margin. No I/O: feed it `handle_*`, call `poll_decision`.
+/// A planner serves one model: the simplified DAG is computed once.
 #[derive(Clone, Debug)]
 pub struct Planner {
     config: PlannerConfig,
     conditions: Conditions,
     current: Option<Decision>,
     dirty: bool,
+    simplified: Option<Simplified>,
 }
 
 impl Planner {
     /// A planner with no decision yet.
     pub fn new(config: PlannerConfig, conditions: Conditions) -> Planner {
-        Planner { config, conditions, current: None, dirty: true }
+        Planner { config, conditions, current: None, dirty: true, simplified: None }
     }
 
     /// The conditions now.
@@ -635,7 +637,14 @@ impl Planner {
             hint: c.hint,
             mode: c.mode,
         };
-        let best = decide(&input, self.config.method)?;
+        let layers = graph.nodes().len();
+        let simplified = match self.simplified.take() {
+            Some(s) if s.members().iter().map(Vec::len).sum::<usize>() == layers => s,
+            _ => Simplified::new(graph),
+        };
+        let best = decide_with(&input, self.config.method, Some(&simplified));
+        self.simplified = Some(simplified);
+        let best = best?;
         let Some(current) = &self.current else {
             self.current = Some(best.clone());
             return Ok(Some(best));
