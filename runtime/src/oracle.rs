@@ -4,7 +4,9 @@
 //! - every candidate cut runs split, in process: the prefix plan, then the
 //!   suffix plan on the prefix's crossing tensors; each half's wall-clock
 //!   time is the median of several runs, measured round-robin over the cuts
-//!   so that machine drift hits all of them alike;
+//!   so that machine drift hits all of them alike (models whose plans do not
+//!   all fit in memory are measured in chunks, each rescaled by an unsplit
+//!   reference run measured alongside it);
 //! - the wearable's stage is the measured prefix time × the wearable
 //!   profile's slowdown; the handheld's is the measured suffix time × the
 //!   handheld profile's slowdown × 1/(1 − load) (processor sharing);
@@ -210,7 +212,7 @@ pub fn summarize(cases: &[OracleCase], method: Method) -> OracleSummary {
 pub const ALL_CUTS_LIMIT: usize = 120;
 
 /// Plans alive at once are capped so their weights fit in this many bytes.
-const PLAN_MEMORY_BUDGET: u64 = 3 << 30;
+const PLAN_MEMORY_BUDGET: u64 = 6 << 30;
 
 /// Estimated weight bytes of the model (conv and fc kernels, f32).
 fn weight_bytes(graph: &LayerGraph) -> u64 {
@@ -228,6 +230,10 @@ fn weight_bytes(graph: &LayerGraph) -> u64 {
 /// Measures the prefix and suffix of every cut: `runs` rounds (after one
 /// warm-up), each running every cut once, in chunks of cuts whose plans fit
 /// in memory together.
+///
+/// Each round also runs the unsplit model once. This VM's speed drifts by
+/// tens of percent over minutes, so each chunk's times are scaled by the
+/// unsplit model's median over all chunks divided by its median in that chunk.
 pub fn measure_cuts(
     model: &Model,
     cuts: &[Cut],
@@ -236,16 +242,22 @@ pub fn measure_cuts(
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<CutTiming>> {
     let g = model.graph();
+    let reference = crate::split::full_plan(model)?;
     // A split plan holds about one copy of the weights (both halves), and
     // tract may keep a packed copy too.
     let per_plan = 2 * weight_bytes(g) + 1;
     let chunk = (PLAN_MEMORY_BUDGET / per_plan).clamp(1, 64) as usize;
-    let mut out = Vec::with_capacity(cuts.len());
+    let mut raw = Vec::with_capacity(cuts.len());
+    let mut all_reference = vec![];
     for group in cuts.chunks(chunk) {
         let plans: Vec<SplitPlan> =
             group.iter().map(|c| SplitPlan::build(model, c)).collect::<Result<_>>()?;
         let mut samples = vec![(vec![], vec![]); group.len()];
+        let mut chunk_reference = vec![];
         for round in 0..=runs.max(1) {
+            let t = Instant::now();
+            std::hint::black_box(reference.run(g, inputs)?);
+            let r = t.elapsed();
             for (plan, (pre, suf)) in plans.iter().zip(samples.iter_mut()) {
                 let t = Instant::now();
                 let sent = plan.run_prefix(g, inputs)?;
@@ -259,19 +271,34 @@ pub fn measure_cuts(
                     suf.push(ts);
                 }
             }
+            if round > 0 {
+                chunk_reference.push(r);
+            }
         }
+        all_reference.extend_from_slice(&chunk_reference);
+        let chunk_median = median(&mut chunk_reference).as_secs_f64();
         for ((cut, plan), (mut pre, mut suf)) in group.iter().zip(&plans).zip(samples) {
             let half =
                 |present: bool, s: &mut Vec<Duration>| if present { median(s).as_secs_f64() } else { 0.0 };
-            out.push(CutTiming {
+            let timing = CutTiming {
                 cut: cut.clone(),
                 prefix_s: half(plan.prefix().is_some(), &mut pre),
                 suffix_s: half(plan.suffix().is_some(), &mut suf),
-            });
-            progress(out.len());
+            };
+            raw.push((timing, chunk_median));
+            progress(raw.len());
         }
     }
-    Ok(out)
+    let overall = median(&mut all_reference).as_secs_f64();
+    Ok(raw
+        .into_iter()
+        .map(|(mut t, chunk_median)| {
+            let k = if chunk_median > 0.0 { overall / chunk_median } else { 1.0 };
+            t.prefix_s *= k;
+            t.suffix_s *= k;
+            t
+        })
+        .collect())
 }
 
 /// Rank of an evaluation under a hint: meeting PropT first, then the

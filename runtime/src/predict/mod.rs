@@ -251,11 +251,15 @@ pub struct ProfiledLatency {
 }
 
 impl ProfiledLatency {
-    /// From a profile of the model.
+    /// From a profile of the model. The per-node medians are scaled so that
+    /// they add up to the median whole run (measured alternately with them):
+    /// the eval hook misses time between nodes and adds its own per node.
     pub fn from_profile(profile: &crate::profile::Profile) -> ProfiledLatency {
+        let sum = profile.sum_of_nodes.as_secs_f64();
+        let k = if sum > 0.0 { profile.whole_run.as_secs_f64() / sum } else { 1.0 };
         ProfiledLatency {
-            per_node_s: profile.per_layer.iter().map(Duration::as_secs_f64).collect(),
-            overhead_s: profile.unattributed.as_secs_f64(),
+            per_node_s: profile.per_layer.iter().map(|d| d.as_secs_f64() * k).collect(),
+            overhead_s: profile.unattributed.as_secs_f64() * k,
         }
     }
 
