@@ -57,6 +57,9 @@ enum Command {
         /// The stream objective (per-frame period) instead of single inference.
         #[arg(long)]
         stream: bool,
+        /// Measure every cut twice and report the noise ceiling.
+        #[arg(long)]
+        remeasure: bool,
     },
     /// Decision time (min-cut; PropT = 0, and PropT halfway between the fastest and
     /// the least-energy cut) as a share of inference time.
@@ -74,7 +77,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
         Command::DecisionTime { model, runs } => decision_time(model, runs),
-        Command::Oracle { model, runs, stream } => oracle(model, runs, stream),
+        Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
     }
 }
 
@@ -282,8 +285,8 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool) -> anyhow::Result<()> {
-    use tandem::oracle::{run_oracle, summarize, OracleGrid, PairSetup};
+fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool, remeasure: bool) -> anyhow::Result<()> {
+    use tandem::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
     use tandem::partition::{EnergyWeights, Method, Mode};
     let models =
         if models.is_empty() { default_models()? } else { models.into_iter().map(|m| (m, None)).collect() };
@@ -306,7 +309,15 @@ fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool) -> anyhow::Result<()>
         let started = Instant::now();
         let predictor = tandem::predict::ProfiledLatency::measure(&model, &inputs)?;
         let pair = setup.pair(&predictor);
-        let run = run_oracle(&model, &inputs, &pair, &OracleGrid::default(), &methods, runs, |_, _| {})?;
+        let run = run_oracle(
+            &model,
+            &inputs,
+            &pair,
+            &OracleGrid::default(),
+            &methods,
+            Measure { runs, remeasure },
+            |_, _| {},
+        )?;
         let (cases, candidates) = (run.cases, run.timings.len());
         for (t, p) in run.timings.iter().zip(&run.predicted) {
             println!(
@@ -329,14 +340,16 @@ fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool) -> anyhow::Result<()>
         );
         for s in &line {
             eprintln!(
-                "{:<22} {:<9} {:>3} cuts  optimal {:>2}/{}  within 5% {:>2}  worst x{:.3}",
+                "{:<22} {:<9} {:>3} cuts  optimal {:>2}/{}  within 5% {:>2}  worst x{:.3}  re-measured best {:?} worst {:?}",
                 model.name(),
                 format!("{:?}", s.method).to_lowercase(),
                 candidates,
                 s.optimal,
                 s.cases,
                 s.within_5pct,
-                s.worst_ratio
+                s.worst_ratio,
+                s.remeasured_optimal,
+                s.remeasured_worst_ratio
             );
         }
         all.extend(cases);
@@ -345,7 +358,8 @@ fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool) -> anyhow::Result<()>
     println!(
         "{}",
         json!({"bench": "oracle", "emulated_pair": true, "wearable": setup.wearable.name,
-               "handheld": setup.handheld.name, "stream": stream, "runs": runs, "summaries": summaries})
+               "handheld": setup.handheld.name, "stream": stream, "runs": runs, "remeasure": remeasure,
+               "summaries": summaries})
     );
     Ok(())
 }

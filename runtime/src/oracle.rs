@@ -165,6 +165,9 @@ pub struct OracleCase {
     pub optimal: bool,
     /// Whether the measured best is a partial offload (neither trivial cut).
     pub oracle_partial: bool,
+    /// With a second measurement: the first measurement's best cut, judged
+    /// by the second (its ratio to the second's best).
+    pub remeasured_ratio: Option<f64>,
 }
 
 /// Share optimal and worst ratio over cases.
@@ -188,6 +191,12 @@ pub struct OracleSummary {
     pub worst_ratio: f64,
     /// The mean ratio.
     pub mean_ratio: f64,
+    /// With a second measurement: cases where the first measurement's best
+    /// cut was the second's best too.
+    pub remeasured_optimal: Option<usize>,
+    /// With a second measurement: the worst ratio of the first
+    /// measurement's best cut on the second.
+    pub remeasured_worst_ratio: Option<f64>,
 }
 
 /// Summarizes the cases of one method.
@@ -204,6 +213,14 @@ pub fn summarize(cases: &[OracleCase], method: Method) -> OracleSummary {
         partial_optimal: mine.iter().filter(|c| c.oracle_partial && c.optimal).count(),
         worst_ratio: mine.iter().map(|c| c.ratio).fold(1.0, f64::max),
         mean_ratio: if n == 0 { 1.0 } else { mine.iter().map(|c| c.ratio).sum::<f64>() / n as f64 },
+        remeasured_optimal: mine
+            .iter()
+            .map(|c| c.remeasured_ratio.map(|r| usize::from(r <= 1.0)))
+            .sum::<Option<usize>>(),
+        remeasured_worst_ratio: mine
+            .iter()
+            .map(|c| c.remeasured_ratio)
+            .try_fold(1.0f64, |w, r| r.map(|r| w.max(r))),
     }
 }
 
@@ -320,6 +337,15 @@ fn hint_name(hint: LatencyHint) -> String {
     }
 }
 
+/// How [`run_oracle`] measures.
+#[derive(Clone, Copy, Debug)]
+pub struct Measure {
+    /// Rounds per candidate cut (medians), after one warm-up.
+    pub runs: usize,
+    /// Measure every cut twice (see [`run_oracle`]).
+    pub remeasure: bool,
+}
+
 /// What [`run_oracle`] found.
 #[derive(Clone, Debug)]
 pub struct OracleRun {
@@ -332,16 +358,21 @@ pub struct OracleRun {
 }
 
 /// Decisions of `methods` on every grid point, the cuts to measure, and
-/// the measured comparison. `progress` gets (cuts measured, cuts in all).
+/// the measured comparison. With `remeasure`, every cut is measured twice:
+/// cases are judged on the second measurement, and each also says how the
+/// first measurement's own best cut fares on the second (the noise ceiling:
+/// no choice made before measuring can do better than a measurement does).
+/// `progress` gets (cuts measured, cuts in all).
 pub fn run_oracle(
     model: &Model,
     inputs: &Values,
     pair: &EmulatedPair,
     grid: &OracleGrid,
     methods: &[Method],
-    runs: usize,
+    measure: Measure,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<OracleRun> {
+    let Measure { runs, remeasure } = measure;
     let g = model.graph();
     let w_lat = Scaled { inner: pair.predictor, slowdown: pair.wearable.slowdown };
     let h_lat = Scaled { inner: pair.predictor, slowdown: pair.handheld.slowdown };
@@ -385,8 +416,14 @@ pub fn run_oracle(
             }
         }
     }
-    let total = cuts.len();
-    let timings = measure_cuts(model, &cuts, inputs, runs, |done| progress(done, total))?;
+    let total = cuts.len() * if remeasure { 2 } else { 1 };
+    let first = measure_cuts(model, &cuts, inputs, runs, |done| progress(done, total))?;
+    let (first, timings) = if remeasure {
+        let second = measure_cuts(model, &cuts, inputs, runs, |done| progress(cuts.len() + done, total))?;
+        (Some(first), second)
+    } else {
+        (None, first)
+    };
     let mut cases = vec![];
     for (bandwidth, load, hint, method, chosen) in points {
         let status = HandheldStatus { load };
@@ -399,20 +436,37 @@ pub fn run_oracle(
             &status,
             pair.weights,
         );
-        let measured: Vec<Evaluation> = timings
-            .iter()
-            .map(|t| {
-                let tw = t.prefix_s * pair.wearable.slowdown;
-                let tp = t.suffix_s * pair.handheld.slowdown * status.dilation();
-                evaluate_stages(&prices, &t.cut, tw, tp, pair.rtt)
-            })
-            .collect();
-        let ranks: Vec<(bool, f64)> = measured.iter().map(|e| rank(e, hint, pair.mode)).collect();
-        let best = (0..ranks.len())
-            .min_by(|&a, &b| ranks[a].partial_cmp(&ranks[b]).unwrap_or(std::cmp::Ordering::Equal))
-            .ok_or_else(|| Error::InvalidCut("no candidate cut".into()))?;
+        let ranks_of = |timings: &[CutTiming]| -> Vec<(bool, f64)> {
+            timings
+                .iter()
+                .map(|t| {
+                    let tw = t.prefix_s * pair.wearable.slowdown;
+                    let tp = t.suffix_s * pair.handheld.slowdown * status.dilation();
+                    rank(&evaluate_stages(&prices, &t.cut, tw, tp, pair.rtt), hint, pair.mode)
+                })
+                .collect()
+        };
+        let argmin = |ranks: &[(bool, f64)]| {
+            (0..ranks.len())
+                .min_by(|&a, &b| ranks[a].partial_cmp(&ranks[b]).unwrap_or(std::cmp::Ordering::Equal))
+                .ok_or_else(|| Error::InvalidCut("no candidate cut".into()))
+        };
+        let ratio_of = |c: (bool, f64), o: (bool, f64)| {
+            if c.0 == o.0 {
+                c.1 / o.1.max(f64::MIN_POSITIVE)
+            } else {
+                f64::INFINITY
+            }
+        };
+        let ranks = ranks_of(&timings);
+        let best = argmin(&ranks)?;
         let (c, o) = (ranks[chosen], ranks[best]);
-        let ratio = if c.0 == o.0 { c.1 / o.1.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
+        let ratio = ratio_of(c, o);
+        // The noise ceiling: the first measurement's best cut, judged by the second.
+        let remeasured_ratio = match &first {
+            Some(first) => Some(ratio_of(ranks[argmin(&ranks_of(first))?], o)),
+            None => None,
+        };
         cases.push(OracleCase {
             model: model.name().to_string(),
             method,
@@ -426,6 +480,7 @@ pub fn run_oracle(
             ratio,
             optimal: chosen == best || ratio <= 1.0,
             oracle_partial: !timings[best].cut.is_wearable_only() && !timings[best].cut.is_handheld_only(),
+            remeasured_ratio,
         });
     }
     let costs = pair.predictor.node_costs(g);

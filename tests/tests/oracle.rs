@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tandem::check::random_inputs;
 use tandem::device::DeviceProfile;
-use tandem::oracle::{run_oracle, summarize, OracleGrid, PairSetup};
+use tandem::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
 use tandem::partition::{EnergyWeights, LatencyHint, Method, Mode};
 use tandem::predict::ProfiledLatency;
 use tandem::{enumerate_cuts, InputShapes, Model};
@@ -32,7 +32,15 @@ fn oracle_measures_every_cut_and_the_obvious_choices_are_optimal() -> anyhow::Re
         hints: vec![LatencyHint::Fastest, LatencyHint::EnergyFirst],
     };
     let methods = [Method::Heuristic, Method::MinCut];
-    let run = run_oracle(&model, &inputs, &setup.pair(&predictor), &grid, &methods, 2, |_, _| {})?;
+    let run = run_oracle(
+        &model,
+        &inputs,
+        &setup.pair(&predictor),
+        &grid,
+        &methods,
+        Measure { runs: 2, remeasure: true },
+        |_, _| {},
+    )?;
     // Every cut of the chain was measured, each half only when it has layers.
     assert_eq!(run.timings.len(), enumerate_cuts(g, 1000).expect("chain").len());
     for t in &run.timings {
@@ -42,6 +50,7 @@ fn oracle_measures_every_cut_and_the_obvious_choices_are_optimal() -> anyhow::Re
     assert_eq!(run.cases.len(), 2 * 2 * methods.len());
     for c in &run.cases {
         assert!(c.ratio >= 1.0 && c.chosen_cost >= c.oracle_cost, "{c:?}");
+        assert!(c.remeasured_ratio.is_some_and(|r| r >= 1.0), "{c:?}");
         // At 100 kbit/s, sending MNIST's 3 kB input alone takes 250 ms, about
         // a hundred times the whole model on the emulated watch: stay local.
         if c.bandwidth_mbit < 1.0 && c.hint == "0" {

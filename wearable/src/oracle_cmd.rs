@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tandem::device::DeviceProfile;
-use tandem::oracle::{run_oracle, summarize, OracleCase, OracleGrid, PairSetup};
+use tandem::oracle::{run_oracle, summarize, Measure, OracleCase, OracleGrid, PairSetup};
 use tandem::partition::{EnergyWeights, Method, Mode};
 use tandem::predict::{LatencyModel, ProfiledLatency};
 use tandem::{InputShapes, Model};
@@ -42,6 +42,10 @@ pub struct OracleArgs {
     /// Check the stream objective (per-frame period) instead of single inference.
     #[arg(long)]
     pub stream: bool,
+    /// Measure every cut twice and report the noise ceiling: how often the
+    /// first measurement's best cut is still best on the second.
+    #[arg(long)]
+    pub remeasure: bool,
     /// Trained predictors (`predict fit --out`); without, each model is profiled here first.
     #[arg(long)]
     pub predictors: Option<PathBuf>,
@@ -89,10 +93,18 @@ pub fn run(args: OracleArgs) -> Result<ExitCode> {
             ProgressStyle::with_template("{msg} measuring cuts {pos}/{len} [{elapsed}]")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        let run = run_oracle(&model, &inputs, &pair, &grid, &methods, args.runs, |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        })?;
+        let run = run_oracle(
+            &model,
+            &inputs,
+            &pair,
+            &grid,
+            &methods,
+            Measure { runs: args.runs, remeasure: args.remeasure },
+            |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            },
+        )?;
         let (cases, candidates) = (run.cases, run.timings.len());
         bar.finish_and_clear();
         println!("{}: {} candidate cuts measured", model.name(), candidates);
@@ -128,6 +140,12 @@ pub fn run(args: OracleArgs) -> Result<ExitCode> {
             s.partial_cases,
             s.partial_optimal
         );
+        if let (Some(o), Some(w)) = (s.remeasured_optimal, s.remeasured_worst_ratio) {
+            println!(
+                "          noise ceiling: a measurement's own best is best again on re-measuring in {o}/{}, worst x{w:.3}",
+                s.cases
+            );
+        }
     }
     println!(
         "{}",
