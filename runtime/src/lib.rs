@@ -52,6 +52,7 @@ pub mod oracle;
 pub mod partition;
 pub mod predict;
 pub mod profile;
+pub mod protocol;
 pub mod report;
 pub mod split;
 pub mod testing;
