@@ -121,22 +121,37 @@ impl Search<'_> {
         }
     }
 
+    /// Counts tensor `t` as crossing the link if it is made on the wearable
+    /// (or is a model input) and not yet counted; records it in `newly`.
+    fn send_up(&mut self, t: usize, newly: &mut Vec<usize>) {
+        let tensor = self.graph.tensor(t);
+        let made_in = match tensor.producer {
+            Producer::Input(_) => true,
+            Producer::Node(p) => self.mask[p],
+            Producer::Const => false,
+        };
+        if made_in && !self.counted[t] {
+            self.counted[t] = true;
+            self.up_bytes += tensor.bytes;
+            newly.push(t);
+        }
+    }
+
+    /// Uncounts what [`Search::send_up`] counted.
+    fn unsend(&mut self, newly: Vec<usize>) {
+        for t in newly {
+            self.counted[t] = false;
+            self.up_bytes -= self.graph.tensor(t).bytes;
+        }
+    }
+
     /// Values the completed assignment: the layers from `end` on join the handheld.
     fn leaf(&mut self) {
         let graph = self.graph;
         let n = graph.nodes().len();
         let mut newly = vec![];
-        for &t in &self.tail_tensors {
-            let made_in = match graph.tensor(t).producer {
-                Producer::Input(_) => true,
-                Producer::Node(p) => self.mask[p],
-                Producer::Const => false,
-            };
-            if made_in && !self.counted[t] {
-                self.counted[t] = true;
-                self.up_bytes += graph.tensor(t).bytes;
-                newly.push(t);
-            }
+        for i in 0..self.tail_tensors.len() {
+            self.send_up(self.tail_tensors[i], &mut newly);
         }
         let tail_n = n - self.end;
         self.n_out += tail_n;
@@ -154,10 +169,7 @@ impl Search<'_> {
         }
         self.down_bytes -= self.tail_down;
         self.n_out -= tail_n;
-        for t in newly {
-            self.counted[t] = false;
-            self.up_bytes -= graph.tensor(t).bytes;
-        }
+        self.unsend(newly);
     }
 
     fn walk(&mut self, v: usize) -> bool {
@@ -193,16 +205,7 @@ impl Search<'_> {
         let node = &graph.nodes()[v];
         let mut newly = vec![];
         for &t in &node.inputs {
-            let made_in = match graph.tensor(t).producer {
-                Producer::Input(_) => true,
-                Producer::Node(p) => self.mask[p],
-                Producer::Const => false,
-            };
-            if made_in && !self.counted[t] {
-                self.counted[t] = true;
-                self.up_bytes += graph.tensor(t).bytes;
-                newly.push(t);
-            }
+            self.send_up(t, &mut newly);
         }
         let down: u64 =
             node.outputs.iter().filter(|t| graph.outputs().contains(t)).map(|&t| graph.tensor(t).bytes).sum();
@@ -232,10 +235,7 @@ impl Search<'_> {
             self.forced += tp_v;
         }
         self.down_bytes -= down;
-        for t in newly {
-            self.counted[t] = false;
-            self.up_bytes -= graph.tensor(t).bytes;
-        }
+        self.unsend(newly);
         ok
     }
 }
