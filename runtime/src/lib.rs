@@ -54,6 +54,7 @@ pub mod predict;
 pub mod profile;
 pub mod protocol;
 pub mod report;
+pub mod session;
 pub mod split;
 pub mod testing;
 
