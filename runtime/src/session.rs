@@ -13,6 +13,8 @@
 //! any        --Bye / error------------------> Closed
 //! ```
 
+use tract_onnx::prelude::Tensor;
+
 use crate::protocol::{
     model_digest, Digest, ErrorCode, Header, LatencySummary, Message, ProtocolError, StatusReport,
     TensorMeta, PROTOCOL_VERSION,
@@ -256,11 +258,235 @@ impl HandheldSession {
     pub fn result(
         frame: u64,
         handheld_compute_us: u64,
-        outputs: &[(String, &tract_onnx::prelude::Tensor)],
+        outputs: &[(String, &Tensor)],
     ) -> Result<Message, ProtocolError> {
         Message::with_tensors(
             |tensors: Vec<TensorMeta>| Header::Result { frame, handheld_compute_us, tensors },
             outputs,
         )
+    }
+}
+
+/// What the wearable's I/O shell and runtime must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WearableAction {
+    /// Send this message to the handheld.
+    Send(Message),
+    /// The handheld has the model loaded: offloading can start. Its latency
+    /// summary prices the handheld's part of any cut.
+    Ready {
+        /// The handheld's profile name.
+        device: String,
+        /// Its latency summary for the model.
+        latency: LatencySummary,
+    },
+    /// The handheld's status changed.
+    Status(StatusReport),
+    /// A probe came back: `received` bytes reached the handheld.
+    Echo {
+        /// The probe's id.
+        id: u64,
+        /// Bytes the probe carried.
+        received: u64,
+        /// Bytes echoed back.
+        echoed: u64,
+    },
+    /// A frame's outputs arrived.
+    Delivered {
+        /// The frame.
+        frame: u64,
+        /// Handheld compute time (µs).
+        handheld_compute_us: u64,
+        /// The message carrying the outputs.
+        message: Message,
+    },
+    /// These offloaded frames will not be answered (the link failed or the
+    /// handheld refused): run them on the wearable, in this order.
+    RunLocally(Vec<u64>),
+    /// Close the connection.
+    Close,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum WearableState {
+    Start,
+    AwaitWelcome,
+    AwaitReady,
+    Ready,
+    Closed,
+}
+
+/// One connection's protocol state on the wearable: the handshake, the
+/// model push, and the frames offloaded but not yet answered (so that none
+/// is lost when the link fails).
+#[derive(Clone, Debug)]
+pub struct WearableSession {
+    device: String,
+    digest: Digest,
+    model: std::sync::Arc<Vec<u8>>,
+    chunk_bytes: usize,
+    state: WearableState,
+    in_flight: std::collections::VecDeque<u64>,
+    handheld: Option<String>,
+}
+
+impl WearableSession {
+    /// A session for the model `model` (its ONNX bytes), pushing it in
+    /// chunks of `chunk_bytes` if the handheld lacks it.
+    pub fn new(
+        device: impl Into<String>,
+        model: std::sync::Arc<Vec<u8>>,
+        chunk_bytes: usize,
+    ) -> WearableSession {
+        WearableSession {
+            device: device.into(),
+            digest: model_digest(&model),
+            model,
+            chunk_bytes: chunk_bytes.max(1),
+            state: WearableState::Start,
+            in_flight: Default::default(),
+            handheld: None,
+        }
+    }
+
+    /// Starts the handshake.
+    pub fn start(&mut self) -> Vec<WearableAction> {
+        if self.state != WearableState::Start {
+            return vec![];
+        }
+        self.state = WearableState::AwaitWelcome;
+        vec![WearableAction::Send(Message::new(Header::Hello {
+            version: PROTOCOL_VERSION,
+            model_digest: self.digest,
+            model_bytes: self.model.len() as u64,
+            device: self.device.clone(),
+        }))]
+    }
+
+    /// Whether suffixes can be offloaded.
+    pub fn is_ready(&self) -> bool {
+        self.state == WearableState::Ready
+    }
+
+    /// Whether the session has closed.
+    pub fn is_closed(&self) -> bool {
+        self.state == WearableState::Closed
+    }
+
+    /// Frames offloaded and not yet answered, oldest first.
+    pub fn in_flight(&self) -> Vec<u64> {
+        self.in_flight.iter().copied().collect()
+    }
+
+    /// Offloads `frame`'s suffix: the message to send (`None` unless ready).
+    pub fn offload(
+        &mut self,
+        frame: u64,
+        cut: Vec<String>,
+        tensors: &[(String, &Tensor)],
+    ) -> Result<Option<Message>, ProtocolError> {
+        if !self.is_ready() {
+            return Ok(None);
+        }
+        let m = Message::with_tensors(|tensors| Header::RunSuffix { frame, cut, tensors }, tensors)?;
+        self.in_flight.push_back(frame);
+        Ok(Some(m))
+    }
+
+    /// The link failed: every unanswered frame runs locally.
+    pub fn on_disconnect(&mut self) -> Vec<WearableAction> {
+        self.state = WearableState::Closed;
+        let lost: Vec<u64> = self.in_flight.drain(..).collect();
+        if lost.is_empty() {
+            vec![]
+        } else {
+            vec![WearableAction::RunLocally(lost)]
+        }
+    }
+
+    /// The bytes from the handheld did not decode: close, and run every
+    /// unanswered frame locally.
+    pub fn on_decode_error(&mut self, e: &ProtocolError) -> Vec<WearableAction> {
+        let mut out = vec![WearableAction::Send(Message::new(Header::Error {
+            code: ErrorCode::Malformed,
+            reason: e.to_string(),
+        }))];
+        out.extend(self.on_disconnect());
+        out.push(WearableAction::Close);
+        out
+    }
+
+    fn fail(&mut self, code: ErrorCode, reason: String) -> Vec<WearableAction> {
+        let mut out = vec![WearableAction::Send(Message::new(Header::Error { code, reason }))];
+        out.extend(self.on_disconnect());
+        out.push(WearableAction::Close);
+        out
+    }
+
+    /// Handles one message from the handheld.
+    pub fn on_message(&mut self, message: Message) -> Vec<WearableAction> {
+        if self.is_closed() {
+            return vec![WearableAction::Close];
+        }
+        match (&self.state, message.header) {
+            (_, Header::Bye) | (_, Header::Error { .. }) => {
+                let mut out = self.on_disconnect();
+                out.push(WearableAction::Close);
+                out
+            }
+            (_, Header::Status(s)) => vec![WearableAction::Status(s)],
+            (_, Header::Echo { id, received }) => {
+                vec![WearableAction::Echo { id, received, echoed: message.body.len() as u64 }]
+            }
+            (_, Header::Probe { id, echo_payload }) => {
+                let received = message.body.len() as u64;
+                let body = if echo_payload { message.body } else { vec![] };
+                vec![WearableAction::Send(Message { header: Header::Echo { id, received }, body })]
+            }
+            (WearableState::AwaitWelcome, Header::Welcome { version, device, has_model, status }) => {
+                if version != PROTOCOL_VERSION {
+                    return self.fail(
+                        ErrorCode::Version,
+                        format!("the handheld speaks protocol {version}, this wearable {PROTOCOL_VERSION}"),
+                    );
+                }
+                self.handheld = Some(device);
+                self.state = WearableState::AwaitReady;
+                let mut out = vec![WearableAction::Status(status)];
+                if !has_model {
+                    for (i, chunk) in self.model.chunks(self.chunk_bytes).enumerate() {
+                        out.push(WearableAction::Send(Message {
+                            header: Header::ModelChunk { offset: (i * self.chunk_bytes) as u64 },
+                            body: chunk.to_vec(),
+                        }));
+                    }
+                }
+                out
+            }
+            (WearableState::AwaitReady, Header::ModelReady { latency }) => {
+                self.state = WearableState::Ready;
+                vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
+            }
+            (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
+                // The handheld answers in order: the result must be for the oldest frame.
+                if self.in_flight.front() != Some(&frame) {
+                    let expected = self.in_flight.front().copied();
+                    return self.fail(
+                        ErrorCode::Unexpected,
+                        format!("result for frame {frame}, expected {expected:?}"),
+                    );
+                }
+                self.in_flight.pop_front();
+                let message = Message {
+                    header: Header::Result { frame, handheld_compute_us, tensors },
+                    body: message.body,
+                };
+                vec![WearableAction::Delivered { frame, handheld_compute_us, message }]
+            }
+            (state, header) => {
+                let reason = format!("unexpected {} in state {state:?}", name(&header));
+                self.fail(ErrorCode::Unexpected, reason)
+            }
+        }
     }
 }

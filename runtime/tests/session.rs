@@ -1,11 +1,16 @@
-//! The handheld's session state machine, driven message by message: the
+//! Both sides' session state machines, driven message by message: the
 //! handshake with and without a model push, digest and version refusals,
-//! messages out of order, frame ordering, probes, and close.
+//! messages out of order, frame ordering, probes, close; and the two
+//! sessions talking over encoded bytes, where a dropped link hands every
+//! unanswered frame back to the wearable, in order.
+
+use std::sync::Arc;
 
 use tandem::protocol::{
-    model_digest, ErrorCode, Header, LatencySummary, Message, ProtocolError, StatusReport, PROTOCOL_VERSION,
+    encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
+    StatusReport, PROTOCOL_VERSION,
 };
-use tandem::session::{Action, HandheldSession};
+use tandem::session::{Action, HandheldSession, WearableAction, WearableSession};
 use tandem::Tensor;
 
 fn status() -> StatusReport {
@@ -163,4 +168,126 @@ fn results_carry_the_outputs() {
     let m = HandheldSession::result(9, 1500, &[("y".into(), &y)]).expect("result");
     assert!(matches!(m.header, Header::Result { frame: 9, handheld_compute_us: 1500, .. }));
     assert_eq!(m.tensors().expect("tensors"), vec![("y".to_string(), y)]);
+}
+
+/// Carries messages between the two sessions as encoded bytes, as a link would.
+fn deliver(m: &Message) -> Message {
+    let mut d = FrameDecoder::default();
+    d.push(&encode(m).expect("encodes"));
+    d.next_message().expect("decodes").expect("whole frame")
+}
+
+#[test]
+fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
+    let model = Arc::new((0..10_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>());
+    let mut w = WearableSession::new("watch-w5", model.clone(), 4096);
+    let mut h = HandheldSession::new("pixel-8-pro", status());
+    let mut to_handheld: Vec<Message> = w
+        .start()
+        .into_iter()
+        .filter_map(|a| if let WearableAction::Send(m) = a { Some(m) } else { None })
+        .collect();
+    let mut ready = None;
+    let mut loads = 0;
+    // Pump messages both ways until the handshake settles.
+    for _ in 0..10 {
+        let mut to_wearable = vec![];
+        for m in to_handheld.drain(..) {
+            for a in h.on_message(deliver(&m), |_| false) {
+                match a {
+                    Action::Send(m) => to_wearable.push(m),
+                    Action::LoadPushed { bytes, .. } => {
+                        assert_eq!(&bytes, model.as_ref(), "the pushed model arrives intact");
+                        loads += 1;
+                        for a in h.model_loaded(summary()) {
+                            if let Action::Send(m) = a {
+                                to_wearable.push(m);
+                            }
+                        }
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        for m in to_wearable {
+            for a in w.on_message(deliver(&m)) {
+                match a {
+                    WearableAction::Send(m) => to_handheld.push(m),
+                    WearableAction::Ready { device, latency } => ready = Some((device, latency)),
+                    WearableAction::Status(_) => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+    assert_eq!(loads, 1);
+    assert_eq!(ready, Some(("pixel-8-pro".to_string(), summary())));
+    assert!(w.is_ready() && h.is_ready());
+    // Three frames out, answered in order.
+    let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
+    for frame in 1..=3 {
+        let m = w.offload(frame, vec!["x".into()], &[("x".into(), &x)]).expect("encodes").expect("ready");
+        match &h.on_message(deliver(&m), |_| false)[..] {
+            [Action::Run { frame: f, .. }] => assert_eq!(*f, frame),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(w.in_flight(), vec![1, 2, 3]);
+    let y = HandheldSession::result(1, 100, &[("y".into(), &x)]).expect("result");
+    assert!(matches!(&w.on_message(deliver(&y))[..], [WearableAction::Delivered { frame: 1, .. }]));
+    // The link drops: frames 2 and 3 run locally, in order, and none is lost.
+    assert_eq!(w.on_disconnect(), vec![WearableAction::RunLocally(vec![2, 3])]);
+    assert!(w.in_flight().is_empty() && w.is_closed());
+}
+
+#[test]
+fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), 2);
+    w.start();
+    w.on_message(Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
+    for frame in [10, 11] {
+        w.offload(frame, vec!["x".into()], &[("x".into(), &x)]).expect("ok").expect("ready");
+    }
+    let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)]).expect("result");
+    let a = w.on_message(wrong);
+    assert!(a.contains(&WearableAction::RunLocally(vec![10, 11])), "{a:?}");
+    assert_eq!(a.last(), Some(&WearableAction::Close));
+    // A handheld error also returns what was in flight.
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
+    w.start();
+    w.on_message(Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    w.offload(1, vec![], &[]).expect("ok");
+    let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
+    assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
+    // Not ready: nothing is offloaded.
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
+    assert_eq!(w.offload(1, vec![], &[]).expect("ok"), None);
+    // Another version in the Welcome.
+    w.start();
+    let a = w.on_message(Message::new(Header::Welcome {
+        version: 99,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    assert!(
+        matches!(
+            &a[0],
+            WearableAction::Send(Message { header: Header::Error { code: ErrorCode::Version, .. }, .. })
+        ),
+        "{a:?}"
+    );
 }
