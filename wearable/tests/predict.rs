@@ -11,6 +11,10 @@ use std::time::Instant;
 
 use tandem_models::ensure_models;
 
+/// Seconds of generic sweep. Less data makes the held-out comparison a coin
+/// toss on this noisy VM (a 25 s sweep once let EvoLP lose to FLOPs on RMSE).
+const BUDGET_S: f64 = 45.0;
+
 fn wearable(args: &[&str]) -> Output {
     let o = Command::new(env!("CARGO_BIN_EXE_tandem-wearable")).args(args).output().expect("the binary runs");
     assert!(
@@ -44,13 +48,14 @@ fn sweep_then_predictors_beat_the_flops_baseline_on_held_out_models() {
 
     // The generic sweep keeps its budget and writes what it reports.
     let t = Instant::now();
-    let o = wearable(&["sweep", "--out", s(&data), "--budget", "25s", "--quiet"]);
+    let budget = format!("{BUDGET_S}s");
+    let o = wearable(&["sweep", "--out", s(&data), "--budget", &budget, "--quiet"]);
     let elapsed = t.elapsed().as_secs_f64();
     let summary = json_lines(&o).pop().expect("summary line");
     let layers = summary["layers"].as_u64().expect("layers");
-    assert!(layers >= 100, "only {layers} layers in 25 s");
-    assert!(summary["seconds"].as_f64().expect("seconds") < 25.0 + 5.0, "{summary}");
-    assert!(elapsed < 25.0 + 30.0, "the process took {elapsed:.1} s for a 25 s budget");
+    assert!(layers >= 100, "only {layers} layers in {BUDGET_S} s");
+    assert!(summary["seconds"].as_f64().expect("seconds") < BUDGET_S + 5.0, "{summary}");
+    assert!(elapsed < BUDGET_S + 30.0, "the process took {elapsed:.1} s for a {BUDGET_S} s budget");
     let text = std::fs::read_to_string(&data).expect("dataset");
     let samples = tandem::predict::parse_dataset(&text).expect("dataset parses");
     assert_eq!(samples.len() as u64, layers);
@@ -79,7 +84,7 @@ fn sweep_then_predictors_beat_the_flops_baseline_on_held_out_models() {
 
     // Evaluation on held-out models: every predictor beats FLOPs.
     let o =
-        wearable(&["predict", "eval", "--data", s(&data), "--set", "quick", "--cuts", "2", "--runs", "5"]);
+        wearable(&["predict", "eval", "--data", s(&data), "--set", "quick", "--cuts", "2", "--runs", "9"]);
     let lines = json_lines(&o);
     let metric = |set: &str, predictor: &str, metric: &str| -> f64 {
         lines
