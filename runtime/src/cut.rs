@@ -210,11 +210,21 @@ impl fmt::Debug for Cut {
 ///
 /// A chain of n layers has n+1 cuts; a branchy DAG can have exponentially many.
 pub fn enumerate_cuts(graph: &LayerGraph, limit: usize) -> Option<Vec<Cut>> {
-    let n = graph.nodes().len();
-    let mut masks = vec![];
-    let mut mask = vec![false; n];
-    fn walk(
-        graph: &LayerGraph,
+    let masks = enumerate_ideals(graph.nodes().len(), |i| graph.preds(i), limit)?;
+    // Every mask here is predecessor-closed by construction.
+    masks.into_iter().map(|m| Cut::from_mask(graph, m).ok()).collect()
+}
+
+/// Every order ideal (predecessor-closed subset) of a DAG of `n` nodes
+/// numbered in a topological order, as membership masks, if there are at
+/// most `limit`; `None` otherwise.
+pub fn enumerate_ideals<'a>(
+    n: usize,
+    preds: impl Fn(usize) -> &'a [usize],
+    limit: usize,
+) -> Option<Vec<Vec<bool>>> {
+    fn walk<'a>(
+        preds: &dyn Fn(usize) -> &'a [usize],
         i: usize,
         mask: &mut Vec<bool>,
         out: &mut Vec<Vec<bool>>,
@@ -227,21 +237,18 @@ pub fn enumerate_cuts(graph: &LayerGraph, limit: usize) -> Option<Vec<Cut>> {
             out.push(mask.clone());
             return out.len() <= limit;
         }
-        // Node ids are a topological order, so predecessors are decided.
-        if graph.preds(i).iter().all(|&p| mask[p]) {
+        // Nodes are in a topological order, so predecessors are decided.
+        if preds(i).iter().all(|&p| mask[p]) {
             mask[i] = true;
-            if !walk(graph, i + 1, mask, out, limit) {
+            if !walk(preds, i + 1, mask, out, limit) {
                 return false;
             }
             mask[i] = false;
         }
-        walk(graph, i + 1, mask, out, limit)
+        walk(preds, i + 1, mask, out, limit)
     }
-    if !walk(graph, 0, &mut mask, &mut masks, limit) {
-        return None;
-    }
-    // Every mask here is predecessor-closed by construction.
-    masks.into_iter().map(|m| Cut::from_mask(graph, m).ok()).collect()
+    let mut out = vec![];
+    walk(&preds, 0, &mut vec![false; n], &mut out, limit).then_some(out)
 }
 
 /// Up to `count` distinct random valid cuts, trivial cuts excluded.

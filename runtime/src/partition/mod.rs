@@ -403,9 +403,14 @@ pub fn min_cut_candidates(
             }
         }
     }
+    dedup_cuts(&mut cuts);
+    cuts
+}
+
+/// Sorts cuts by prefix and drops repeats.
+fn dedup_cuts(cuts: &mut Vec<Cut>) {
     cuts.sort_by(|a, b| a.prefix_mask().cmp(b.prefix_mask()));
     cuts.dedup_by(|a, b| a.prefix_mask() == b.prefix_mask());
-    cuts
 }
 
 /// Decides the partition for `input` with `method`.
@@ -498,8 +503,7 @@ pub fn decide_with(
                     cuts.extend(found.cut);
                 }
             }
-            cuts.sort_by(|a, b| a.prefix_mask().cmp(b.prefix_mask()));
-            cuts.dedup_by(|a, b| a.prefix_mask() == b.prefix_mask());
+            dedup_cuts(&mut cuts);
             cuts
         }
     };

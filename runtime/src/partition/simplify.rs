@@ -30,6 +30,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::cut::enumerate_ideals;
 use crate::graph::{LayerGraph, LayerKind, NodeId};
 use crate::{Cut, Result};
 
@@ -170,34 +171,7 @@ impl Simplified {
     /// Every cut of the simplified DAG as a cut of `graph`, if there are at
     /// most `limit`; `None` otherwise.
     pub fn cuts(&self, graph: &LayerGraph, limit: usize) -> Option<Result<Vec<Cut>>> {
-        let m = self.members.len();
-        let mut ideals: Vec<Vec<bool>> = vec![];
-        let mut inside = vec![false; m];
-        // Iterative walk over the include/exclude tree of virtual nodes in
-        // topological order: a node may join only when its predecessors have.
-        fn walk(
-            s: &Simplified,
-            i: usize,
-            inside: &mut Vec<bool>,
-            out: &mut Vec<Vec<bool>>,
-            limit: usize,
-        ) -> bool {
-            if i == inside.len() {
-                out.push(inside.clone());
-                return out.len() <= limit;
-            }
-            if s.preds[i].iter().all(|&p| inside[p]) {
-                inside[i] = true;
-                if !walk(s, i + 1, inside, out, limit) {
-                    return false;
-                }
-                inside[i] = false;
-            }
-            walk(s, i + 1, inside, out, limit)
-        }
-        if !walk(self, 0, &mut inside, &mut ideals, limit) {
-            return None;
-        }
+        let ideals = enumerate_ideals(self.members.len(), |i| &self.preds[i], limit)?;
         let n = graph.nodes().len();
         Some(
             ideals
