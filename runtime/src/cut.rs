@@ -186,6 +186,30 @@ impl Cut {
         s
     }
 
+    /// The cut whose [`Cut::key`] is `key` (both peers hold the same graph).
+    pub fn from_key(graph: &LayerGraph, key: &str) -> Result<Cut> {
+        let n = graph.nodes().len();
+        if key.len() != n.div_ceil(4) {
+            return Err(Error::InvalidCut(format!(
+                "cut key of {} digits for a model of {n} layers (expected {})",
+                key.len(),
+                n.div_ceil(4)
+            )));
+        }
+        let mut mask = Vec::with_capacity(key.len() * 4);
+        for c in key.chars() {
+            let v = c
+                .to_digit(16)
+                .ok_or_else(|| Error::InvalidCut(format!("cut key has a non-hex digit '{c}'")))?;
+            mask.extend((0..4).map(|i| v & (1 << i) != 0));
+        }
+        if mask[n..].iter().any(|&b| b) {
+            return Err(Error::InvalidCut("cut key names layers past the model's last".into()));
+        }
+        mask.truncate(n);
+        Self::from_mask(graph, mask)
+    }
+
     /// A one-line description naming the crossing tensors.
     pub fn describe(&self, graph: &LayerGraph) -> String {
         let names: Vec<&str> = self.up.iter().map(|&t| graph.tensor(t).name.as_str()).collect();

@@ -1080,6 +1080,12 @@ fn fallback_cluster(root: &Path, cpu_dir: &Path, notes: &mut Vec<String>) -> Res
     Ok(assumed_cluster("cpu".into(), cpus, f_min_hz, f_max_hz))
 }
 
+/// The first battery under `root/sys/class/power_supply`, if any (`root`
+/// is `/` on a real device).
+pub fn battery_status(root: &Path) -> Option<BatteryStatus> {
+    read_battery(&root.join("sys/class/power_supply"), &mut vec![]).0
+}
+
 /// The first `Battery` supply: its live status and, from design values, the
 /// profile's battery info.
 fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatus>, Option<BatteryInfo>) {

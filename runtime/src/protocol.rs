@@ -262,8 +262,8 @@ pub enum Header {
     RunSuffix {
         /// Frame number (unique per session, in order).
         frame: u64,
-        /// Names of the tensors crossing the cut.
-        cut: Vec<String>,
+        /// The cut's [`crate::Cut::key`]: the wearable's layers as a hex mask.
+        cut: String,
         /// The crossing tensors, in the body.
         tensors: Vec<TensorMeta>,
     },

@@ -44,8 +44,8 @@ pub enum Action {
     Run {
         /// The frame.
         frame: u64,
-        /// Names of the crossing tensors.
-        cut: Vec<String>,
+        /// The cut's key ([`crate::Cut::from_key`]).
+        cut: String,
         /// The message carrying the tensors (split them with [`Message::tensors`]).
         message: Message,
     },
@@ -382,7 +382,7 @@ impl WearableSession {
     pub fn offload(
         &mut self,
         frame: u64,
-        cut: Vec<String>,
+        cut: String,
         tensors: &[(String, &Tensor)],
     ) -> Result<Option<Message>, ProtocolError> {
         if !self.is_ready() {

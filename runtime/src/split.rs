@@ -52,6 +52,14 @@ impl Half {
 
     /// Runs the half, reading its inputs from `values` by name.
     pub fn run(&self, graph: &LayerGraph, values: &Values) -> Result<Values> {
+        self.run_dilated(graph, values, 1.0)
+    }
+
+    /// Runs the half as a device `factor` times slower than this host
+    /// would: after each executed node, the thread sleeps `(factor − 1)` ×
+    /// the node's time (owed time is slept once it reaches 1 ms, and the
+    /// rest at the end), so the wall clock is the emulated device's.
+    pub fn run_dilated(&self, graph: &LayerGraph, values: &Values, factor: f64) -> Result<Values> {
         let mut feed = TVec::new();
         for &t in &self.inputs {
             let info = graph.tensor(t);
@@ -59,7 +67,30 @@ impl Half {
             check_tensor(graph, t, v)?;
             feed.push(v.clone());
         }
-        let out = self.plan.run(feed).tract(|| "running a plan".into())?;
+        let out = if factor > 1.0 {
+            use tract_onnx::tract_core::plan::{eval, SimpleState};
+            let mut state = SimpleState::new(&self.plan).tract(|| "creating a plan state".into())?;
+            let mut owed = 0.0f64;
+            let out = state
+                .run_plan_with_eval(feed, |ctx, op_state, node, input| {
+                    let started = Instant::now();
+                    let r = eval(ctx, op_state, node, input);
+                    owed += started.elapsed().as_secs_f64() * (factor - 1.0);
+                    if owed >= 1e-3 {
+                        let slept = Instant::now();
+                        std::thread::sleep(Duration::from_secs_f64(owed));
+                        owed -= slept.elapsed().as_secs_f64();
+                    }
+                    r
+                })
+                .tract(|| "running a plan".into())?;
+            if owed > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(owed));
+            }
+            out
+        } else {
+            self.plan.run(feed).tract(|| "running a plan".into())?
+        };
         let mut result = Values::with_capacity(self.outputs.len());
         for (&t, v) in self.outputs.iter().zip(out) {
             result.insert(graph.tensor(t).name.clone(), normalize_value(v)?);
@@ -178,8 +209,13 @@ impl SplitPlan {
     /// Runs the wearable's half: returns the tensors to send up plus the
     /// model outputs the wearable computes itself.
     pub fn run_prefix(&self, graph: &LayerGraph, inputs: &Values) -> Result<Values> {
+        self.run_prefix_dilated(graph, inputs, 1.0)
+    }
+
+    /// [`SplitPlan::run_prefix`] on a device `factor` times slower ([`Half::run_dilated`]).
+    pub fn run_prefix_dilated(&self, graph: &LayerGraph, inputs: &Values, factor: f64) -> Result<Values> {
         let mut out = match &self.prefix {
-            Some(h) => h.run(graph, inputs)?,
+            Some(h) => h.run_dilated(graph, inputs, factor)?,
             None => Values::new(),
         };
         // Raw model inputs that the handheld reads cross unchanged.
@@ -197,8 +233,13 @@ impl SplitPlan {
     /// Runs the handheld's half on the received tensors: returns the model
     /// outputs to send back.
     pub fn run_suffix(&self, graph: &LayerGraph, received: &Values) -> Result<Values> {
+        self.run_suffix_dilated(graph, received, 1.0)
+    }
+
+    /// [`SplitPlan::run_suffix`] on a device `factor` times slower ([`Half::run_dilated`]).
+    pub fn run_suffix_dilated(&self, graph: &LayerGraph, received: &Values, factor: f64) -> Result<Values> {
         match &self.suffix {
-            Some(h) => h.run(graph, received),
+            Some(h) => h.run_dilated(graph, received, factor),
             None => Ok(Values::new()),
         }
     }

@@ -40,7 +40,7 @@ fn error_code(actions: &[Action]) -> Option<ErrorCode> {
 fn run(frame: u64) -> Message {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     Message::with_tensors(
-        |tensors| Header::RunSuffix { frame, cut: vec!["x".into()], tensors },
+        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors },
         &[("x".into(), &x)],
     )
     .expect("message")
@@ -73,7 +73,7 @@ fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
         let a = s.on_message(run(frame), |_| false);
         match &a[..] {
             [Action::Run { frame: f, cut, message }] => {
-                assert_eq!((*f, cut.as_slice()), (frame, &["x".to_string()][..]));
+                assert_eq!((*f, cut.as_str()), (frame, "1"));
                 assert_eq!(message.tensors().expect("tensors")[0].0, "x");
             }
             other => panic!("{other:?}"),
@@ -226,7 +226,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
     // Three frames out, answered in order.
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     for frame in 1..=3 {
-        let m = w.offload(frame, vec!["x".into()], &[("x".into(), &x)]).expect("encodes").expect("ready");
+        let m = w.offload(frame, "1".into(), &[("x".into(), &x)]).expect("encodes").expect("ready");
         match &h.on_message(deliver(&m), |_| false)[..] {
             [Action::Run { frame: f, .. }] => assert_eq!(*f, frame),
             other => panic!("{other:?}"),
@@ -253,7 +253,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [10, 11] {
-        w.offload(frame, vec!["x".into()], &[("x".into(), &x)]).expect("ok").expect("ready");
+        w.offload(frame, "1".into(), &[("x".into(), &x)]).expect("ok").expect("ready");
     }
     let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)]).expect("result");
     let a = w.on_message(wrong);
@@ -269,12 +269,12 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
         status: status(),
     }));
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
-    w.offload(1, vec![], &[]).expect("ok");
+    w.offload(1, String::new(), &[]).expect("ok");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
     let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
-    assert_eq!(w.offload(1, vec![], &[]).expect("ok"), None);
+    assert_eq!(w.offload(1, String::new(), &[]).expect("ok"), None);
     // Another version in the Welcome.
     w.start();
     let a = w.on_message(Message::new(Header::Welcome {

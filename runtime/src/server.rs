@@ -1,0 +1,463 @@
+//! The handheld's server: the I/O shell around [`HandheldSession`].
+//!
+//! Each accepted link gets its own task: a reader that feeds bytes to a
+//! [`FrameDecoder`] and messages to the session, a writer that sends what
+//! the session says, and a runner that executes suffixes one after the
+//! other (in frame order) on tokio's blocking pool. A connection that sends
+//! garbage gets an `Error` naming the problem and is closed; the others go
+//! on. Models come from `--models DIR` (by digest) or are pushed by the
+//! wearable; each is loaded, profiled and planned once and shared by every
+//! connection.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use crate::emulate::{self, LinkControl, LinkProfile, Role};
+use crate::link::{Acceptor, Link};
+use crate::predict::ProfiledLatency;
+use crate::protocol::{
+    encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport,
+    MAX_FRAME_BYTES,
+};
+use crate::session::{Action, HandheldSession};
+use crate::{Cut, InputShapes, Model, SplitExecutor, Values};
+
+/// How the handheld serves.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The device profile name reported to wearables.
+    pub device: String,
+    /// Compute dilation: suffixes run this many times slower than the host (≥ 1).
+    pub slowdown: f64,
+    /// Where models are found by digest, and pushed models stored.
+    pub models_dir: Option<PathBuf>,
+    /// An emulated link on every connection (this side shapes both ways).
+    pub link: Option<(LinkProfile, LinkControl)>,
+    /// The load reported in `Status` (the background load generator's share, 0–1).
+    pub load: f64,
+    /// The battery reported: level in [0, 1] and charging.
+    pub battery: (f32, bool),
+    /// How often `Status` goes out.
+    pub status_interval: Duration,
+    /// Largest frame accepted.
+    pub max_frame: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            device: "host".into(),
+            slowdown: 1.0,
+            models_dir: None,
+            link: None,
+            load: 0.0,
+            battery: (1.0, true),
+            status_interval: Duration::from_millis(500),
+            max_frame: MAX_FRAME_BYTES,
+        }
+    }
+}
+
+/// A model ready to serve.
+struct Loaded {
+    model: Model,
+    executor: SplitExecutor,
+    latency: LatencySummary,
+}
+
+/// Counters, for logs and tests.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Links accepted.
+    pub connections: AtomicU64,
+    /// Suffixes run.
+    pub frames: AtomicU64,
+    /// Connections closed with an error.
+    pub errors: AtomicU64,
+}
+
+struct Shared {
+    config: ServerConfig,
+    files: Mutex<HashMap<Digest, PathBuf>>,
+    pushed: Mutex<HashMap<Digest, Arc<Vec<u8>>>>,
+    loaded: Mutex<HashMap<Digest, Arc<Loaded>>>,
+    queue: AtomicU32,
+    stats: Arc<ServerStats>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn hex(d: &Digest) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Shared {
+    fn has_model(&self, d: &Digest) -> bool {
+        lock(&self.loaded).contains_key(d) || lock(&self.files).contains_key(d) || lock(&self.pushed).contains_key(d)
+    }
+
+    fn status(&self) -> StatusReport {
+        StatusReport {
+            load: self.config.load as f32,
+            queue: self.queue.load(Ordering::Relaxed),
+            battery: self.config.battery.0,
+            charging: self.config.battery.1,
+        }
+    }
+
+    /// Loads (once) the model with this digest; `bytes` when just pushed.
+    fn load(&self, digest: Digest, bytes: Option<Vec<u8>>) -> Result<Arc<Loaded>, String> {
+        if let Some(l) = lock(&self.loaded).get(&digest) {
+            return Ok(l.clone());
+        }
+        let bytes = match bytes {
+            Some(b) => {
+                self.store_pushed(digest, &b);
+                b
+            }
+            None => {
+                let path = lock(&self.files).get(&digest).cloned();
+                let pushed = lock(&self.pushed).get(&digest).cloned();
+                match (path, pushed) {
+                    (_, Some(b)) => b.to_vec(),
+                    (Some(p), None) => std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?,
+                    (None, None) => return Err(format!("no model with digest {}", hex(&digest))),
+                }
+            }
+        };
+        if model_digest(&bytes) != digest {
+            return Err(format!("the stored model {} no longer matches its digest", hex(&digest)));
+        }
+        let started = Instant::now();
+        let model = Model::from_bytes(&bytes, &InputShapes::none()).map_err(|e| e.to_string())?;
+        let inputs = crate::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
+        let profile = crate::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
+        let p = ProfiledLatency::from_profile(&profile);
+        let k = self.config.slowdown.max(1.0);
+        let latency = LatencySummary {
+            per_layer_s: p.per_node_s.iter().map(|s| s * k).collect(),
+            overhead_s: p.overhead_s * k,
+        };
+        info!(model = %model.name(), digest = %hex(&digest), took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
+        let loaded = Arc::new(Loaded { executor: SplitExecutor::new(model.clone()), model, latency });
+        lock(&self.loaded).insert(digest, loaded.clone());
+        Ok(loaded)
+    }
+
+    fn store_pushed(&self, digest: Digest, bytes: &[u8]) {
+        if let Some(dir) = &self.config.models_dir {
+            let path = dir.join(format!("{}.onnx", hex(&digest)));
+            match std::fs::write(&path, bytes) {
+                Ok(()) => {
+                    lock(&self.files).insert(digest, path);
+                    return;
+                }
+                Err(e) => warn!("could not store the pushed model in {}: {e}", path.display()),
+            }
+        }
+        lock(&self.pushed).insert(digest, Arc::new(bytes.to_vec()));
+    }
+}
+
+/// Indexes the `.onnx` files of `dir` by digest.
+fn scan_models(dir: &std::path::Path) -> io::Result<HashMap<Digest, PathBuf>> {
+    let mut out = HashMap::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "onnx") {
+            match std::fs::read(&path) {
+                Ok(bytes) => {
+                    out.insert(model_digest(&bytes), path);
+                }
+                Err(e) => warn!("skipping {}: {e}", path.display()),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A running server's handle: its counters.
+#[derive(Clone, Debug)]
+pub struct Server {
+    stats: Arc<ServerStats>,
+}
+
+impl Server {
+    /// The counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+}
+
+/// Serves links from `acceptor` until `shutdown` completes; then every
+/// connection is sent `Bye` and closed. `on_start` receives the handle.
+pub async fn serve(
+    config: ServerConfig,
+    mut acceptor: impl Acceptor,
+    shutdown: impl Future<Output = ()>,
+    on_start: impl FnOnce(Server),
+) -> io::Result<()> {
+    let files = match &config.models_dir {
+        Some(dir) => scan_models(dir)?,
+        None => HashMap::new(),
+    };
+    info!(listen = %acceptor.describe(), models = files.len(), device = %config.device, slowdown = config.slowdown, "serving");
+    let stats = Arc::new(ServerStats::default());
+    let shared = Arc::new(Shared {
+        config,
+        files: Mutex::new(files),
+        pushed: Mutex::default(),
+        loaded: Mutex::default(),
+        queue: AtomicU32::new(0),
+        stats: stats.clone(),
+    });
+    on_start(Server { stats });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    let mut next_id = 0u64;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = acceptor.accept() => match accepted {
+                Ok(link) => {
+                    next_id += 1;
+                    shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+                    connections.spawn(connection(shared.clone(), link, next_id, stop_rx.clone()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
+                Err(e) => warn!("accept failed: {e}"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    info!("shutting down: saying Bye to {} connection(s)", connections.len());
+    let _ = stop_tx.send(true);
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(3), drain).await.is_err() {
+        connections.abort_all();
+    }
+    Ok(())
+}
+
+enum Event {
+    Loaded(Result<Arc<Loaded>, String>),
+    RunFailed(u64, String),
+}
+
+struct Job {
+    frame: u64,
+    cut: String,
+    message: Message,
+    loaded: Arc<Loaded>,
+}
+
+/// Runs one suffix; the result message or a reason.
+fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
+    let g = job.loaded.model.graph();
+    let cut = Cut::from_key(g, &job.cut).map_err(|e| e.to_string())?;
+    let plan = job.loaded.executor.plan(&cut).map_err(|e| e.to_string())?;
+    let mut received = Values::new();
+    for (name, t) in job.message.tensors().map_err(|e| e.to_string())? {
+        received.insert(name, t.into());
+    }
+    let started = Instant::now();
+    let out = plan.run_suffix_dilated(g, &received, slowdown).map_err(|e| e.to_string())?;
+    let compute_us = started.elapsed().as_micros() as u64;
+    let outputs: Vec<(String, &crate::Tensor)> = cut
+        .down_tensors()
+        .iter()
+        .map(|&t| {
+            let name = &g.tensor(t).name;
+            out.get(name).map(|v| (name.clone(), &**v)).ok_or_else(|| format!("the suffix did not compute '{name}'"))
+        })
+        .collect::<Result<_, _>>()?;
+    HandheldSession::result(job.frame, compute_us, &outputs).map_err(|e| e.to_string())
+}
+
+async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::Receiver<bool>) {
+    let link = match &shared.config.link {
+        Some((profile, control)) => emulate::wrap(link, profile, control, Role::Handheld, id),
+        None => link,
+    };
+    let Link { mut tx, mut rx, name } = link;
+    info!(conn = id, peer = %name, "connected");
+
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            let bytes = match encode(&m) {
+                Ok(b) => b,
+                Err(e) => {
+                    warn!(conn = id, "cannot encode a reply: {e}");
+                    break;
+                }
+            };
+            if let Err(e) = tx.send(bytes).await {
+                debug!(conn = id, "send failed: {e}");
+                break;
+            }
+        }
+        let _ = tx.close().await;
+    });
+
+    let (event_tx, mut events) = mpsc::unbounded_channel::<Event>();
+    let (job_tx, mut jobs) = mpsc::unbounded_channel::<Job>();
+    let runner = {
+        let (shared, out_tx, event_tx) = (shared.clone(), out_tx.clone(), event_tx.clone());
+        tokio::spawn(async move {
+            let failed = Arc::new(AtomicBool::new(false));
+            while let Some(job) = jobs.recv().await {
+                if failed.load(Ordering::Relaxed) {
+                    shared.queue.fetch_sub(1, Ordering::Relaxed);
+                    continue;
+                }
+                let slowdown = shared.config.slowdown;
+                let frame = job.frame;
+                let r = tokio::task::spawn_blocking(move || run_job(&job, slowdown)).await;
+                shared.queue.fetch_sub(1, Ordering::Relaxed);
+                match r {
+                    Ok(Ok(m)) => {
+                        shared.stats.frames.fetch_add(1, Ordering::Relaxed);
+                        let _ = out_tx.send(m);
+                    }
+                    Ok(Err(reason)) => {
+                        failed.store(true, Ordering::Relaxed);
+                        let _ = event_tx.send(Event::RunFailed(frame, reason));
+                    }
+                    Err(e) => {
+                        failed.store(true, Ordering::Relaxed);
+                        let _ = event_tx.send(Event::RunFailed(frame, format!("the suffix panicked: {e}")));
+                    }
+                }
+            }
+        })
+    };
+
+    let mut session = HandheldSession::new(shared.config.device.clone(), shared.status());
+    let mut decoder = crate::protocol::FrameDecoder::new(shared.config.max_frame);
+    let mut loaded: Option<Arc<Loaded>> = None;
+    let mut status_tick = tokio::time::interval(shared.config.status_interval);
+    status_tick.tick().await;
+    let mut close = false;
+    let mut error: Option<String> = None;
+
+    // Carries out the session's actions; returns true when the connection must close.
+    let act = |actions: Vec<Action>, loaded: &Option<Arc<Loaded>>, error: &mut Option<String>| -> bool {
+        let mut close = false;
+        for a in actions {
+            match a {
+                Action::Send(m) => {
+                    if let Header::Error { code, reason } = &m.header {
+                        warn!(conn = id, ?code, "refusing the peer: {reason}");
+                        *error = Some(reason.clone());
+                    }
+                    let _ = out_tx.send(m);
+                }
+                Action::LoadKnown(digest) => {
+                    let (shared, event_tx) = (shared.clone(), event_tx.clone());
+                    tokio::task::spawn_blocking(move || {
+                        let _ = event_tx.send(Event::Loaded(shared.load(digest, None)));
+                    });
+                }
+                Action::LoadPushed { digest, bytes } => {
+                    let (shared, event_tx) = (shared.clone(), event_tx.clone());
+                    tokio::task::spawn_blocking(move || {
+                        let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes))));
+                    });
+                }
+                Action::Run { frame, cut, message } => match loaded {
+                    Some(l) => {
+                        shared.queue.fetch_add(1, Ordering::Relaxed);
+                        let _ = job_tx.send(Job { frame, cut, message, loaded: l.clone() });
+                    }
+                    None => close = true,
+                },
+                Action::Close => close = true,
+            }
+        }
+        close
+    };
+
+    while !close {
+        tokio::select! {
+            r = rx.recv() => match r {
+                Ok(Some(bytes)) => {
+                    decoder.push(&bytes);
+                    loop {
+                        match decoder.next_message() {
+                            Ok(Some(m)) => {
+                                let actions = session.on_message(m, |d| shared.has_model(d));
+                                close |= act(actions, &loaded, &mut error);
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                let actions = session.on_decode_error(&e);
+                                close |= act(actions, &loaded, &mut error);
+                                break;
+                            }
+                        }
+                        if close {
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => {
+                    debug!(conn = id, "peer closed");
+                    break;
+                }
+                Err(e) => {
+                    debug!(conn = id, "receive failed: {e}");
+                    break;
+                }
+            },
+            Some(ev) = events.recv() => {
+                let actions = match ev {
+                    Event::Loaded(Ok(l)) => {
+                        let latency = l.latency.clone();
+                        loaded = Some(l);
+                        session.model_loaded(latency)
+                    }
+                    Event::Loaded(Err(reason)) => session.model_failed(reason),
+                    Event::RunFailed(frame, reason) => {
+                        let reason = format!("frame {frame}: {reason}");
+                        warn!(conn = id, "{reason}");
+                        error = Some(reason.clone());
+                        let _ = out_tx.send(Message::new(Header::Error { code: ErrorCode::Tensor, reason }));
+                        vec![Action::Close]
+                    }
+                };
+                close |= act(actions, &loaded, &mut error);
+            },
+            _ = status_tick.tick() => {
+                session.set_status(shared.status());
+                if let Some(m) = session.status_message() {
+                    let _ = out_tx.send(m);
+                }
+            },
+            _ = stop.changed() => {
+                let _ = out_tx.send(Message::new(Header::Bye));
+                break;
+            }
+        }
+    }
+    if error.is_some() {
+        shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    drop(job_tx);
+    // Results already computed still go out before the close.
+    let _ = runner.await;
+    drop(out_tx);
+    let _ = writer.await;
+    info!(conn = id, "closed");
+}
