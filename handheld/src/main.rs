@@ -1,8 +1,10 @@
 //! `tandem-handheld`: the handheld (phone) side of Tandem.
 //!
-//! The paired server (`serve`) arrives with the paired-runtime work; for now
-//! the handheld can profile a model on its own CPU, which is what it will
-//! report to the wearable as its latency profile.
+//! - `serve`: the paired server. Wearables connect over TCP (optionally
+//!   through an emulated Bluetooth link), push or name a model, and send
+//!   suffixes to run; several at once.
+//! - `profile`: time every node of a model on this CPU (what `serve`
+//!   reports to wearables as its latency profile).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +22,35 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Time every node of the optimized plan on this machine and check additivity.
+    /// Serve wearables until SIGINT or SIGTERM.
+    Serve {
+        /// Address to listen on (`127.0.0.1:0` picks a free port; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:7878")]
+        listen: String,
+        /// Emulate this link on every connection (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good).
+        /// Shape one side only: usually the wearable's `--link`.
+        #[arg(long)]
+        link: Option<String>,
+        /// The handheld's device profile (a shipped name or a TOML file).
+        #[arg(long, default_value = "pixel-8-pro")]
+        profile: String,
+        /// Compute dilation: run suffixes this many times slower than this host (default 1).
+        #[arg(long, default_value_t = 1.0)]
+        slowdown: f64,
+        /// Background CPU load in percent, generated on every core and reported in Status.
+        #[arg(long, default_value_t = 0.0)]
+        load: f64,
+        /// Models to serve by digest; pushed models are stored here.
+        #[arg(long)]
+        models: Option<PathBuf>,
+        /// Battery level to report, in percent (default: 100, charging).
+        #[arg(long)]
+        battery: Option<f64>,
+        /// Status period in milliseconds.
+        #[arg(long, default_value_t = 500)]
+        status_ms: u64,
+    },
     /// Time every node of the optimized plan on this machine and check additivity.
     Profile {
         /// The ONNX model file.
@@ -50,6 +81,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Serve { listen, link, profile, slowdown, load, models, battery, status_ms } => {
+            serve(listen, link, profile, slowdown, load, models, battery, status_ms)
+        }
         Command::Profile { model, input_shape, runs } => {
             let model = Model::from_path(&model, &InputShapes::parse(&input_shape)?)?;
             let profile = tandem::profile::profile(&model, &random_inputs(&model, 0)?, 3, runs)?;
@@ -61,4 +95,83 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    listen: String,
+    link: Option<String>,
+    profile: String,
+    slowdown: f64,
+    load: f64,
+    models: Option<PathBuf>,
+    battery: Option<f64>,
+    status_ms: u64,
+) -> anyhow::Result<()> {
+    use anyhow::{bail, Context};
+    use tandem::emulate::{LinkControl, LinkProfile, Schedule};
+    use tandem::server::{LoadGenerator, ServerConfig};
+
+    if !(slowdown.is_finite() && slowdown >= 1.0) {
+        bail!("--slowdown {slowdown}: must be at least 1 (the host cannot run faster than itself)");
+    }
+    if !(0.0..=95.0).contains(&load) {
+        bail!("--load {load}: must be a percentage from 0 to 95");
+    }
+    if let Some(b) = battery {
+        if !(0.0..=100.0).contains(&b) {
+            bail!("--battery {b}: must be a percentage from 0 to 100");
+        }
+    }
+    if let Some(dir) = &models {
+        if !dir.is_dir() {
+            bail!("--models {}: not a directory", dir.display());
+        }
+    }
+    let device =
+        tandem::device::DeviceProfile::load(&profile).with_context(|| format!("--profile {profile}"))?;
+    let link = match link {
+        Some(name) => {
+            let p = LinkProfile::named(&name)?;
+            let control = LinkControl::new(&p, Schedule::default());
+            Some((p, control))
+        }
+        None => None,
+    };
+    let config = ServerConfig {
+        device: device.name.clone(),
+        slowdown,
+        models_dir: models,
+        link,
+        load: load / 100.0,
+        battery: battery.map_or((1.0, true), |b| ((b / 100.0) as f32, false)),
+        status_interval: std::time::Duration::from_millis(status_ms.max(10)),
+        ..ServerConfig::default()
+    };
+    let _load = (load > 0.0).then(|| {
+        LoadGenerator::start(load / 100.0, std::thread::available_parallelism().map_or(1, |n| n.get()))
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async move {
+        let acceptor = tandem::link::TcpAcceptor::bind(&listen).await?;
+        let addr = acceptor.local_addr()?;
+        use std::io::Write;
+        println!("listening on {addr}");
+        std::io::stdout().flush()?;
+        let shutdown = async {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        tandem::server::serve(config, acceptor, shutdown, |_| {}).await?;
+        println!("stopped");
+        anyhow::Ok(())
+    })
 }

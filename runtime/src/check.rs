@@ -85,7 +85,7 @@ pub fn diff(reference: &Tensor, got: &Tensor) -> Result<Diff> {
 }
 
 /// The elements of `t` as f32, for comparisons.
-fn as_f32(t: &Tensor) -> Result<Vec<f32>> {
+pub fn as_f32(t: &Tensor) -> Result<Vec<f32>> {
     let t = t.cast_to::<f32>().tract(|| "comparing tensors".into())?;
     Ok(t.to_plain_array_view::<f32>().tract(|| "comparing tensors".into())?.iter().copied().collect())
 }

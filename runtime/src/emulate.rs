@@ -513,8 +513,7 @@ mod tests {
     #[test]
     fn schedule_steps_apply_in_time() {
         let profile = LinkProfile::named("ble-1m").expect("shipped");
-        let control =
-            LinkControl::new(&profile, Schedule::parse("1 0.1\n2 5 4", "t").expect("parses"));
+        let control = LinkControl::new(&profile, Schedule::parse("1 0.1\n2 5 4", "t").expect("parses"));
         let t0 = Instant::now();
         assert_eq!(control.rates_at(t0), (0.7e6, 0.7e6));
         assert_eq!(control.rates_at(t0 + Duration::from_millis(1500)), (0.1e6, 0.1e6));

@@ -82,6 +82,9 @@ pub enum Error {
     /// The model's shapes could not be fully inferred.
     #[error("cannot infer the shape of tensor '{0}'; try --input-shape overrides")]
     UnknownShape(String),
+    /// The paired session could not do what was asked.
+    #[error("session: {0}")]
+    Session(String),
     /// tract failed while analysing, optimizing or running a model.
     #[error("tract failed while {context}: {message}")]
     Tract {

@@ -42,9 +42,10 @@
 
 pub mod calibrate;
 pub mod check;
+pub mod client;
 pub mod cut;
-pub mod emulate;
 pub mod device;
+pub mod emulate;
 pub mod energy;
 pub mod error;
 pub mod graph;
@@ -62,6 +63,7 @@ pub mod session;
 pub mod split;
 pub mod testing;
 
+pub use client::{ModelFile, Placement, Session, SessionConfig};
 pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, Cut};
 pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};

@@ -24,8 +24,7 @@ use crate::emulate::{self, LinkControl, LinkProfile, Role};
 use crate::link::{Acceptor, Link};
 use crate::predict::ProfiledLatency;
 use crate::protocol::{
-    encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport,
-    MAX_FRAME_BYTES,
+    encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
 };
 use crate::session::{Action, HandheldSession};
 use crate::{Cut, InputShapes, Model, SplitExecutor, Values};
@@ -103,7 +102,9 @@ fn hex(d: &Digest) -> String {
 
 impl Shared {
     fn has_model(&self, d: &Digest) -> bool {
-        lock(&self.loaded).contains_key(d) || lock(&self.files).contains_key(d) || lock(&self.pushed).contains_key(d)
+        lock(&self.loaded).contains_key(d)
+            || lock(&self.files).contains_key(d)
+            || lock(&self.pushed).contains_key(d)
     }
 
     fn status(&self) -> StatusReport {
@@ -130,7 +131,9 @@ impl Shared {
                 let pushed = lock(&self.pushed).get(&digest).cloned();
                 match (path, pushed) {
                     (_, Some(b)) => b.to_vec(),
-                    (Some(p), None) => std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?,
+                    (Some(p), None) => {
+                        std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?
+                    }
                     (None, None) => return Err(format!("no model with digest {}", hex(&digest))),
                 }
             }
@@ -172,7 +175,9 @@ impl Shared {
 /// Indexes the `.onnx` files of `dir` by digest.
 fn scan_models(dir: &std::path::Path) -> io::Result<HashMap<Digest, PathBuf>> {
     let mut out = HashMap::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))? {
+    for entry in
+        std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
+    {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "onnx") {
             match std::fs::read(&path) {
@@ -279,7 +284,9 @@ fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
         .iter()
         .map(|&t| {
             let name = &g.tensor(t).name;
-            out.get(name).map(|v| (name.clone(), &**v)).ok_or_else(|| format!("the suffix did not compute '{name}'"))
+            out.get(name)
+                .map(|v| (name.clone(), &**v))
+                .ok_or_else(|| format!("the suffix did not compute '{name}'"))
         })
         .collect::<Result<_, _>>()?;
     HandheldSession::result(job.frame, compute_us, &outputs).map_err(|e| e.to_string())
@@ -460,4 +467,50 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     drop(out_tx);
     let _ = writer.await;
     info!(conn = id, "closed");
+}
+
+/// A background CPU load for load studies: `threads` threads, each busy
+/// for `share` of every 10 ms period. Stops when dropped.
+#[derive(Debug)]
+pub struct LoadGenerator {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl LoadGenerator {
+    /// Starts the load (`share` in [0, 1]).
+    pub fn start(share: f64, threads: usize) -> LoadGenerator {
+        let stop = Arc::new(AtomicBool::new(false));
+        let share = share.clamp(0.0, 1.0);
+        let period = Duration::from_millis(10);
+        let threads = (0..threads)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = Instant::now();
+                        let busy = period.mul_f64(share);
+                        let mut x = 0u64;
+                        while start.elapsed() < busy {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                        let rest = period.saturating_sub(start.elapsed());
+                        if !rest.is_zero() {
+                            std::thread::sleep(rest);
+                        }
+                    }
+                })
+            })
+            .collect();
+        LoadGenerator { stop, threads }
+    }
+}
+
+impl Drop for LoadGenerator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }

@@ -8,6 +8,7 @@
 mod calibrate_cmd;
 mod device_cmd;
 mod oracle_cmd;
+mod paired_cmd;
 mod plan_cmd;
 mod predict_cmd;
 mod price_cmd;
@@ -89,6 +90,12 @@ enum Command {
     Plan(plan_cmd::PlanArgs),
     /// Check the partitioner's choices against an oracle that measured every candidate (emulated pair).
     Oracle(oracle_cmd::OracleArgs),
+    /// One inference paired with a handheld (`tandem-handheld serve`): prints the
+    /// outputs, then a JSON line (cut, latency breakdown, bytes, predicted vs measured).
+    Run(paired_cmd::RunArgs),
+    /// A stream of frames paired with a handheld, pipelined: prints throughput,
+    /// latency percentiles, cut switches and fallbacks, then a JSON line.
+    Stream(paired_cmd::StreamArgs),
     /// DeepWear's graph simplification: node counts before and after, and the virtual nodes.
     Simplify {
         #[command(flatten)]
@@ -198,6 +205,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Price(args) => price_cmd::run(args),
         Command::Plan(args) => plan_cmd::run(args),
         Command::Oracle(args) => oracle_cmd::run(args),
+        Command::Run(args) => paired_cmd::run(args),
+        Command::Stream(args) => paired_cmd::stream(args),
         Command::Simplify { model } => {
             let model = model.load()?;
             let g = model.graph();

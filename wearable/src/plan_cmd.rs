@@ -35,6 +35,16 @@ pub enum MethodArg {
     Exhaustive,
 }
 
+impl From<MethodArg> for Method {
+    fn from(m: MethodArg) -> Method {
+        match m {
+            MethodArg::Heuristic => Method::Heuristic,
+            MethodArg::Mincut => Method::MinCut,
+            MethodArg::Exhaustive => Method::Exhaustive,
+        }
+    }
+}
+
 /// Arguments of `plan`.
 #[derive(clap::Args)]
 pub struct PlanArgs {
@@ -150,11 +160,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         hint: args.latency_hint,
         mode: if args.stream { Mode::Stream } else { Mode::Single },
     };
-    let method = match args.method {
-        MethodArg::Heuristic => Method::Heuristic,
-        MethodArg::Mincut => Method::MinCut,
-        MethodArg::Exhaustive => Method::Exhaustive,
-    };
+    let method = Method::from(args.method);
     let simplified = Simplified::new(graph);
     let d = decide_with(&input, method, Some(&simplified))?;
     let e = &d.evaluation;

@@ -1,0 +1,1162 @@
+//! The wearable's app API: a TensorFlow-like [`Session`] (feed, run, fetch,
+//! plus a latency hint) that splits each inference with the paired
+//! handheld, pipelines streams, and falls back to running alone.
+//!
+//! **Threads.** The app's thread is the wearable's CPU: it runs prefixes
+//! and local inferences. A tokio task owns the link: it connects (and
+//! reconnects with backoff), runs the [`WearableSession`] protocol, and
+//! sends and receives in the background, so that while the handheld runs
+//! frame n's suffix and the link carries tensors, the app thread already
+//! runs frame n+1's prefix. The two talk through channels (tokio's one way,
+//! crossbeam's back).
+//!
+//! **No frame is lost or duplicated.** Every offloaded frame keeps its
+//! inputs until answered. A frame whose link drops, whose handheld refuses
+//! it, or whose answer misses its deadline runs on the wearable instead;
+//! an answer arriving after that is dropped. Results leave in frame order.
+//!
+//! **Re-partitioning** happens between frames: the [`Planner`] is polled
+//! before each frame starts, with the profiler's estimates; frames already
+//! in flight keep their cut (each message names its cut).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel as cb;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::device::DeviceProfile;
+use crate::energy::{ClusterEnergy, EnergyModel, PowerModel};
+use crate::link::{Link, Transport};
+use crate::partition::{
+    Conditions, Decision, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Planner,
+    PlannerConfig, Side,
+};
+use crate::predict::ProfiledLatency;
+use crate::profiler::LinkProfiler;
+use crate::protocol::{encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES};
+use crate::session::{WearableAction, WearableSession};
+use crate::{Cut, Error, InputShapes, Model, Result, SplitExecutor, Tensor, Values};
+
+/// A model with the ONNX bytes it came from (their digest identifies it to
+/// the handheld, which may need them pushed).
+#[derive(Clone)]
+pub struct ModelFile {
+    /// The ONNX bytes.
+    pub bytes: Arc<Vec<u8>>,
+    /// The loaded model.
+    pub model: Model,
+}
+
+impl ModelFile {
+    /// Loads an ONNX file (with input-shape overrides, which the handheld
+    /// cannot know: models served to a handheld need concrete shapes).
+    pub fn load(path: impl AsRef<Path>, shapes: &InputShapes) -> Result<ModelFile> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        let model = Model::from_path(path, shapes)?;
+        Ok(ModelFile { bytes: Arc::new(bytes), model })
+    }
+
+    /// From ONNX bytes.
+    pub fn from_bytes(bytes: Vec<u8>, shapes: &InputShapes) -> Result<ModelFile> {
+        let model = Model::from_bytes(&bytes, shapes)?;
+        Ok(ModelFile { bytes: Arc::new(bytes), model })
+    }
+}
+
+/// Where frames run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Placement {
+    /// The planner decides, frame by frame.
+    Auto,
+    /// Everything on the wearable (no link needed).
+    WearableOnly,
+    /// Everything on the handheld (the wearable only sends the inputs).
+    HandheldOnly,
+    /// Always this cut.
+    Fixed(Cut),
+}
+
+/// Reconnection backoff: the first wait, doubled after each failure up to the cap.
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    /// First wait.
+    pub initial: Duration,
+    /// Longest wait.
+    pub max: Duration,
+}
+
+/// How a [`Session`] behaves.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// The wearable's device profile (name, powers) for pricing and energy.
+    pub wearable: DeviceProfile,
+    /// The handheld profile to price with when the handheld's own name is unknown.
+    pub handheld_fallback: DeviceProfile,
+    /// Compute dilation: the wearable runs this many times slower than the host (≥ 1).
+    pub dilation: f64,
+    /// Where frames run.
+    pub placement: Placement,
+    /// The latency hint.
+    pub hint: LatencyHint,
+    /// Candidate search of the planner.
+    pub method: Method,
+    /// The planner's switching margin.
+    pub margin: f64,
+    /// Pipeline streams (several frames in flight); off: one at a time.
+    pub pipeline: bool,
+    /// Most frames offloaded and unanswered at once, when pipelining.
+    pub max_in_flight: usize,
+    /// A frame's answer is late after `deadline_factor` × its predicted
+    /// remote time, and never before `deadline_floor`; then it runs locally.
+    pub deadline_factor: f64,
+    /// See `deadline_factor`.
+    pub deadline_floor: Duration,
+    /// How long [`Session::open`] waits for the handheld to be ready.
+    pub ready_timeout: Duration,
+    /// Reconnection backoff.
+    pub backoff: Backoff,
+    /// The link estimate before anything is measured.
+    pub link_default: LinkEstimate,
+    /// The wearable's battery level in [0, 1]; `None`: read sysfs (else full).
+    pub battery: Option<f64>,
+    /// Model push chunk size (bytes).
+    pub chunk_bytes: usize,
+}
+
+impl SessionConfig {
+    /// Defaults for a wearable with this profile: no dilation, the planner
+    /// deciding with the fastest objective, pipelined streams.
+    pub fn new(wearable: DeviceProfile, handheld_fallback: DeviceProfile) -> SessionConfig {
+        SessionConfig {
+            wearable,
+            handheld_fallback,
+            dilation: 1.0,
+            placement: Placement::Auto,
+            hint: LatencyHint::Fastest,
+            method: Method::MinCut,
+            margin: 0.1,
+            pipeline: true,
+            max_in_flight: 3,
+            deadline_factor: 4.0,
+            deadline_floor: Duration::from_secs(2),
+            ready_timeout: Duration::from_secs(60),
+            backoff: Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(2) },
+            link_default: LinkEstimate {
+                up_bytes_per_s: 1e6 / 8.0,
+                down_bytes_per_s: 1e6 / 8.0,
+                rtt: Duration::from_millis(30),
+            },
+            battery: None,
+            chunk_bytes: 64 << 10,
+        }
+    }
+
+    /// Shipped profiles: a Wear OS watch and a Pixel 8 Pro.
+    pub fn watch_and_phone() -> Result<SessionConfig> {
+        let load = |n: &str| DeviceProfile::shipped(n).map_err(|e| Error::Session(e.to_string()));
+        Ok(Self::new(load("watch-w5")?, load("pixel-8-pro")?))
+    }
+}
+
+/// One frame's outcome, with real wall-clock times.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameReport {
+    /// Frame number.
+    pub frame: u64,
+    /// Whether the handheld answered it.
+    pub offloaded: bool,
+    /// Why it ran on the wearable after being offloaded (link loss, refusal, deadline).
+    pub fallback: Option<String>,
+    /// The cut's key (`Cut::key`) it ran under.
+    pub cut: String,
+    /// Layers run on the wearable / in the model.
+    pub prefix_layers: usize,
+    /// Layers in the model.
+    pub layers: usize,
+    /// Wearable compute (ms), dilation included.
+    pub wearable_ms: f64,
+    /// From sending to the answer, minus the handheld's compute (ms): the link both ways and queueing.
+    pub link_ms: f64,
+    /// Handheld compute (ms), as it reported.
+    pub handheld_ms: f64,
+    /// From the frame's start to its delivery (ms).
+    pub latency_ms: f64,
+    /// Bytes sent up.
+    pub up_bytes: u64,
+    /// Bytes received.
+    pub down_bytes: u64,
+    /// The planner's predicted latency for the cut (ms), when it decided it.
+    pub predicted_ms: Option<f64>,
+    /// Model-based energy on the wearable (J): busy time × compute power + radio time × radio power.
+    pub wearable_j: f64,
+    /// Model-based energy on the handheld (J).
+    pub handheld_j: f64,
+}
+
+/// A stream's summary.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamReport {
+    /// Frames delivered.
+    pub frames: usize,
+    /// Frames the handheld answered.
+    pub offloaded: usize,
+    /// Frames run on the wearable.
+    pub local: usize,
+    /// Of those, frames offloaded first and then run locally.
+    pub fallbacks: usize,
+    /// Times the cut changed between consecutive frames.
+    pub cut_switches: usize,
+    /// Wall-clock seconds from the first frame's start to the last delivery.
+    pub wall_s: f64,
+    /// Frames per second.
+    pub throughput_fps: f64,
+    /// Latency percentiles (ms).
+    pub p50_ms: f64,
+    /// 95th percentile (ms).
+    pub p95_ms: f64,
+    /// 99th percentile (ms).
+    pub p99_ms: f64,
+    /// Mean wearable compute per frame (ms).
+    pub mean_wearable_ms: f64,
+    /// Mean handheld compute per offloaded frame (ms).
+    pub mean_handheld_ms: f64,
+    /// Model-based wearable energy per frame (J).
+    pub wearable_j_per_frame: f64,
+    /// Model-based handheld energy per frame (J).
+    pub handheld_j_per_frame: f64,
+    /// Bytes up in all.
+    pub up_bytes: u64,
+    /// Bytes down in all.
+    pub down_bytes: u64,
+}
+
+impl StreamReport {
+    /// Summarizes frame reports (in delivery order) over `wall`.
+    pub fn from_frames(frames: &[FrameReport], wall: Duration) -> StreamReport {
+        let n = frames.len();
+        if n == 0 {
+            return StreamReport::default();
+        }
+        let mut lat: Vec<f64> = frames.iter().map(|f| f.latency_ms).collect();
+        lat.sort_by(f64::total_cmp);
+        let pct = |p: f64| lat[((p * (n - 1) as f64).round() as usize).min(n - 1)];
+        let offloaded = frames.iter().filter(|f| f.offloaded).count();
+        let wall_s = wall.as_secs_f64();
+        StreamReport {
+            frames: n,
+            offloaded,
+            local: n - offloaded,
+            fallbacks: frames.iter().filter(|f| f.fallback.is_some()).count(),
+            cut_switches: frames.windows(2).filter(|w| w[0].cut != w[1].cut).count(),
+            wall_s,
+            throughput_fps: if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 },
+            p50_ms: pct(0.5),
+            p95_ms: pct(0.95),
+            p99_ms: pct(0.99),
+            mean_wearable_ms: frames.iter().map(|f| f.wearable_ms).sum::<f64>() / n as f64,
+            mean_handheld_ms: if offloaded > 0 {
+                frames.iter().map(|f| f.handheld_ms).sum::<f64>() / offloaded as f64
+            } else {
+                0.0
+            },
+            wearable_j_per_frame: frames.iter().map(|f| f.wearable_j).sum::<f64>() / n as f64,
+            handheld_j_per_frame: frames.iter().map(|f| f.handheld_j).sum::<f64>() / n as f64,
+            up_bytes: frames.iter().map(|f| f.up_bytes).sum(),
+            down_bytes: frames.iter().map(|f| f.down_bytes).sum(),
+        }
+    }
+}
+
+/// From the app thread to the link task.
+enum Command {
+    Offload { frame: u64, cut: String, tensors: Vec<(String, Tensor)> },
+    Probe { id: u64, bytes: usize },
+    Shutdown,
+}
+
+/// From the link task to the app thread.
+enum Event {
+    Ready { device: String, latency: LatencySummary },
+    Status(StatusReport),
+    Echo { id: u64, received: u64, echoed: u64, at: Instant },
+    Delivered { frame: u64, handheld_us: u64, message: Message, at: Instant },
+    Sent { bytes: u64, took: Duration },
+    RunLocally { frames: Vec<u64>, reason: String },
+    Disconnected(String),
+}
+
+/// A frame started and not yet delivered.
+struct InFlight {
+    inputs: Values,
+    local_outputs: Values,
+    cut: Cut,
+    started: Instant,
+    sent_at: Instant,
+    deadline: Instant,
+    wearable: Duration,
+    up_bytes: u64,
+    predicted_ms: Option<f64>,
+}
+
+enum Slot {
+    InFlight(Box<InFlight>),
+    Local { inputs: Values, started: Instant, reason: String, up_bytes: u64 },
+    Done(Box<FrameReport>, Values),
+}
+
+/// A paired inference session on the wearable.
+pub struct Session {
+    model: ModelFile,
+    executor: SplitExecutor,
+    config: SessionConfig,
+    planner: Planner,
+    profiler: LinkProfiler,
+    fed_link: LinkEstimate,
+    wearable_latency: ProfiledLatency,
+    wearable_energy: ClusterEnergy,
+    handheld_energy: ClusterEnergy,
+    handheld_latency: Option<ProfiledLatency>,
+    handheld_device: Option<String>,
+    ready: bool,
+    /// Runs the link task (kept alive with the session).
+    _runtime: tokio::runtime::Runtime,
+    commands: mpsc::UnboundedSender<Command>,
+    events: cb::Receiver<Event>,
+    origin: Instant,
+    next_frame: u64,
+    next_probe: u64,
+    probes: BTreeMap<u64, (Instant, u64)>,
+    fed: Values,
+    fetched: Values,
+    last: Option<FrameReport>,
+}
+
+fn session_err(e: impl std::fmt::Display) -> Error {
+    Error::Session(e.to_string())
+}
+
+impl Session {
+    /// Opens a session for `model` over `transport`: measures the wearable's
+    /// layer times, connects (in the background, with reconnection), and
+    /// waits up to `ready_timeout` for the handheld to have the model ready.
+    /// If the handheld cannot be reached, frames run on the wearable until it can.
+    pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
+        let executor = SplitExecutor::new(model.model.clone());
+        let inputs = crate::check::random_inputs(&model.model, 1)?;
+        let host = ProfiledLatency::measure(&model.model, &inputs)?;
+        let k = config.dilation.max(1.0);
+        let wearable_latency = ProfiledLatency {
+            per_node_s: host.per_node_s.iter().map(|s| s * k).collect(),
+            overhead_s: host.overhead_s * k,
+        };
+        let wearable_energy =
+            ClusterEnergy::new(&config.wearable, PowerModel::Analytical).map_err(session_err)?;
+        let handheld_energy =
+            ClusterEnergy::new(&config.handheld_fallback, PowerModel::Analytical).map_err(session_err)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tandem-link")
+            .enable_all()
+            .build()
+            .map_err(session_err)?;
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        let (event_tx, events) = cb::unbounded();
+        if config.placement != Placement::WearableOnly {
+            runtime.spawn(manage_link(
+                transport,
+                model.bytes.clone(),
+                config.wearable.name.clone(),
+                config.chunk_bytes,
+                config.backoff,
+                command_rx,
+                event_tx,
+            ));
+        }
+        let mut profiler = LinkProfiler::new(config.link_default, Duration::from_secs(2));
+        let battery = config.battery.map(|b| (b, false)).or_else(|| {
+            crate::device::battery_status(Path::new("/"))
+                .and_then(|b| b.capacity_pct.map(|c| (c / 100.0, b.status.as_deref() == Some("Charging"))))
+        });
+        if let Some((level, charging)) = battery {
+            profiler.on_wearable_battery(level, charging);
+        }
+        let conditions = Conditions {
+            link: config.link_default,
+            status: HandheldStatus::default(),
+            weights: EnergyWeights::default(),
+            hint: config.hint,
+            mode: Mode::Single,
+        };
+        let planner =
+            Planner::new(PlannerConfig { margin: config.margin, method: config.method }, conditions);
+        let mut s = Session {
+            model,
+            executor,
+            planner,
+            profiler,
+            fed_link: config.link_default,
+            wearable_latency,
+            wearable_energy,
+            handheld_energy,
+            handheld_latency: None,
+            handheld_device: None,
+            ready: false,
+            _runtime: runtime,
+            commands,
+            events,
+            origin: Instant::now(),
+            next_frame: 1,
+            next_probe: 1,
+            probes: BTreeMap::new(),
+            fed: Values::new(),
+            fetched: Values::new(),
+            last: None,
+            config,
+        };
+        if s.config.placement != Placement::WearableOnly {
+            let until = Instant::now() + s.config.ready_timeout;
+            while !s.ready && Instant::now() < until {
+                match s.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(Event::Disconnected(reason)) => {
+                        warn!(
+                            "the handheld is not reachable ({reason}); running on the wearable until it is"
+                        );
+                        break;
+                    }
+                    Ok(ev) => s.on_event(ev, &mut BTreeMap::new()),
+                    Err(_) => break,
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Whether the handheld is ready to take suffixes.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The handheld's profile name, once it answered.
+    pub fn handheld_device(&self) -> Option<&str> {
+        self.handheld_device.as_deref()
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model.model
+    }
+
+    /// The planner's decision in force.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.planner.current()
+    }
+
+    /// The profiler's link estimate now.
+    pub fn link_estimate(&self) -> LinkEstimate {
+        self.profiler.estimate()
+    }
+
+    /// Sets an input for the next [`Session::run`].
+    pub fn feed(&mut self, name: &str, tensor: Tensor) -> Result<()> {
+        let g = self.model.model.graph();
+        let t = g.inputs().iter().copied().find(|&t| g.tensor(t).name == name).ok_or_else(|| {
+            Error::UnknownInput {
+                name: name.into(),
+                known: g.inputs().iter().map(|&t| g.tensor(t).name.clone()).collect(),
+            }
+        })?;
+        crate::split::check_tensor(g, t, &tensor)?;
+        self.fed.insert(name.into(), tensor.into());
+        Ok(())
+    }
+
+    /// The latency hint: `Some(d)` for the least energy within `d` (zero:
+    /// the fastest), `None` for energy first.
+    pub fn set_latency_hint(&mut self, hint: Option<Duration>) {
+        let hint = match hint {
+            None => LatencyHint::EnergyFirst,
+            Some(d) if d.is_zero() => LatencyHint::Fastest,
+            Some(d) => LatencyHint::Within(d),
+        };
+        self.config.hint = hint;
+        self.planner.handle_hint(hint);
+    }
+
+    /// Runs one inference on the fed inputs (split with the handheld when
+    /// the planner says so); fetch the outputs with [`Session::fetch`].
+    pub fn run(&mut self) -> Result<&FrameReport> {
+        let g = self.model.model.graph();
+        if let Some(&missing) = g.inputs().iter().find(|&&t| !self.fed.contains_key(&g.tensor(t).name)) {
+            return Err(Error::Session(format!("input '{}' was not fed", g.tensor(missing).name)));
+        }
+        let inputs = self.fed.clone();
+        let mut reports = vec![];
+        self.drive(vec![inputs], Mode::Single, false, None, |r, out| reports.push((r, out)))?;
+        let (report, outputs) = reports.pop().ok_or_else(|| Error::Session("no result".into()))?;
+        self.fetched = outputs;
+        self.last = Some(report);
+        self.last.as_ref().ok_or_else(|| Error::Session("no result".into()))
+    }
+
+    /// An output of the last [`Session::run`].
+    pub fn fetch(&self, name: &str) -> Result<Tensor> {
+        self.fetched.get(name).map(|v| (**v).clone()).ok_or_else(|| {
+            let known: Vec<&str> = self.fetched.keys().map(String::as_str).collect();
+            Error::Session(format!("no output '{name}' (outputs: {})", known.join(", ")))
+        })
+    }
+
+    /// The last run's report.
+    pub fn last_report(&self) -> Option<&FrameReport> {
+        self.last.as_ref()
+    }
+
+    /// Runs a stream of frames; returns each frame's outputs and report, in order.
+    pub fn stream(&mut self, frames: impl IntoIterator<Item = Values>) -> Result<Vec<(FrameReport, Values)>> {
+        let mut out = vec![];
+        let pipeline = self.config.pipeline;
+        self.drive(frames, Mode::Stream, pipeline, None, |r, v| out.push((r, v)))?;
+        Ok(out)
+    }
+
+    /// Runs a stream, handing each frame to `deliver` in order as it
+    /// completes; frames are released at `fps` when given (latency counts
+    /// from the release), else as fast as the pipeline takes them.
+    pub fn stream_with(
+        &mut self,
+        frames: impl IntoIterator<Item = Values>,
+        fps: Option<f64>,
+        deliver: impl FnMut(FrameReport, Values),
+    ) -> Result<()> {
+        let pipeline = self.config.pipeline;
+        let mode = if pipeline { Mode::Stream } else { Mode::Single };
+        self.drive(frames, mode, pipeline, fps, deliver)
+    }
+
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn on_event(&mut self, ev: Event, slots: &mut BTreeMap<u64, Slot>) {
+        match ev {
+            Event::Ready { device, latency } => {
+                info!(handheld = %device, "the handheld is ready");
+                if let Ok(p) = DeviceProfile::load(&device) {
+                    if let Ok(e) = ClusterEnergy::new(&p, PowerModel::Analytical) {
+                        self.handheld_energy = e;
+                    }
+                }
+                self.handheld_latency =
+                    Some(ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s });
+                self.handheld_device = Some(device);
+                self.ready = true;
+                self.planner.handle_predictor_update();
+            }
+            Event::Status(s) => {
+                self.profiler.on_status(s);
+                self.planner.handle_status(self.profiler.handheld_status());
+                self.planner.handle_weights(self.profiler.weights());
+            }
+            Event::Echo { id, received, echoed, at } => {
+                if let Some((sent, bytes)) = self.probes.remove(&id) {
+                    if received == bytes {
+                        let now = self.now();
+                        self.profiler.on_echo(received, echoed, at.saturating_duration_since(sent), now);
+                    }
+                }
+            }
+            Event::Sent { bytes, took } => {
+                // Sends shorter than a millisecond only filled a socket buffer.
+                if took >= Duration::from_millis(1) {
+                    let now = self.now();
+                    self.profiler.on_upload(bytes, took, now);
+                }
+            }
+            Event::Delivered { frame, handheld_us, message, at } => {
+                let lone = slots.values().filter(|s| matches!(s, Slot::InFlight(_))).count() == 1;
+                let Some(Slot::InFlight(f)) = slots.remove(&frame) else {
+                    // Already run locally after its deadline: drop the late answer.
+                    debug!(frame, "late answer dropped");
+                    return;
+                };
+                let handheld = Duration::from_micros(handheld_us);
+                let down_bytes = message.body.len() as u64;
+                let outputs = match message.tensors() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        slots.insert(
+                            frame,
+                            Slot::Local {
+                                inputs: f.inputs,
+                                started: f.started,
+                                reason: format!("bad answer: {e}"),
+                                up_bytes: f.up_bytes,
+                            },
+                        );
+                        return;
+                    }
+                };
+                let round = at.saturating_duration_since(f.sent_at);
+                if lone {
+                    let now = self.now();
+                    self.profiler.on_round_trip(f.up_bytes, down_bytes, round, handheld, now);
+                }
+                let mut values = f.local_outputs;
+                for (name, t) in outputs {
+                    values.insert(name, t.into());
+                }
+                let link = round.saturating_sub(handheld);
+                let report = self.report(
+                    frame,
+                    &f.cut,
+                    true,
+                    None,
+                    f.wearable,
+                    link,
+                    handheld,
+                    at.saturating_duration_since(f.started),
+                    (f.up_bytes, down_bytes),
+                    f.predicted_ms,
+                );
+                slots.insert(frame, Slot::Done(Box::new(report), values));
+            }
+            Event::RunLocally { frames, reason } => {
+                for frame in frames {
+                    if let Some(Slot::InFlight(_)) = slots.get(&frame) {
+                        if let Some(Slot::InFlight(f)) = slots.remove(&frame) {
+                            slots.insert(
+                                frame,
+                                Slot::Local {
+                                    inputs: f.inputs,
+                                    started: f.started,
+                                    reason: reason.clone(),
+                                    up_bytes: f.up_bytes,
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            Event::Disconnected(reason) => {
+                if self.ready {
+                    warn!("lost the handheld: {reason}");
+                }
+                self.ready = false;
+                self.probes.clear();
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        frame: u64,
+        cut: &Cut,
+        offloaded: bool,
+        fallback: Option<String>,
+        wearable: Duration,
+        link: Duration,
+        handheld: Duration,
+        latency: Duration,
+        (up_bytes, down_bytes): (u64, u64),
+        predicted_ms: Option<f64>,
+    ) -> FrameReport {
+        let est = self.profiler.estimate();
+        let t_up = Duration::from_secs_f64(up_bytes as f64 / est.up_bytes_per_s);
+        let t_down = Duration::from_secs_f64(down_bytes as f64 / est.down_bytes_per_s);
+        let (w, h) = (&self.wearable_energy, &self.handheld_energy);
+        FrameReport {
+            frame,
+            offloaded,
+            fallback,
+            cut: cut.key(),
+            prefix_layers: cut.prefix_len(),
+            layers: self.model.model.graph().nodes().len(),
+            wearable_ms: wearable.as_secs_f64() * 1e3,
+            link_ms: link.as_secs_f64() * 1e3,
+            handheld_ms: handheld.as_secs_f64() * 1e3,
+            latency_ms: latency.as_secs_f64() * 1e3,
+            up_bytes,
+            down_bytes,
+            predicted_ms,
+            wearable_j: w.compute_energy_j(wearable) + w.transmit_energy_j(t_up) + w.receive_energy_j(t_down),
+            handheld_j: h.compute_energy_j(handheld) + h.receive_energy_j(t_up) + h.transmit_energy_j(t_down),
+        }
+    }
+
+    /// The cut for the next frame (polling the planner between frames).
+    fn next_cut(&mut self, mode: Mode) -> (Cut, Option<f64>) {
+        let g = self.model.model.graph();
+        match &self.config.placement {
+            Placement::WearableOnly => return (Cut::wearable_only(g), None),
+            _ if !self.ready => return (Cut::wearable_only(g), None),
+            Placement::HandheldOnly => return (Cut::handheld_only(g), None),
+            Placement::Fixed(c) => return (c.clone(), None),
+            Placement::Auto => {}
+        }
+        let est = self.profiler.estimate();
+        let moved = |a: f64, b: f64| (a - b).abs() > 0.1 * b.max(1e-9);
+        if moved(est.up_bytes_per_s, self.fed_link.up_bytes_per_s)
+            || moved(est.down_bytes_per_s, self.fed_link.down_bytes_per_s)
+            || moved(est.rtt.as_secs_f64(), self.fed_link.rtt.as_secs_f64())
+        {
+            self.fed_link = est;
+            self.planner.handle_link(est);
+        }
+        self.planner.handle_mode(mode);
+        let Some(handheld_latency) = &self.handheld_latency else {
+            return (Cut::wearable_only(g), None);
+        };
+        let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
+        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        match self.planner.poll_decision(g, wearable, handheld) {
+            Ok(Some(d)) => info!(cut = %d.chosen.describe(g), reason = %d.reason, "partition"),
+            Ok(None) => {}
+            Err(e) => warn!("the planner failed ({e}); running on the wearable"),
+        }
+        match self.planner.current() {
+            Some(d) => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3)),
+            None => (Cut::wearable_only(g), None),
+        }
+    }
+
+    /// Runs one frame entirely on the wearable.
+    fn run_local(&self, inputs: &Values) -> Result<(Values, Duration)> {
+        let g = self.model.model.graph();
+        let plan = self.executor.plan(&Cut::wearable_only(g))?;
+        let started = Instant::now();
+        let all = plan.run_prefix_dilated(g, inputs, self.config.dilation)?;
+        let took = started.elapsed();
+        let outputs = g
+            .outputs()
+            .iter()
+            .map(|&t| {
+                let name = &g.tensor(t).name;
+                all.get(name)
+                    .map(|v| (name.clone(), v.clone()))
+                    .ok_or_else(|| Error::MissingTensor(name.clone()))
+            })
+            .collect::<Result<Values>>()?;
+        Ok((outputs, took))
+    }
+
+    /// Starts a frame: runs its prefix and offloads it, or runs it whole.
+    fn start_frame(&mut self, frame: u64, inputs: Values, started: Instant, mode: Mode) -> Result<Slot> {
+        let (cut, predicted_ms) = self.next_cut(mode);
+        let g = self.model.model.graph();
+        if cut.is_wearable_only() {
+            let (outputs, took) = self.run_local(&inputs)?;
+            let report = self.report(
+                frame,
+                &cut,
+                false,
+                None,
+                took,
+                Duration::ZERO,
+                Duration::ZERO,
+                started.elapsed(),
+                (0, 0),
+                predicted_ms,
+            );
+            return Ok(Slot::Done(Box::new(report), outputs));
+        }
+        let plan = self.executor.plan(&cut)?;
+        let t0 = Instant::now();
+        let up = plan.run_prefix_dilated(g, &inputs, self.config.dilation)?;
+        let wearable = t0.elapsed();
+        let mut tensors = vec![];
+        let mut local_outputs = Values::new();
+        for &t in cut.up_tensors() {
+            let name = &g.tensor(t).name;
+            let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            tensors.push((name.clone(), (**v).clone()));
+        }
+        for &t in g.outputs() {
+            let name = &g.tensor(t).name;
+            if !cut.down_tensors().contains(&t) {
+                if let Some(v) = up.get(name) {
+                    local_outputs.insert(name.clone(), v.clone());
+                }
+            }
+        }
+        let up_bytes = tensors.iter().map(|(_, t)| (t.len() * t.datum_type().size_of()) as u64).sum();
+        let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
+        let sent_at = Instant::now();
+        let deadline = sent_at
+            + Duration::from_secs_f64(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
+        let key = cut.key();
+        let slot = Slot::InFlight(Box::new(InFlight {
+            inputs,
+            local_outputs,
+            cut,
+            started,
+            sent_at,
+            deadline,
+            wearable,
+            up_bytes,
+            predicted_ms,
+        }));
+        if self.commands.send(Command::Offload { frame, cut: key, tensors }).is_err() {
+            return Err(Error::Session("the link task stopped".into()));
+        }
+        Ok(slot)
+    }
+
+    /// The stream engine: see the module docs.
+    fn drive(
+        &mut self,
+        frames: impl IntoIterator<Item = Values>,
+        mode: Mode,
+        pipeline: bool,
+        fps: Option<f64>,
+        mut deliver: impl FnMut(FrameReport, Values),
+    ) -> Result<()> {
+        let mut frames = frames.into_iter().peekable();
+        let mut slots: BTreeMap<u64, Slot> = BTreeMap::new();
+        let mut order: VecDeque<u64> = VecDeque::new();
+        let bound = if pipeline { self.config.max_in_flight.max(1) } else { 1 };
+        let first_release = Instant::now();
+        let mut released = 0u64;
+        loop {
+            while let Ok(ev) = self.events.try_recv() {
+                self.on_event(ev, &mut slots);
+            }
+            // Late answers: run those frames here.
+            let now = Instant::now();
+            let late: Vec<u64> = slots
+                .iter()
+                .filter_map(|(&f, s)| matches!(s, Slot::InFlight(x) if x.deadline <= now).then_some(f))
+                .collect();
+            for f in late {
+                if let Some(Slot::InFlight(x)) = slots.remove(&f) {
+                    warn!(frame = f, "the handheld missed the deadline; running the frame here");
+                    slots.insert(
+                        f,
+                        Slot::Local {
+                            inputs: x.inputs,
+                            started: x.started,
+                            reason: "deadline missed".into(),
+                            up_bytes: x.up_bytes,
+                        },
+                    );
+                }
+            }
+            // Deliver in order.
+            while let Some(&f) = order.front() {
+                if !matches!(slots.get(&f), Some(Slot::Done(..))) {
+                    break;
+                }
+                order.pop_front();
+                if let Some(Slot::Done(r, v)) = slots.remove(&f) {
+                    deliver(*r, v);
+                }
+            }
+            // Work: frames handed back first (oldest first), then a new frame.
+            let fallback = slots.iter().find_map(|(&f, s)| matches!(s, Slot::Local { .. }).then_some(f));
+            if let Some(f) = fallback {
+                if let Some(Slot::Local { inputs, started, reason, up_bytes }) = slots.remove(&f) {
+                    let (outputs, took) = self.run_local(&inputs)?;
+                    let g = self.model.model.graph();
+                    let report = self.report(
+                        f,
+                        &Cut::wearable_only(g),
+                        false,
+                        Some(reason),
+                        took,
+                        Duration::ZERO,
+                        Duration::ZERO,
+                        started.elapsed(),
+                        (up_bytes, 0),
+                        None,
+                    );
+                    slots.insert(f, Slot::Done(Box::new(report), outputs));
+                }
+                continue;
+            }
+            let in_flight = slots.values().filter(|s| matches!(s, Slot::InFlight(_))).count();
+            let busy = if pipeline { in_flight >= bound } else { !slots.is_empty() };
+            if !busy && frames.peek().is_some() {
+                let release = fps.map(|f| first_release + Duration::from_secs_f64(released as f64 / f));
+                match release {
+                    Some(r) if r > Instant::now() => {
+                        self.wait(&mut slots, r.min(Instant::now() + Duration::from_millis(50)));
+                        continue;
+                    }
+                    _ => {}
+                }
+                let Some(inputs) = frames.next() else { continue };
+                released += 1;
+                let frame = self.next_frame;
+                self.next_frame += 1;
+                let started = release.unwrap_or_else(Instant::now);
+                let slot = self.start_frame(frame, inputs, started, mode)?;
+                slots.insert(frame, slot);
+                order.push_back(frame);
+                continue;
+            }
+            if slots.is_empty() && frames.peek().is_none() {
+                return Ok(());
+            }
+            self.maybe_probe(in_flight == 0);
+            let next_deadline = slots
+                .values()
+                .filter_map(|s| if let Slot::InFlight(x) = s { Some(x.deadline) } else { None })
+                .min();
+            let until = Instant::now() + Duration::from_millis(50);
+            self.wait(&mut slots, next_deadline.map_or(until, |d| d.min(until)));
+        }
+    }
+
+    /// Waits for one event until `until`.
+    fn wait(&mut self, slots: &mut BTreeMap<u64, Slot>, until: Instant) {
+        if let Ok(ev) = self.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            self.on_event(ev, slots);
+        }
+    }
+
+    fn maybe_probe(&mut self, idle: bool) {
+        // A probe unanswered for 5 s is lost.
+        self.probes.retain(|_, (sent, _)| sent.elapsed() < Duration::from_secs(5));
+        if !self.ready || !self.probes.is_empty() {
+            return;
+        }
+        if let Some(p) = self.profiler.probe_due(self.now(), idle) {
+            let id = self.next_probe;
+            self.next_probe += 1;
+            self.probes.insert(id, (Instant::now(), p.bytes as u64));
+            let _ = self.commands.send(Command::Probe { id, bytes: p.bytes });
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        // Give the link task a moment to say Bye.
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            match self.events.recv_timeout(Duration::from_millis(20)) {
+                Err(cb::RecvTimeoutError::Disconnected) => break,
+                _ => continue,
+            }
+        }
+    }
+}
+
+/// The link task: connect, handshake, carry frames, reconnect with backoff.
+async fn manage_link(
+    transport: Box<dyn Transport>,
+    model: Arc<Vec<u8>>,
+    device: String,
+    chunk_bytes: usize,
+    backoff: Backoff,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    events: cb::Sender<Event>,
+) {
+    let mut wait = backoff.initial;
+    loop {
+        let connect = tokio::time::timeout(Duration::from_secs(5), transport.connect());
+        tokio::pin!(connect);
+        let link = loop {
+            tokio::select! {
+                r = &mut connect => break r,
+                c = commands.recv() => if !refuse(c, &events) { return },
+            }
+        };
+        let reason = match link {
+            Ok(Ok(link)) => {
+                wait = backoff.initial;
+                let session = WearableSession::new(device.clone(), model.clone(), chunk_bytes);
+                match run_link(link, session, &mut commands, &events).await {
+                    Ok(()) => return,
+                    Err(reason) => reason,
+                }
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("connecting to {} timed out", transport.describe()),
+        };
+        if events.send(Event::Disconnected(reason)).is_err() {
+            return;
+        }
+        let sleep = tokio::time::sleep(wait);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                c = commands.recv() => if !refuse(c, &events) { return },
+            }
+        }
+        wait = (wait * 2).min(backoff.max);
+    }
+}
+
+/// A command while disconnected: offloads come straight back. False: shut down.
+fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
+    match c {
+        None | Some(Command::Shutdown) => false,
+        Some(Command::Offload { frame, .. }) => events
+            .send(Event::RunLocally { frames: vec![frame], reason: "the handheld is not connected".into() })
+            .is_ok(),
+        Some(Command::Probe { .. }) => true,
+    }
+}
+
+/// One connection; `Ok` on shutdown, else why it ended.
+async fn run_link(
+    link: Link,
+    mut session: WearableSession,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    events: &cb::Sender<Event>,
+) -> std::result::Result<(), String> {
+    let Link { mut tx, mut rx, name } = link;
+    debug!(link = %name, "connected");
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (dead_tx, mut dead_rx) = mpsc::unbounded_channel::<String>();
+    let writer_events = events.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(bytes) = out_rx.recv().await {
+            let n = bytes.len() as u64;
+            let started = Instant::now();
+            if let Err(e) = tx.send(bytes).await {
+                let _ = dead_tx.send(format!("sending failed: {e}"));
+                return;
+            }
+            let _ = writer_events.send(Event::Sent { bytes: n, took: started.elapsed() });
+        }
+        let _ = tx.close().await;
+    });
+    let send = |m: &Message| -> std::result::Result<(), String> {
+        let bytes = encode(m).map_err(|e| format!("encoding: {e}"))?;
+        out_tx.send(bytes).map_err(|_| "the writer stopped".to_string())
+    };
+    let mut decoder = FrameDecoder::new(MAX_FRAME_BYTES);
+    let mut pending = session.start();
+    let mut why: Option<String> = None;
+    let result = 'conn: loop {
+        for a in pending.drain(..) {
+            match a {
+                WearableAction::Send(m) => {
+                    if let Err(e) = send(&m) {
+                        why = Some(e);
+                    }
+                }
+                WearableAction::Ready { device, latency } => {
+                    let _ = events.send(Event::Ready { device, latency });
+                }
+                WearableAction::Status(s) => {
+                    let _ = events.send(Event::Status(s));
+                }
+                WearableAction::Echo { id, received, echoed } => {
+                    let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
+                }
+                WearableAction::Delivered { frame, handheld_compute_us, message } => {
+                    let _ = events.send(Event::Delivered {
+                        frame,
+                        handheld_us: handheld_compute_us,
+                        message,
+                        at: Instant::now(),
+                    });
+                }
+                WearableAction::RunLocally(frames) => {
+                    let reason = why.clone().unwrap_or_else(|| "the link failed".into());
+                    let _ = events.send(Event::RunLocally { frames, reason });
+                }
+                WearableAction::Close => {
+                    break 'conn Err(why.take().unwrap_or_else(|| "the handheld closed the session".into()));
+                }
+            }
+        }
+        if let Some(reason) = why.take() {
+            pending = session.on_disconnect();
+            why = Some(reason);
+            pending.push(WearableAction::Close);
+            continue;
+        }
+        tokio::select! {
+            r = rx.recv() => match r {
+                Ok(Some(bytes)) => {
+                    decoder.push(&bytes);
+                    loop {
+                        match decoder.next_message() {
+                            Ok(Some(m)) => {
+                                match &m.header {
+                                    Header::Error { code, reason } => {
+                                        warn!(?code, "the handheld refused: {reason}");
+                                        why = Some(format!("the handheld refused ({code:?}): {reason}"));
+                                    }
+                                    Header::Bye => why = Some("the handheld said bye".into()),
+                                    _ => {}
+                                }
+                                pending.extend(session.on_message(m));
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                why = Some(format!("bad bytes from the handheld: {e}"));
+                                pending.extend(session.on_decode_error(&e));
+                                break;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => {
+                    why = Some("the handheld closed the link".into());
+                    pending = session.on_disconnect();
+                    pending.push(WearableAction::Close);
+                }
+                Err(e) => {
+                    why = Some(format!("receiving failed: {e}"));
+                    pending = session.on_disconnect();
+                    pending.push(WearableAction::Close);
+                }
+            },
+            Some(reason) = dead_rx.recv() => {
+                why = Some(reason);
+                pending = session.on_disconnect();
+                pending.push(WearableAction::Close);
+            },
+            c = commands.recv() => match c {
+                None | Some(Command::Shutdown) => {
+                    let _ = send(&Message::new(Header::Bye));
+                    break 'conn Ok(());
+                }
+                Some(Command::Offload { frame, cut, tensors }) => {
+                    let refs: Vec<(String, &Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
+                    match session.offload(frame, cut, &refs) {
+                        Ok(Some(m)) => {
+                            if let Err(e) = send(&m) {
+                                why = Some(e);
+                            }
+                        }
+                        Ok(None) => {
+                            let _ = events.send(Event::RunLocally {
+                                frames: vec![frame],
+                                reason: "the handheld is not ready".into(),
+                            });
+                        }
+                        Err(e) => {
+                            let _ = events.send(Event::RunLocally {
+                                frames: vec![frame],
+                                reason: format!("cannot send its tensors: {e}"),
+                            });
+                        }
+                    }
+                }
+                Some(Command::Probe { id, bytes }) => {
+                    let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
+                    if let Err(e) = send(&m) {
+                        why = Some(e);
+                    }
+                }
+            },
+        }
+    };
+    drop(out_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    result
+}

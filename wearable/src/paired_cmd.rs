@@ -1,0 +1,303 @@
+//! `run` and `stream`: inference paired with a handheld (`tandem-handheld serve`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use tandem::client::{FrameReport, ModelFile, Placement, Session, SessionConfig, StreamReport};
+use tandem::device::DeviceProfile;
+use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use tandem::link::{TcpTransport, Transport};
+use tandem::partition::{LatencyHint, Method};
+use tandem::InputShapes;
+
+/// Where frames run.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PlacementArg {
+    /// The planner decides (the product).
+    Auto,
+    /// Everything on the wearable.
+    Wearable,
+    /// Everything on the handheld.
+    Handheld,
+}
+
+/// What `run` and `stream` share.
+#[derive(Args, Debug)]
+pub struct PairArgs {
+    /// The ONNX model file.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
+    #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
+    pub input_shape: Vec<String>,
+    /// The handheld's address (`tandem-handheld serve --listen`).
+    #[arg(long)]
+    pub connect: String,
+    /// Emulate this link (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good); this side shapes both ways.
+    #[arg(long)]
+    pub link: Option<String>,
+    /// Rate changes during the run: lines of `seconds up_mbit [down_mbit]` (needs --link).
+    #[arg(long)]
+    pub schedule: Option<PathBuf>,
+    /// The wearable's device profile (a shipped name or a TOML file).
+    #[arg(long, default_value = "watch-w5")]
+    pub profile: String,
+    /// The handheld profile to price with until the handheld names its own.
+    #[arg(long, default_value = "pixel-8-pro")]
+    pub handheld_profile: String,
+    /// Compute dilation: a number ≥ 1, or `profile` for the wearable profile's slowdown.
+    #[arg(long, default_value = "1")]
+    pub slowdown: String,
+    /// Latency hint PropT: milliseconds, `0` for the fastest, `inf` for the least energy.
+    #[arg(long, default_value = "0")]
+    pub latency_hint: String,
+    /// Where frames run.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub placement: PlacementArg,
+    /// Candidate search: heuristic, mincut or exhaustive.
+    #[arg(long, value_enum, default_value = "mincut")]
+    pub method: crate::plan_cmd::MethodArg,
+    /// The wearable's battery in percent (default: read sysfs).
+    #[arg(long)]
+    pub battery: Option<f64>,
+    /// Seconds to wait for the handheld to be ready.
+    #[arg(long, default_value_t = 60.0)]
+    pub ready_timeout: f64,
+}
+
+/// `run`'s own arguments.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub pair: PairArgs,
+    /// The input: a TensorProto `.pb` file, or `random`.
+    #[arg(long, default_value = "random")]
+    pub input: String,
+    /// Seed of the random input.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// `stream`'s own arguments.
+#[derive(Args, Debug)]
+pub struct StreamArgs {
+    #[command(flatten)]
+    pub pair: PairArgs,
+    /// Frames to stream (random inputs).
+    #[arg(long, default_value_t = 50)]
+    pub frames: usize,
+    /// Release frames at this rate (default: as fast as the pipeline takes them).
+    #[arg(long)]
+    pub fps: Option<f64>,
+    /// One frame at a time (no pipelining).
+    #[arg(long)]
+    pub no_pipeline: bool,
+    /// Most frames in flight when pipelining.
+    #[arg(long, default_value_t = 3)]
+    pub max_in_flight: usize,
+    /// Write every frame's report as a JSON line to this file.
+    #[arg(long)]
+    pub frames_out: Option<PathBuf>,
+}
+
+fn parse_hint_ms(s: &str) -> Result<LatencyHint> {
+    let s = s.trim();
+    if let Ok(ms) = s.parse::<f64>() {
+        if !(ms.is_finite() && ms >= 0.0) {
+            bail!("--latency-hint {s}: must be a non-negative number of milliseconds or inf");
+        }
+        return Ok(if ms == 0.0 {
+            LatencyHint::Fastest
+        } else {
+            LatencyHint::Within(Duration::from_secs_f64(ms / 1e3))
+        });
+    }
+    crate::plan_cmd::parse_hint(s).map_err(|e| anyhow::anyhow!("--latency-hint: {e}"))
+}
+
+fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
+    let model = ModelFile::load(&p.model, &InputShapes::parse(&p.input_shape)?)?;
+    let wearable = DeviceProfile::load(&p.profile).with_context(|| format!("--profile {}", p.profile))?;
+    let handheld = DeviceProfile::load(&p.handheld_profile)
+        .with_context(|| format!("--handheld-profile {}", p.handheld_profile))?;
+    let dilation = match p.slowdown.as_str() {
+        "profile" => wearable.slowdown.max(1.0),
+        s => match s.parse::<f64>() {
+            Ok(k) if k.is_finite() && k >= 1.0 => k,
+            _ => bail!("--slowdown {s}: must be a number ≥ 1 or 'profile'"),
+        },
+    };
+    if let Some(b) = p.battery {
+        if !(0.0..=100.0).contains(&b) {
+            bail!("--battery {b}: must be a percentage from 0 to 100");
+        }
+    }
+    if p.schedule.is_some() && p.link.is_none() {
+        bail!("--schedule needs --link (the schedule changes the emulated link's rates)");
+    }
+    let tcp = TcpTransport::new(p.connect.clone());
+    let transport: Box<dyn Transport> = match &p.link {
+        Some(name) => {
+            let profile = LinkProfile::named(name)?;
+            let schedule = match &p.schedule {
+                Some(path) => Schedule::from_path(path)?,
+                None => Schedule::default(),
+            };
+            let control = LinkControl::new(&profile, schedule);
+            Box::new(EmulatedTransport::new(tcp, profile, control, 7))
+        }
+        None => Box::new(tcp),
+    };
+    let mut config = SessionConfig::new(wearable, handheld);
+    config.dilation = dilation;
+    config.hint = parse_hint_ms(&p.latency_hint)?;
+    config.method = Method::from(p.method);
+    config.pipeline = pipeline;
+    config.max_in_flight = max_in_flight.max(1);
+    config.battery = p.battery.map(|b| b / 100.0);
+    config.ready_timeout = Duration::from_secs_f64(p.ready_timeout.max(0.0));
+    if let Some(name) = &p.link {
+        let l = LinkProfile::named(name)?;
+        config.link_default.up_bytes_per_s = l.up_bps / 8.0;
+        config.link_default.down_bytes_per_s = l.down_bps / 8.0;
+        config.link_default.rtt = l.latency * 2;
+    }
+    config.placement = match p.placement {
+        PlacementArg::Auto => Placement::Auto,
+        PlacementArg::Wearable => Placement::WearableOnly,
+        PlacementArg::Handheld => Placement::HandheldOnly,
+    };
+    eprintln!("connecting to {} ({})", p.connect, transport.describe());
+    let session = Session::open(model, transport, config)?;
+    match session.handheld_device() {
+        Some(d) => eprintln!("paired with {d}"),
+        None if !matches!(p.placement, PlacementArg::Wearable) => {
+            eprintln!("the handheld is not ready: running on the wearable, reconnecting in the background")
+        }
+        None => {}
+    }
+    Ok(session)
+}
+
+/// `tandem-wearable run`.
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let mut s = open(&args.pair, false, 1)?;
+    let inputs = if args.input == "random" {
+        tandem::check::random_inputs(s.model(), args.seed)?
+    } else {
+        tandem::check::inputs_from_pb(s.model(), std::path::Path::new(&args.input))?
+    };
+    for (name, v) in inputs {
+        s.feed(&name, (*v).clone())?;
+    }
+    let report = s.run()?.clone();
+    let g = s.model().graph();
+    for &t in g.outputs() {
+        let name = &g.tensor(t).name;
+        let y = s.fetch(name)?;
+        println!("{}", summarize(name, &y));
+    }
+    let decision = s.decision().map(|d| serde_json::json!({"reason": d.reason, "optimal": d.optimal}));
+    let line = serde_json::json!({
+        "model": s.model().name(),
+        "handheld": s.handheld_device(),
+        "offloaded": report.offloaded,
+        "fallback": report.fallback,
+        "cut": report.cut,
+        "prefix_layers": report.prefix_layers,
+        "layers": report.layers,
+        "latency_ms": {
+            "wearable": report.wearable_ms,
+            "link": report.link_ms,
+            "handheld": report.handheld_ms,
+            "total": report.latency_ms,
+        },
+        "bytes": {"up": report.up_bytes, "down": report.down_bytes},
+        "predicted_ms": report.predicted_ms,
+        "measured_ms": report.latency_ms,
+        "energy_j_model_based": {"wearable": report.wearable_j, "handheld": report.handheld_j},
+        "decision": decision,
+    });
+    println!("{line}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A one-line summary of an output tensor.
+fn summarize(name: &str, t: &tandem::Tensor) -> String {
+    let shape = format!("{:?}", t.shape());
+    match tandem::check::as_f32(t) {
+        Ok(v) if !v.is_empty() => {
+            let (arg, max) =
+                v.iter()
+                    .enumerate()
+                    .fold((0, f32::NEG_INFINITY), |a, (i, &x)| if x > a.1 { (i, x) } else { a });
+            let head: Vec<String> = v.iter().take(4).map(|x| format!("{x:.4}")).collect();
+            format!("{name} {shape} argmax {arg} ({max:.4}) first [{}]", head.join(", "))
+        }
+        _ => format!("{name} {shape} {:?}", t.datum_type()),
+    }
+}
+
+/// `tandem-wearable stream`.
+pub fn stream(args: StreamArgs) -> Result<ExitCode> {
+    if args.frames == 0 {
+        bail!("--frames must be at least 1");
+    }
+    if let Some(f) = args.fps {
+        if !(f.is_finite() && f > 0.0) {
+            bail!("--fps {f}: must be positive");
+        }
+    }
+    let pipeline = !args.no_pipeline;
+    let mut s = open(&args.pair, pipeline, args.max_in_flight)?;
+    let model = s.model().clone();
+    let frames =
+        (0..args.frames as u64).map(move |i| tandem::check::random_inputs(&model, i).unwrap_or_default());
+    let mut out = match &args.frames_out {
+        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("--frames-out {}", p.display()))?),
+        None => None,
+    };
+    let mut reports: Vec<FrameReport> = vec![];
+    let started = Instant::now();
+    s.stream_with(frames, args.fps, |r, _| {
+        if let Some(f) = &mut out {
+            use std::io::Write;
+            let _ = writeln!(f, "{}", serde_json::to_string(&r).unwrap_or_default());
+        }
+        reports.push(r);
+    })?;
+    let wall = started.elapsed();
+    let summary = StreamReport::from_frames(&reports, wall);
+    print_table(&summary);
+    let mut line = serde_json::to_value(&summary)?;
+    if let Some(obj) = line.as_object_mut() {
+        obj.insert("model".into(), s.model().name().into());
+        obj.insert("pipeline".into(), pipeline.into());
+        obj.insert("link".into(), args.pair.link.clone().into());
+        obj.insert("placement".into(), format!("{:?}", args.pair.placement).to_lowercase().into());
+        obj.insert("handheld".into(), s.handheld_device().into());
+        obj.insert(
+            "energy".into(),
+            "model-based: busy time x profile power + radio time x radio power".into(),
+        );
+    }
+    println!("{line}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(r: &StreamReport) {
+    println!("{:<28} {:>12}", "frames", r.frames);
+    println!("{:<28} {:>12.2}", "throughput (frames/s)", r.throughput_fps);
+    println!("{:<28} {:>12.1}", "latency p50 (ms)", r.p50_ms);
+    println!("{:<28} {:>12.1}", "latency p95 (ms)", r.p95_ms);
+    println!("{:<28} {:>12.1}", "latency p99 (ms)", r.p99_ms);
+    println!("{:<28} {:>12}", "cut switches", r.cut_switches);
+    println!("{:<28} {:>12}", "offloaded", r.offloaded);
+    println!("{:<28} {:>12}", "run locally", r.local);
+    println!("{:<28} {:>12}", "  of which fell back", r.fallbacks);
+    println!("{:<28} {:>12.4}", "wearable J/frame (model)", r.wearable_j_per_frame);
+    println!("{:<28} {:>12.4}", "handheld J/frame (model)", r.handheld_j_per_frame);
+}
