@@ -457,6 +457,11 @@ impl Session {
         self.planner.current()
     }
 
+    /// The handheld's last reported status, as the planner sees it.
+    pub fn handheld_status(&self) -> HandheldStatus {
+        self.profiler.handheld_status()
+    }
+
     /// The profiler's link estimate now.
     pub fn link_estimate(&self) -> LinkEstimate {
         self.profiler.estimate()

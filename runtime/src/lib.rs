@@ -17,8 +17,47 @@
 //! - [`energy`]: the cluster-aware energy model and pricing a cut.
 //! - [`calibrate`]: fitting the power model from measurements and battery traces.
 //! - [`partition`]: pricing layers, min-cut and exhaustive candidates, Algorithm 1.
+//! - [`protocol`], [`session`]: the wire format and both sides' protocol state machines (no I/O).
+//! - [`link`], [`emulate`]: TCP and in-memory links, and emulated Bluetooth / Wi-Fi.
+//! - [`profiler`]: bandwidth, RTT, the handheld's status and batteries, for the planner.
+//! - [`client`]: the wearable's [`Session`] (feed, run, fetch, stream); [`server`]: the handheld's.
 //!
-//! # Example
+//! # Example: a paired session
+//! The wearable's app feeds inputs, sets a latency hint, runs and fetches,
+//! as in TensorFlow; the session splits the model with the handheld. Here
+//! the handheld is served in this process over an in-memory link (the
+//! binaries use TCP, optionally through an emulated Bluetooth link).
+//! ```
+//! use std::time::Duration;
+//! use tandem::{Cut, InputShapes, ModelFile, Placement, Session, SessionConfig};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ModelFile::from_bytes(tandem::testing::tiny_mlp_onnx(), &InputShapes::none())?;
+//! let link = tandem::server::spawn_memory(tandem::server::ServerConfig::default())?;
+//! let mut config = SessionConfig::watch_and_phone()?;
+//! // Run the first layer on the wearable, the rest on the handheld.
+//! config.placement = Placement::Fixed(Cut::new(model.model.graph(), [0])?);
+//! let mut s = Session::open(model.clone(), Box::new(link), config)?;
+//! let inputs = tandem::check::random_inputs(&model.model, 7)?;
+//! s.feed("x", (*inputs["x"]).clone())?;
+//! s.set_latency_hint(Some(Duration::from_millis(50)));
+//! let report = s.run()?;
+//! assert!(report.offloaded, "the handheld answered");
+//! let y = s.fetch("y")?;
+//!
+//! // The same as the unsplit model.
+//! let unsplit = tandem::split::full_plan(&model.model)?.run(model.model.graph(), &inputs)?;
+//! assert!(tandem::check::diff(&unsplit["y"], &y)?.ok());
+//!
+//! // A stream: results come back in order, pipelined.
+//! let frames: Vec<_> = (0..5).map(|i| tandem::check::random_inputs(&model.model, i)).collect::<Result<_, _>>()?;
+//! let results = s.stream(frames)?;
+//! assert!(results.windows(2).all(|w| w[0].0.frame < w[1].0.frame));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Example: split execution by hand
 //! ```
 //! use tandem::{Cut, InputShapes, Model, SplitExecutor};
 //!

@@ -420,7 +420,17 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     }
                 }
                 Ok(None) => {
-                    debug!(conn = id, "peer closed");
+                    if decoder.pending() > 0 {
+                        let reason = format!(
+                            "the link closed inside a frame ({} bytes of a frame were received)",
+                            decoder.pending()
+                        );
+                        warn!(conn = id, "{reason}");
+                        error = Some(reason.clone());
+                        let _ = out_tx.send(Message::new(Header::Error { code: ErrorCode::Malformed, reason }));
+                    } else {
+                        debug!(conn = id, "peer closed");
+                    }
                     break;
                 }
                 Err(e) => {
@@ -513,4 +523,19 @@ impl Drop for LoadGenerator {
             let _ = t.join();
         }
     }
+}
+
+/// Serves in-memory links on a thread of its own (for tests and examples):
+/// returns the transport to open sessions with. The server stops once
+/// every clone of the transport is dropped.
+pub fn spawn_memory(config: ServerConfig) -> io::Result<crate::link::MemoryTransport> {
+    let (transport, acceptor) = crate::link::memory_transport();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    std::thread::Builder::new().name("tandem-memory-handheld".into()).spawn(move || {
+        let r = runtime.block_on(serve(config, acceptor, std::future::pending::<()>(), |_| {}));
+        if let Err(e) = r {
+            warn!("the in-memory handheld stopped: {e}");
+        }
+    })?;
+    Ok(transport)
 }

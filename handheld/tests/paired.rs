@@ -1,0 +1,408 @@
+//! The paired runtime end to end: a real `tandem-handheld serve` process,
+//! real TCP on loopback, and the wearable's `Session` in this process.
+//! Every result is compared with the unsplit model run here.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tandem::check::{diff, random_inputs};
+use tandem::client::{Backoff, ModelFile, Placement, Session, SessionConfig};
+use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use tandem::link::{TcpTransport, Transport};
+use tandem::protocol::{
+    encode, model_digest, ErrorCode, FrameDecoder, Header, Message, TensorMeta, WireType, PROTOCOL_VERSION,
+};
+use tandem::testing::HandheldProcess;
+use tandem::{Cut, InputShapes, Values};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tandem-handheld");
+
+fn model_path() -> PathBuf {
+    tandem_models::ensure_models()
+        .expect("zoo")
+        .zoo_path("mobilenet_v1_0.25_128")
+        .expect("mobilenet_v1_0.25_128 in the zoo")
+        .to_path_buf()
+}
+
+/// A models directory holding `model` (so the handheld knows it by digest).
+fn models_dir(tag: &str, model: &Path) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-paired-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    if let Some(name) = model.file_name() {
+        std::fs::copy(model, dir.join(name)).expect("copy model");
+    }
+    dir
+}
+
+fn empty_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-paired-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn config(placement: Placement) -> SessionConfig {
+    let mut c = SessionConfig::watch_and_phone().expect("shipped profiles");
+    c.placement = placement;
+    c.backoff = Backoff { initial: Duration::from_millis(50), max: Duration::from_millis(200) };
+    c.ready_timeout = Duration::from_secs(60);
+    c
+}
+
+fn reference(model: &ModelFile, inputs: &Values) -> Values {
+    tandem::split::full_plan(&model.model).expect("plan").run(model.model.graph(), inputs).expect("runs")
+}
+
+fn assert_same(model: &ModelFile, got: &Values, want: &Values, what: &str) {
+    let g = model.model.graph();
+    for &t in g.outputs() {
+        let name = &g.tensor(t).name;
+        let d = diff(&want[name], &got[name]).expect("comparable");
+        assert!(d.ok(), "{what}: output '{name}' differs from the unsplit model: {d:?}");
+    }
+}
+
+#[test]
+fn split_runs_over_tcp_match_the_unsplit_model_and_a_pushed_model_is_kept() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let g = model.model.graph();
+    // The handheld starts without the model: the first session pushes it.
+    let dir = empty_dir("push");
+    let dir_arg = dir.to_string_lossy().to_string();
+    let server = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
+    let mid = Cut::at_flops_fraction(g, 0.5);
+    let placements = [
+        ("handheld-only", Placement::HandheldOnly),
+        ("mid cut", Placement::Fixed(mid.clone())),
+        ("auto, emulated link", Placement::Auto),
+    ];
+    for (what, placement) in placements {
+        let tcp = TcpTransport::new(server.addr.clone());
+        let transport: Box<dyn Transport> = if placement == Placement::Auto {
+            let profile = LinkProfile::named("wifi-good").expect("shipped");
+            let control = LinkControl::new(&profile, Schedule::default());
+            Box::new(EmulatedTransport::new(tcp, profile, control, 1))
+        } else {
+            Box::new(tcp)
+        };
+        let mut s = Session::open(model.clone(), transport, config(placement)).expect("session");
+        assert!(s.is_ready(), "{what}: the handheld never became ready");
+        assert_eq!(s.handheld_device(), Some("pixel-8-pro"));
+        for seed in 0..3 {
+            let inputs = random_inputs(&model.model, seed).expect("inputs");
+            for (name, v) in &inputs {
+                s.feed(name, (**v).clone()).expect("feed");
+            }
+            let report = s.run().expect("run").clone();
+            if what != "auto, emulated link" {
+                assert!(report.offloaded, "{what}: frame not offloaded: {report:?}");
+                assert!(report.up_bytes > 0 && report.down_bytes > 0, "{report:?}");
+            }
+            let mut got = Values::new();
+            for &t in g.outputs() {
+                let name = &g.tensor(t).name;
+                got.insert(name.clone(), s.fetch(name).expect("fetch").into());
+            }
+            assert_same(&model, &got, &reference(&model, &inputs), what);
+        }
+    }
+    let digest: String = model_digest(&model.bytes).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(dir.join(format!("{digest}.onnx")).exists(), "the pushed model was not stored under its digest");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a_restart() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let dir = models_dir("kill", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let first = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
+    let addr = first.addr.clone();
+    let server = Arc::new(Mutex::new(Some(first)));
+    let mut c = config(Placement::Fixed(Cut::at_flops_fraction(model.model.graph(), 0.3)));
+    c.max_in_flight = 3;
+    let mut s = Session::open(model.clone(), Box::new(TcpTransport::new(addr.clone())), c).expect("session");
+    assert!(s.is_ready());
+
+    let n = 120u64;
+    let inputs: Vec<Values> = (0..n).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+    let mut delivered = vec![];
+    let mut restarter = None;
+    let mut killed_at = None;
+    let started = Instant::now();
+    s.stream_with(inputs.clone(), Some(25.0), |report, outputs| {
+        let i = delivered.len();
+        if i == 20 {
+            // Kill the handheld with frames in flight, and restart it 0.5 s later on the same port.
+            if let Some(mut p) = server.lock().expect("lock").take() {
+                p.kill();
+            }
+            killed_at = Some(report.frame);
+            let (server, addr, dir_arg) = (server.clone(), addr.clone(), dir_arg.clone());
+            restarter = Some(std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                let p = HandheldProcess::start(Path::new(BIN), &["--listen", &addr, "--models", &dir_arg])
+                    .expect("restart");
+                *server.lock().expect("lock") = Some(p);
+            }));
+        }
+        delivered.push((report, outputs));
+    })
+    .expect("stream");
+    if let Some(t) = restarter {
+        t.join().expect("restarted");
+    }
+    let killed_at = killed_at.expect("killed");
+    eprintln!("{n} frames in {:.1} s", started.elapsed().as_secs_f64());
+
+    // Every frame, exactly once, in order, and right.
+    let frames: Vec<u64> = delivered.iter().map(|(r, _)| r.frame).collect();
+    let first_frame = frames[0];
+    assert_eq!(
+        frames,
+        (first_frame..first_frame + n).collect::<Vec<_>>(),
+        "frames lost, duplicated or reordered"
+    );
+    for (i, (r, out)) in delivered.iter().enumerate() {
+        assert_same(&model, out, &reference(&model, &inputs[i]), &format!("frame {}", r.frame));
+    }
+    let after: Vec<_> = delivered.iter().filter(|(r, _)| r.frame > killed_at).map(|(r, _)| r).collect();
+    let fell_back = after.iter().filter(|r| r.fallback.is_some()).count();
+    let local = after.iter().filter(|r| !r.offloaded).count();
+    let resumed = after.iter().skip_while(|r| r.offloaded).skip_while(|r| !r.offloaded).count();
+    eprintln!("after the kill: {fell_back} fell back, {local} local, {resumed} from the first offload after the outage");
+    assert!(local > 0, "no frame ran locally while the handheld was down");
+    assert!(
+        after.iter().skip_while(|r| r.offloaded).any(|r| r.offloaded),
+        "offloading did not resume after the restart"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Connects, sends `bytes`, optionally half-closes, and reads messages
+/// until `stop` says so or the server closes (10 s at most).
+fn talk(addr: &str, bytes: &[u8], half_close: bool) -> Vec<Message> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(bytes).expect("write");
+    if half_close {
+        s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    }
+    read_until(&mut s, |_| false)
+}
+
+fn read_until(s: &mut TcpStream, stop: impl Fn(&Message) -> bool) -> Vec<Message> {
+    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut dec = FrameDecoder::new(1 << 30);
+    let mut out = vec![];
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match s.read(&mut buf) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => n,
+        };
+        dec.push(&buf[..n]);
+        while let Ok(Some(m)) = dec.next_message() {
+            let done = stop(&m);
+            out.push(m);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+fn error_of(messages: &[Message]) -> (ErrorCode, String) {
+    messages
+        .iter()
+        .find_map(|m| match &m.header {
+            Header::Error { code, reason } => Some((*code, reason.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| {
+            panic!("no Error among {:?}", messages.iter().map(|m| &m.header).collect::<Vec<_>>())
+        })
+}
+
+fn raw_frame(header: &Header, body: &[u8]) -> Vec<u8> {
+    let h = bincode::serde::encode_to_vec(header, bincode::config::standard()).expect("header");
+    let mut out = ((4 + h.len() + body.len()) as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(&(h.len() as u32).to_le_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(body);
+    out
+}
+
+fn hello(version: u32, digest: [u8; 32], bytes: u64) -> Vec<u8> {
+    encode(&Message::new(Header::Hello {
+        version,
+        model_digest: digest,
+        model_bytes: bytes,
+        device: "test".into(),
+    }))
+    .expect("hello")
+}
+
+#[test]
+fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let g = model.model.graph();
+    let dir = models_dir("hostile", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let server = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
+    let addr = server.addr.clone();
+
+    // The good client connects first and stays connected throughout.
+    let mut good = Session::open(
+        model.clone(),
+        Box::new(TcpTransport::new(addr.clone())),
+        config(Placement::HandheldOnly),
+    )
+    .expect("session");
+    assert!(good.is_ready());
+    let check_good = |good: &mut Session, seed: u64| {
+        let inputs = random_inputs(&model.model, seed).expect("inputs");
+        let got = good.stream(vec![inputs.clone()]).expect("stream").pop().expect("one frame");
+        assert!(got.0.offloaded, "the good client was not served: {:?}", got.0);
+        assert_same(&model, &got.1, &reference(&model, &inputs), "good client");
+    };
+    check_good(&mut good, 1);
+
+    let digest = model_digest(&model.bytes);
+    let cases: Vec<(&str, Vec<u8>, bool, ErrorCode, &str)> = vec![
+        (
+            "garbage",
+            vec![8, 0, 0, 0, 4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
+            false,
+            ErrorCode::Malformed,
+            "malformed header",
+        ),
+        (
+            "oversized length",
+            vec![0xff, 0xff, 0xff, 0x7f, 1, 2, 3],
+            false,
+            ErrorCode::Malformed,
+            "exceeds the limit",
+        ),
+        (
+            "truncated frame",
+            hello(PROTOCOL_VERSION, digest, 0)[..10].to_vec(),
+            true,
+            ErrorCode::Malformed,
+            "closed inside a frame",
+        ),
+        ("wrong version", hello(99, digest, 0), false, ErrorCode::Version, "protocol version 99"),
+    ];
+    for (what, bytes, half_close, code, text) in cases {
+        let replies = talk(&addr, &bytes, half_close);
+        let (got_code, reason) = error_of(&replies);
+        assert_eq!(got_code, code, "{what}: {reason}");
+        assert!(reason.contains(text), "{what}: the error does not say '{text}': {reason}");
+    }
+
+    // A push whose bytes do not match the announced digest.
+    let fake = b"not the model that was announced".to_vec();
+    let mut push = hello(PROTOCOL_VERSION, [7; 32], fake.len() as u64);
+    push.extend(encode(&Message { header: Header::ModelChunk { offset: 0 }, body: fake }).expect("chunk"));
+    let (code, reason) = error_of(&talk(&addr, &push, false));
+    assert_eq!(code, ErrorCode::Digest, "{reason}");
+    assert!(reason.contains("SHA-256"), "{reason}");
+
+    // After a proper handshake: a tensor whose bytes do not match its
+    // shape, then a tensor whose shape does not match the model.
+    let input = g.tensor(g.inputs()[0]);
+    let handheld_only = Cut::handheld_only(g).key();
+    let run_suffix = |shape: Vec<u64>, body: Vec<u8>| {
+        raw_frame(
+            &Header::RunSuffix {
+                frame: 1,
+                cut: handheld_only.clone(),
+                tensors: vec![TensorMeta { name: input.name.clone(), dtype: WireType::F32, shape }],
+            },
+            &body,
+        )
+    };
+    let shape: Vec<u64> = input.shape.iter().map(|&d| d as u64).collect();
+    let elements: u64 = shape.iter().product();
+    let mut wrong_model_shape = shape.clone();
+    wrong_model_shape[0] += 1;
+    let after_handshake: Vec<(&str, Vec<u8>, ErrorCode, String)> = vec![
+        (
+            "shape/byte mismatch",
+            run_suffix(shape.clone(), vec![0; 12]),
+            ErrorCode::Malformed,
+            format!("body of 12 bytes, but the header describes {}", elements * 4),
+        ),
+        (
+            "shape differs from the model's",
+            run_suffix(wrong_model_shape.clone(), vec![0; (elements * 4 * 2) as usize]),
+            ErrorCode::Tensor,
+            format!("tensor '{}': expected", input.name),
+        ),
+    ];
+    for (what, frame, code, text) in after_handshake {
+        let mut s = TcpStream::connect(&addr).expect("connect");
+        s.write_all(&hello(PROTOCOL_VERSION, digest, model.bytes.len() as u64)).expect("hello");
+        let ready =
+            read_until(&mut s, |m| matches!(m.header, Header::ModelReady { .. } | Header::Error { .. }));
+        assert!(
+            ready.iter().any(|m| matches!(m.header, Header::ModelReady { .. })),
+            "{what}: no ModelReady: {:?}",
+            ready.iter().map(|m| &m.header).collect::<Vec<_>>()
+        );
+        s.write_all(&frame).expect("frame");
+        let (got, reason) = error_of(&read_until(&mut s, |m| matches!(m.header, Header::Error { .. })));
+        assert_eq!(got, code, "{what}: {reason}");
+        assert!(reason.contains(&text), "{what}: the error does not say '{text}': {reason}");
+    }
+
+    // The good client, connected all along, is still served.
+    check_good(&mut good, 2);
+    // And a new one too.
+    let mut fresh =
+        Session::open(model.clone(), Box::new(TcpTransport::new(addr)), config(Placement::HandheldOnly))
+            .expect("session");
+    check_good(&mut fresh, 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let dir = models_dir("term", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let mut server =
+        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--load", "40", "--status-ms", "50"])
+            .expect("server");
+    let mut s = Session::open(
+        model.clone(),
+        Box::new(TcpTransport::new(server.addr.clone())),
+        config(Placement::HandheldOnly),
+    )
+    .expect("session");
+    assert!(s.is_ready());
+    std::thread::sleep(Duration::from_millis(200));
+    let inputs = random_inputs(&model.model, 0).expect("inputs");
+    s.stream(vec![inputs]).expect("stream");
+    let load = s.handheld_status().load;
+    assert!((load - 0.4).abs() < 1e-6, "the handheld reported load {load}, not 0.4");
+
+    let (status, lines) = server.terminate(Duration::from_secs(10)).expect("signal");
+    let status = status.expect("the server did not exit within 10 s of SIGTERM");
+    assert!(status.success(), "exit status {status}");
+    assert!(lines.iter().any(|l| l == "stopped"), "{lines:?}");
+    // The session noticed, and runs the next frame itself.
+    let inputs = random_inputs(&model.model, 1).expect("inputs");
+    let (r, out) = s.stream(vec![inputs.clone()]).expect("stream").pop().expect("frame");
+    assert!(!r.offloaded, "{r:?}");
+    assert_same(&model, &out, &reference(&model, &inputs), "after shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}
