@@ -123,7 +123,9 @@ fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a
     let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
     let dir = models_dir("kill", &path);
     let dir_arg = dir.to_string_lossy().to_string();
-    let first = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
+    // A slowed handheld: its suffix takes longer than the frame period, so frames are in flight at the kill.
+    let first =
+        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--slowdown", "6"]).expect("server");
     let addr = first.addr.clone();
     let server = Arc::new(Mutex::new(Some(first)));
     let mut c = config(Placement::Fixed(Cut::at_flops_fraction(model.model.graph(), 0.3)));
@@ -131,13 +133,13 @@ fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a
     let mut s = Session::open(model.clone(), Box::new(TcpTransport::new(addr.clone())), c).expect("session");
     assert!(s.is_ready());
 
-    let n = 120u64;
+    let n = 400u64;
     let inputs: Vec<Values> = (0..n).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
     let mut delivered = vec![];
     let mut restarter = None;
     let mut killed_at = None;
     let started = Instant::now();
-    s.stream_with(inputs.clone(), Some(25.0), |report, outputs| {
+    s.stream_with(inputs.clone(), Some(100.0), |report, outputs| {
         let i = delivered.len();
         if i == 20 {
             // Kill the handheld with frames in flight, and restart it 0.5 s later on the same port.
@@ -179,6 +181,7 @@ fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a
     let resumed = after.iter().skip_while(|r| r.offloaded).skip_while(|r| !r.offloaded).count();
     eprintln!("after the kill: {fell_back} fell back, {local} local, {resumed} from the first offload after the outage");
     assert!(local > 0, "no frame ran locally while the handheld was down");
+    assert!(fell_back > 0, "no frame in flight at the kill was handed back to the wearable");
     assert!(
         after.iter().skip_while(|r| r.offloaded).any(|r| r.offloaded),
         "offloading did not resume after the restart"
