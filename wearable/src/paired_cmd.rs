@@ -106,6 +106,9 @@ pub struct StreamArgs {
 fn parse_hint_ms(s: &str) -> Result<LatencyHint> {
     let s = s.trim();
     if let Ok(ms) = s.parse::<f64>() {
+        if ms == f64::INFINITY {
+            return Ok(LatencyHint::EnergyFirst);
+        }
         if !(ms.is_finite() && ms >= 0.0) {
             bail!("--latency-hint {s}: must be a non-negative number of milliseconds or inf");
         }

@@ -1,0 +1,120 @@
+//! `tandem-wearable run` and `stream` against a real `tandem-handheld serve`
+//! process over TCP loopback: the JSON lines, the emulated link, and clear
+//! errors for bad arguments.
+
+mod common;
+use std::path::PathBuf;
+
+use common::{stderr, stdout, wearable};
+use tandem::testing::HandheldProcess;
+use tandem_models::ensure_models;
+
+/// The handheld binary, built beside this one by `cargo test --workspace`.
+fn handheld_bin() -> PathBuf {
+    let me = PathBuf::from(env!("CARGO_BIN_EXE_tandem-wearable"));
+    let bin = me.with_file_name("tandem-handheld");
+    assert!(bin.exists(), "{} is missing: run the tests with `cargo test --workspace`", bin.display());
+    bin
+}
+
+fn model() -> String {
+    let p = ensure_models().expect("models").zoo_path("mobilenet_v1_0.25_128").expect("model").to_path_buf();
+    p.to_str().expect("utf-8").to_string()
+}
+
+fn json_line(args: &[&str]) -> (serde_json::Value, String) {
+    let o = wearable(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    let out = stdout(&o);
+    let line = out.lines().last().expect("a line");
+    (serde_json::from_str(line).expect("last line is JSON"), out)
+}
+
+#[test]
+fn run_prints_outputs_then_the_cut_latency_breakdown_and_bytes() {
+    let server = HandheldProcess::start(&handheld_bin(), &[]).expect("server");
+    let m = model();
+    let (j, out) = json_line(&["run", "--model", &m, "--connect", &server.addr, "--placement", "handheld"]);
+    assert!(out.lines().next().is_some_and(|l| l.contains("argmax")), "no output summary: {out}");
+    assert_eq!(j["offloaded"], true, "{j}");
+    assert_eq!(j["handheld"], "pixel-8-pro", "{j}");
+    assert_eq!(j["prefix_layers"], 0, "{j}");
+    assert_eq!(j["bytes"]["up"], 3 * 128 * 128 * 4, "the input crosses whole: {j}");
+    assert_eq!(j["bytes"]["down"], 1000 * 4, "{j}");
+    for k in ["wearable", "link", "handheld", "total"] {
+        assert!(j["latency_ms"][k].as_f64().is_some(), "no latency_ms.{k}: {j}");
+    }
+    assert!(j["latency_ms"]["handheld"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+
+    // The planner over an emulated link: a decision with a prediction to compare.
+    let (j, _) = json_line(&[
+        "run",
+        "--model",
+        &m,
+        "--connect",
+        &server.addr,
+        "--link",
+        "wifi-good",
+        "--slowdown",
+        "4",
+        "--latency-hint",
+        "inf",
+    ]);
+    assert!(j["predicted_ms"].as_f64().is_some(), "{j}");
+    assert!(j["decision"]["reason"].as_str().is_some(), "{j}");
+}
+
+#[test]
+fn stream_reports_throughput_percentiles_and_placement_counts() {
+    let server = HandheldProcess::start(&handheld_bin(), &[]).expect("server");
+    let m = model();
+    for pipeline in [true, false] {
+        let mut args =
+            vec!["stream", "--model", &m, "--connect", &server.addr, "--frames", "12", "--link", "wifi-good"];
+        if !pipeline {
+            args.push("--no-pipeline");
+        }
+        let (j, out) = json_line(&args);
+        assert!(out.contains("throughput (frames/s)") && out.contains("latency p95 (ms)"), "{out}");
+        assert_eq!(j["frames"], 12, "{j}");
+        assert_eq!(j["pipeline"], pipeline, "{j}");
+        let (off, local) = (j["offloaded"].as_u64().unwrap_or(99), j["local"].as_u64().unwrap_or(99));
+        assert_eq!(off + local, 12, "{j}");
+        let (p50, p99) = (j["p50_ms"].as_f64().unwrap_or(-1.0), j["p99_ms"].as_f64().unwrap_or(-1.0));
+        assert!(p50 > 0.0 && p50 <= p99, "{j}");
+        assert!(j["throughput_fps"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+    }
+}
+
+#[test]
+fn an_unreachable_handheld_means_the_wearable_runs_alone() {
+    let m = model();
+    // Nothing listens on port 1.
+    let (j, _) = json_line(&["run", "--model", &m, "--connect", "127.0.0.1:1", "--ready-timeout", "2"]);
+    assert_eq!(j["offloaded"], false, "{j}");
+    assert_eq!(j["prefix_layers"], j["layers"], "{j}");
+}
+
+#[test]
+fn bad_paired_arguments_get_clear_errors() {
+    let m = model();
+    let cases: [(&[&str], &str); 5] = [
+        (&["run", "--model", &m, "--connect", "127.0.0.1:1", "--slowdown", "0.5"], "--slowdown"),
+        (&["run", "--model", &m, "--connect", "127.0.0.1:1", "--latency-hint", "soon"], "--latency-hint"),
+        (
+            &["run", "--model", &m, "--connect", "127.0.0.1:1", "--link", "ble-9"],
+            "unknown link profile 'ble-9'",
+        ),
+        (
+            &["stream", "--model", &m, "--connect", "127.0.0.1:1", "--schedule", "x.txt"],
+            "--schedule needs --link",
+        ),
+        (&["run", "--model", "/no/such.onnx", "--connect", "127.0.0.1:1"], "/no/such.onnx"),
+    ];
+    for (args, want) in cases {
+        let o = wearable(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = stderr(&o);
+        assert!(err.contains(want), "{args:?}: the error does not say '{want}': {err}");
+    }
+}
