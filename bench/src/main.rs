@@ -16,6 +16,13 @@
 //! method with PropT = 0 and with a finite PropT, which needs the Lagrangian
 //! search; and the stream objective's search) against the model's own
 //! unsplit inference, side by side, and reports the ratio.
+//!
+//! `loopback` measures TCP loopback throughput for 1 MB tensors (raw bytes,
+//! and the whole protocol path); `emulation` each emulated link profile's
+//! achieved rate and delay against its configuration; `pipeline` pipelined
+//! streams against sequential ones and the ideal 1 / max(stage), per model.
+
+mod paired;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -71,6 +78,33 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         runs: usize,
     },
+    /// TCP loopback throughput for 1 MB tensors (goal: at least 1 GB/s unshaped).
+    Loopback {
+        /// Messages in the measured batch.
+        #[arg(long, default_value_t = 500)]
+        messages: usize,
+    },
+    /// Emulated links: achieved rate and delay against the configured ones (goal: within 5%).
+    Emulation {
+        /// Seconds of data sent each way per profile.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
+    /// Pipelined stream throughput vs sequential and vs the ideal 1 / max(stage), per model.
+    Pipeline {
+        /// Models (default: the zoo).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        /// The emulated link.
+        #[arg(long, default_value = "wifi-good")]
+        link: String,
+        /// The wearable's compute dilation.
+        #[arg(long, default_value_t = 3.0)]
+        dilation: f64,
+        /// Frames per run.
+        #[arg(long, default_value_t = 30)]
+        frames: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -78,6 +112,11 @@ fn main() -> anyhow::Result<()> {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
         Command::DecisionTime { model, runs } => decision_time(model, runs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
+        Command::Loopback { messages } => paired::loopback(messages),
+        Command::Emulation { seconds } => paired::emulation(seconds),
+        Command::Pipeline { model, link, dilation, frames } => {
+            paired::pipeline(model, &link, dilation, frames)
+        }
     }
 }
 

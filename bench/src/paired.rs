@@ -1,0 +1,235 @@
+//! The paired runtime's benchmarks: link throughput, emulated-link
+//! accuracy, and pipelined streams against the ideal and against sequential.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde_json::json;
+use tandem::client::{FrameReport, ModelFile, Placement, Session, SessionConfig, StreamReport};
+use tandem::emulate::{wrap, EmulatedTransport, LinkControl, LinkProfile, Role, Schedule};
+use tandem::link::{memory_pair, Acceptor, Link, TcpAcceptor, TcpTransport, Transport};
+use tandem::protocol::{encode, FrameDecoder, Header, Message};
+use tandem::{InputShapes, Tensor};
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// Loopback TCP throughput for 1 MB tensors: raw bytes, and the whole
+/// protocol path (encode, send, decode, rebuild the tensor).
+pub fn loopback(messages: usize) -> anyhow::Result<()> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut acceptor = TcpAcceptor::bind("127.0.0.1:0").await?;
+        let addr = acceptor.local_addr()?.to_string();
+        let client = tokio::spawn(async move { TcpTransport::new(addr).connect().await });
+        let mut server = acceptor.accept().await?;
+        let mut client = client.await??;
+        let tensor = Tensor::from_shape(&[1, 256, 32, 32], &vec![0.5f32; 256 * 32 * 32])?;
+        let message = Message::with_tensors(
+            |tensors| Header::RunSuffix { frame: 1, cut: "0".into(), tensors },
+            &[("t".to_string(), &tensor)],
+        )?;
+        let frame = encode(&message)?;
+        for protocol in [false, true] {
+            // Warm-up, then the measured batch.
+            for (count, measured) in [(messages / 10 + 1, false), (messages, true)] {
+                let started = Instant::now();
+                let send = async {
+                    for _ in 0..count {
+                        let bytes = if protocol { encode(&message)? } else { frame.clone() };
+                        client.tx.send(bytes).await?;
+                    }
+                    anyhow::Ok(())
+                };
+                let receive = async {
+                    let mut decoder = FrameDecoder::new(64 << 20);
+                    let (mut got, mut bytes) = (0, 0usize);
+                    while got < count {
+                        let chunk = server.rx.recv().await?.context("closed early")?;
+                        bytes += chunk.len();
+                        if protocol {
+                            decoder.push(&chunk);
+                            while let Some(m) = decoder.next_message()? {
+                                let t = m.tensors()?;
+                                anyhow::ensure!(t[0].1.len() == 256 * 32 * 32, "wrong tensor");
+                                got += 1;
+                            }
+                        } else {
+                            got = bytes / frame.len();
+                        }
+                    }
+                    anyhow::Ok(bytes)
+                };
+                let (s, r) = tokio::join!(send, receive);
+                s?;
+                let bytes = r?;
+                let secs = started.elapsed().as_secs_f64();
+                if measured {
+                    let gbps = bytes as f64 / secs / 1e9;
+                    println!(
+                        "{}",
+                        json!({
+                            "bench": "loopback",
+                            "path": if protocol { "protocol (encode + TCP + decode + tensor)" } else { "raw TCP bytes" },
+                            "message_bytes": frame.len(),
+                            "messages": count,
+                            "seconds": secs,
+                            "gb_per_s": gbps,
+                            "goal_gb_per_s": 1.0,
+                        })
+                    );
+                }
+            }
+        }
+        anyhow::Ok(())
+    })
+}
+
+async fn read_n(link: &mut Link, n: usize) -> anyhow::Result<Instant> {
+    let mut got = 0;
+    while got < n {
+        got += link.rx.recv().await?.context("closed early")?.len();
+    }
+    Ok(Instant::now())
+}
+
+/// Each named profile's achieved rate (both ways) and one-way delay, against the configured ones.
+pub fn emulation(seconds: f64) -> anyhow::Result<()> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        for name in LinkProfile::names() {
+            let profile = LinkProfile::named(name)?;
+            let control = LinkControl::new(&profile, Schedule::default());
+            let (ours, mut theirs) = memory_pair(4096);
+            let mut ours = wrap(ours, &profile, &control, Role::Wearable, 11);
+            let lat = profile.latency.as_secs_f64();
+            // Delay: small messages, one at a time.
+            let mut delays = vec![];
+            for _ in 0..20 {
+                let sent = Instant::now();
+                ours.tx.send(vec![0; 8]).await?;
+                delays.push(read_n(&mut theirs, 8).await?.duration_since(sent).as_secs_f64());
+            }
+            let delay = delays.iter().sum::<f64>() / delays.len() as f64;
+            // Rates: `seconds` worth of bytes each way.
+            let mut rates = vec![];
+            for (bps, up) in [(profile.up_bps, true), (profile.down_bps, false)] {
+                let n = (bps / 8.0 * seconds) as usize;
+                let started = Instant::now();
+                let (sender, receiver) = if up { (&mut ours, &mut theirs) } else { (&mut theirs, &mut ours) };
+                let send = async { sender.tx.send(vec![1; n]).await };
+                let (s, r) = tokio::join!(send, read_n(receiver, n));
+                s?;
+                let secs = r?.duration_since(started).as_secs_f64() - lat;
+                rates.push(n as f64 * 8.0 / secs);
+            }
+            println!(
+                "{}",
+                json!({
+                    "bench": "emulation",
+                    "profile": name,
+                    "up_configured_bps": profile.up_bps,
+                    "up_achieved_bps": rates[0],
+                    "up_ratio": rates[0] / profile.up_bps,
+                    "down_configured_bps": profile.down_bps,
+                    "down_achieved_bps": rates[1],
+                    "down_ratio": rates[1] / profile.down_bps,
+                    "delay_configured_ms": lat * 1e3,
+                    "delay_mean_ms": delay * 1e3,
+                    "delay_ratio": delay / lat,
+                    "goal": "within 5%",
+                })
+            );
+        }
+        anyhow::Ok(())
+    })
+}
+
+fn mean(frames: &[FrameReport], f: impl Fn(&FrameReport) -> f64) -> f64 {
+    frames.iter().map(f).sum::<f64>() / frames.len().max(1) as f64
+}
+
+fn run_stream(
+    model: &ModelFile,
+    transport: Box<dyn Transport>,
+    mut config: SessionConfig,
+    pipeline: bool,
+    frames: usize,
+) -> anyhow::Result<(Vec<FrameReport>, StreamReport, Option<tandem::Cut>)> {
+    config.pipeline = pipeline;
+    let mut s = Session::open(model.clone(), transport, config)?;
+    anyhow::ensure!(s.is_ready(), "the in-process handheld did not become ready");
+    let inputs: Vec<_> = (0..frames as u64)
+        .map(|i| tandem::check::random_inputs(&model.model, i))
+        .collect::<Result<_, _>>()?;
+    // Two warm-up frames build the plans.
+    s.stream(inputs[..2].to_vec())?;
+    let mut reports = vec![];
+    let started = Instant::now();
+    s.stream_with(inputs, None, |r, _| reports.push(r))?;
+    let summary = StreamReport::from_frames(&reports, started.elapsed());
+    let cut = s.decision().map(|d| d.chosen.clone());
+    Ok((reports, summary, cut))
+}
+
+/// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
+/// in-process handheld over an emulated link.
+pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) -> anyhow::Result<()> {
+    let models = if models.is_empty() {
+        tandem_models::ensure_models()?.zoo.iter().map(|e| e.path.clone()).collect()
+    } else {
+        models
+    };
+    let profile = LinkProfile::named(link)?;
+    for path in models {
+        let model = ModelFile::load(&path, &InputShapes::none())?;
+        let server = tandem::server::spawn_memory(tandem::server::ServerConfig::default())?;
+        let transport = || -> Box<dyn Transport> {
+            let control = LinkControl::new(&profile, Schedule::default());
+            Box::new(EmulatedTransport::new(server.clone(), profile.clone(), control, 3))
+        };
+        let mut config = SessionConfig::watch_and_phone()?;
+        config.dilation = dilation;
+        config.max_in_flight = 4;
+        config.link_default.up_bytes_per_s = profile.up_bps / 8.0;
+        config.link_default.down_bytes_per_s = profile.down_bps / 8.0;
+        config.link_default.rtt = profile.latency * 2;
+        // The planner's stream choice, then that cut fixed for both runs.
+        let (_, _, cut) = run_stream(&model, transport(), config.clone(), true, 4)?;
+        let cut = cut.context("no decision")?;
+        config.placement = Placement::Fixed(cut.clone());
+        let (seq_frames, seq, _) = run_stream(&model, transport(), config.clone(), false, frames)?;
+        let (pipe_frames, pipe, _) = run_stream(&model, transport(), config.clone(), true, frames)?;
+        // Stages as measured in the pipelined run itself.
+        let w = mean(&pipe_frames, |f| f.wearable_ms);
+        let h = mean(&pipe_frames, |f| f.handheld_ms);
+        let up = mean(&pipe_frames, |f| f.up_bytes as f64) * 8.0 / profile.up_bps * 1e3;
+        let down = mean(&pipe_frames, |f| f.down_bytes as f64) * 8.0 / profile.down_bps * 1e3;
+        let slowest = w.max(h).max(up).max(down);
+        let ideal_fps = 1e3 / slowest;
+        let _ = seq_frames;
+        println!(
+            "{}",
+            json!({
+                "bench": "pipeline",
+                "model": model.model.name(),
+                "link": link,
+                "wearable_dilation": dilation,
+                "cut_prefix_layers": cut.prefix_len(),
+                "layers": model.model.graph().nodes().len(),
+                "stage_ms": {"wearable": w, "up": up, "handheld": h, "down": down},
+                "frames": frames,
+                "sequential_fps": seq.throughput_fps,
+                "pipelined_fps": pipe.throughput_fps,
+                "ideal_fps": ideal_fps,
+                "pipelined_over_ideal": pipe.throughput_fps / ideal_fps,
+                "pipelined_over_sequential": pipe.throughput_fps / seq.throughput_fps,
+                "offloaded": pipe.offloaded,
+                "goal_over_ideal": 0.95,
+            })
+        );
+    }
+    Ok(())
+}
