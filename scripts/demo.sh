@@ -1,16 +1,72 @@
 #!/usr/bin/env bash
-# The main job, for now: generate the model zoo, inspect MobileNet v1's
-# layer DAG, then run it split at every one of its cuts and compare each
-# with the unsplit model.
+# The paired demo: a handheld process and a slowed wearable process on this
+# machine, over TCP loopback through an emulated Bluetooth LE link.
+#
+# - The handheld (`tandem-handheld serve`) serves the model zoo as a Pixel 8 Pro.
+# - The wearable (`tandem-wearable stream`) is a Wear OS watch: its compute is
+#   dilated to the watch profile's slowdown (8x this host), and its link is
+#   emulated BLE 2M (1.3 Mbit/s, 10 ms one way, MTU 244) both ways.
+# - For each model it streams frames four ways: wearable-only, handheld-only,
+#   partitioned (the planner's cut, one frame at a time), and partitioned +
+#   pipelined (the stream objective, frames overlapped).
+#
+# Latency and throughput are measured wall-clock times of the emulated run;
+# energy is model-based (busy time x profile power + radio time x radio power).
+#
+# Environment: LINK (default ble-2m), FRAMES (default 20), MODELS (zoo names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -p tandem-bench -p tandem-wearable -p tandem-models
-target/release/tandem-models gen --out models/cache/zoo
-target/release/tandem-wearable inspect --model models/cache/zoo/mobilenet_v1.onnx
-target/release/tandem-wearable split-check --model models/cache/zoo/mobilenet_v1.onnx
-target/release/tandem-wearable split-check --model models/cache/zoo/wavenet.onnx --cuts 50 --seed 1
-# Partition MobileNet v1 for a Wear OS watch + Pixel 8 Pro over a 1 Mbit/s
-# link with a 200 ms latency hint (an emulated pair: host-profiled layer
-# times x each device profile's slowdown; energy is model-based).
-target/release/tandem-wearable plan --model models/cache/zoo/mobilenet_v1.onnx \
-  --wearable watch-w5 --handheld pixel-8-pro --bandwidth 1mbit --latency-hint 200ms
+LINK=${LINK:-ble-2m}
+FRAMES=${FRAMES:-30}
+MODELS=${MODELS:-"text_rnn_lstm mnist deepear mobilenet_v1_1.0_128"}
+
+cargo build --release --locked -p tandem-bench -p tandem-wearable -p tandem-models -p tandem-handheld
+T=target/release
+$T/tandem-models gen --out models/cache/zoo >/dev/null
+
+OUT=target/demo
+mkdir -p "$OUT"
+: >"$OUT/demo.jsonl"
+$T/tandem-handheld serve --listen 127.0.0.1:0 --models models/cache/zoo \
+  >"$OUT/handheld.out" 2>"$OUT/handheld.err" &
+HANDHELD=$!
+trap 'kill $HANDHELD 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  grep -q "listening on" "$OUT/handheld.out" 2>/dev/null && break
+  sleep 0.1
+done
+ADDR=$(sed -n 's/^listening on //p' "$OUT/handheld.out")
+[ -n "$ADDR" ] || { echo "the handheld did not start:" >&2; cat "$OUT/handheld.err" >&2; exit 1; }
+echo "handheld listening on $ADDR; wearable: watch-w5 (8x slowdown) over emulated $LINK"
+
+for m in $MODELS; do
+  for way in wearable-only handheld-only partitioned pipelined; do
+    case $way in
+      wearable-only) args=(--placement wearable --no-pipeline) ;;
+      handheld-only) args=(--placement handheld --no-pipeline) ;;
+      partitioned) args=(--placement auto --no-pipeline) ;;
+      pipelined) args=(--placement auto) ;;
+    esac
+    echo "  $m: $way" >&2
+    $T/tandem-wearable stream --model "models/cache/zoo/$m.onnx" --connect "$ADDR" --link "$LINK" \
+      --profile watch-w5 --slowdown profile --frames "$FRAMES" "${args[@]}" 2>>"$OUT/wearable.err" |
+      tail -n 1 | python3 -c "import json,sys; j=json.load(sys.stdin); j['way']='$way'; print(json.dumps(j))" \
+        >>"$OUT/demo.jsonl"
+  done
+done
+
+python3 - "$OUT/demo.jsonl" "$LINK" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print()
+print(f"Paired demo: watch-w5 (8x slowdown) + pixel-8-pro over emulated {sys.argv[2]}, {rows[0]['frames']} frames each")
+print("energy is model-based (busy time x profile power + radio time x radio power)")
+head = f"{'model':<22} {'way':<14} {'frames/s':>9} {'p50 ms':>9} {'p95 ms':>9} {'offloaded':>9} {'cut':>9} {'watch mJ/f':>11} {'phone mJ/f':>11}"
+print(head)
+print("-" * len(head))
+for r in rows:
+    cut = f"{r['last_prefix_layers']}/{r['layers']}"
+    print(f"{r['model']:<22} {r['way']:<14} {r['throughput_fps']:>9.2f} {r['p50_ms']:>9.1f} {r['p95_ms']:>9.1f} "
+          f"{r['offloaded']:>9} {cut:>9} {r['wearable_j_per_frame']*1e3:>11.2f} {r['handheld_j_per_frame']*1e3:>11.2f}")
+print("\ncut = layers on the watch / layers (last frame); rows as JSON in target/demo/demo.jsonl")
+EOF

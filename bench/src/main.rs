@@ -95,7 +95,7 @@ enum Command {
         /// Models (default: the zoo).
         #[arg(long)]
         model: Vec<PathBuf>,
-        /// The emulated link.
+        /// The emulated link, or `none` for the unshaped in-memory link.
         #[arg(long, default_value = "wifi-good")]
         link: String,
         /// The wearable's compute dilation.

@@ -103,11 +103,11 @@ pub fn emulation(seconds: f64) -> anyhow::Result<()> {
             let profile = LinkProfile::named(name)?;
             let control = LinkControl::new(&profile, Schedule::default());
             let (ours, mut theirs) = memory_pair(4096);
-            let mut ours = wrap(ours, &profile, &control, Role::Wearable, 11);
+            let mut ours = wrap(ours, &profile, &control, Role::Wearable, 11)?;
             let lat = profile.latency.as_secs_f64();
-            // Delay: small messages, one at a time.
+            // Delay: small messages, one at a time (100: the jitter averages out).
             let mut delays = vec![];
-            for _ in 0..20 {
+            for _ in 0..100 {
                 let sent = Instant::now();
                 ours.tx.send(vec![0; 8]).await?;
                 delays.push(read_n(&mut theirs, 8).await?.duration_since(sent).as_secs_f64());
@@ -182,11 +182,20 @@ pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) 
     } else {
         models
     };
-    let profile = LinkProfile::named(link)?;
+    // `none`: the in-memory link unshaped (stages are compute only).
+    let profile = match link {
+        "none" => {
+            LinkProfile::custom("none", 8e9, std::time::Duration::ZERO, std::time::Duration::ZERO, 1 << 20)
+        }
+        name => LinkProfile::named(name)?,
+    };
     for path in models {
         let model = ModelFile::load(&path, &InputShapes::none())?;
         let server = tandem::server::spawn_memory(tandem::server::ServerConfig::default())?;
         let transport = || -> Box<dyn Transport> {
+            if link == "none" {
+                return Box::new(server.clone());
+            }
             let control = LinkControl::new(&profile, Schedule::default());
             Box::new(EmulatedTransport::new(server.clone(), profile.clone(), control, 3))
         };
@@ -205,8 +214,10 @@ pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) 
         // Stages as measured in the pipelined run itself.
         let w = mean(&pipe_frames, |f| f.wearable_ms);
         let h = mean(&pipe_frames, |f| f.handheld_ms);
-        let up = mean(&pipe_frames, |f| f.up_bytes as f64) * 8.0 / profile.up_bps * 1e3;
-        let down = mean(&pipe_frames, |f| f.down_bytes as f64) * 8.0 / profile.down_bps * 1e3;
+        // Time on the air each way (none for the unshaped in-memory link).
+        let air = |bytes: f64, bps: f64| if link == "none" { 0.0 } else { bytes * 8.0 / bps * 1e3 };
+        let up = air(mean(&pipe_frames, |f| f.up_bytes as f64), profile.up_bps);
+        let down = air(mean(&pipe_frames, |f| f.down_bytes as f64), profile.down_bps);
         let slowest = w.max(h).max(up).max(down);
         let ideal_fps = 1e3 / slowest;
         let _ = seq_frames;

@@ -33,8 +33,8 @@ use crate::device::DeviceProfile;
 use crate::energy::{ClusterEnergy, EnergyModel, PowerModel};
 use crate::link::{Link, Transport};
 use crate::partition::{
-    Conditions, Decision, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, Planner,
-    PlannerConfig, Side,
+    beats, evaluate, Conditions, Decision, EnergyWeights, Evaluation, HandheldStatus, LatencyHint,
+    LinkEstimate, Method, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
 use crate::predict::ProfiledLatency;
 use crate::profiler::LinkProfiler;
@@ -142,7 +142,7 @@ impl SessionConfig {
             method: Method::MinCut,
             margin: 0.1,
             pipeline: true,
-            max_in_flight: 3,
+            max_in_flight: 4,
             deadline_factor: 4.0,
             deadline_floor: Duration::from_secs(2),
             ready_timeout: Duration::from_secs(60),
@@ -725,9 +725,29 @@ impl Session {
             Ok(None) => {}
             Err(e) => warn!("the planner failed ({e}); running on the wearable"),
         }
-        match self.planner.current() {
-            Some(d) => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3)),
-            None => (Cut::wearable_only(g), None),
+        let Some(d) = self.planner.current() else {
+            return (Cut::wearable_only(g), None);
+        };
+        if d.chosen.is_wearable_only() {
+            return (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3));
+        }
+        // Offloading must beat running alone by the planner's margin, with
+        // the stream's period bounded by the frames in flight (a frame's
+        // latency over the in-flight bound) as this runtime pipelines.
+        let c = *self.planner.conditions();
+        let prices = NodePrices::new(g, wearable, handheld, &c.link, &c.status, c.weights);
+        let local_cut = Cut::wearable_only(g);
+        let local = evaluate(g, &prices, &local_cut, c.link.rtt);
+        let in_flight = if self.config.pipeline { self.config.max_in_flight.max(1) } else { 1 } as f64;
+        let bounded = |e: &Evaluation| {
+            let mut e = e.clone();
+            e.stream_period_s = e.stream_period_s.max(e.latency_s / in_flight);
+            e
+        };
+        if beats(&bounded(&d.evaluation), &bounded(&local), c.hint, mode, self.config.margin) {
+            (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3))
+        } else {
+            (local_cut, Some(local.latency_s * 1e3))
         }
     }
 

@@ -23,9 +23,9 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use std::time::Instant;
 use thiserror::Error;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use crate::link::{BoxFuture, Link, LinkRx, LinkTx, Transport};
 
@@ -272,33 +272,53 @@ impl Shaper {
     }
 }
 
-/// Hands packets on at their arrival times, merging those already due.
-async fn delay_line(mut packets: mpsc::UnboundedReceiver<(Instant, Vec<u8>)>, mut deliver: impl Deliver) {
-    let mut next: Option<(Instant, Vec<u8>)> = None;
-    loop {
-        let (at, mut bytes) = match next.take() {
-            Some(p) => p,
-            None => match packets.recv().await {
+/// Starts a delay line: packets put in the returned channel are handed to
+/// `deliver` at their arrival times (those already due are merged). A
+/// thread keeps the time, since tokio's timer only has millisecond
+/// resolution and the delays are a few milliseconds; a task delivers.
+fn spawn_delay_line(
+    mut deliver: impl Deliver + 'static,
+) -> io::Result<std::sync::mpsc::Sender<(Instant, Vec<u8>)>> {
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let (due_tx, mut due_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    std::thread::Builder::new().name("tandem-delay-line".into()).spawn(move || {
+        let mut next: Option<(Instant, Vec<u8>)> = None;
+        loop {
+            let (at, mut bytes) = match next.take() {
                 Some(p) => p,
-                None => break,
-            },
-        };
-        tokio::time::sleep_until(at).await;
-        while bytes.len() < 256 << 10 {
-            match packets.try_recv() {
-                Ok((due, more)) if due <= Instant::now() => bytes.extend_from_slice(&more),
-                Ok(later) => {
-                    next = Some(later);
-                    break;
+                None => match rx.recv() {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+            while bytes.len() < 256 << 10 {
+                match rx.try_recv() {
+                    Ok((due, more)) if due <= Instant::now() => bytes.extend_from_slice(&more),
+                    Ok(later) => {
+                        next = Some(later);
+                        break;
+                    }
+                    Err(_) => break,
                 }
-                Err(_) => break,
+            }
+            if due_tx.send(bytes).is_err() {
+                break;
             }
         }
-        if !deliver.deliver(bytes).await {
-            return;
+    })?;
+    tokio::spawn(async move {
+        while let Some(bytes) = due_rx.recv().await {
+            if !deliver.deliver(bytes).await {
+                return;
+            }
         }
-    }
-    deliver.finish().await;
+        deliver.finish().await;
+    });
+    Ok(tx)
 }
 
 trait Deliver: Send {
@@ -347,7 +367,7 @@ impl Deliver for ToReader {
 
 struct EmulatedTx {
     shaper: Shaper,
-    packets: Option<mpsc::UnboundedSender<(Instant, Vec<u8>)>>,
+    packets: Option<std::sync::mpsc::Sender<(Instant, Vec<u8>)>>,
     failed: Arc<Mutex<Option<String>>>,
 }
 
@@ -363,7 +383,7 @@ impl LinkTx for EmulatedTx {
             for p in scheduled {
                 packets.send(p).map_err(|_| closed())?;
             }
-            tokio::time::sleep_until(free).await;
+            tokio::time::sleep_until(tokio::time::Instant::from_std(free)).await;
             Ok(())
         })
     }
@@ -393,24 +413,28 @@ pub enum Role {
 }
 
 /// Wraps `link` in the emulated `profile` (both directions); must be called
-/// inside a tokio runtime (it spawns the delay lines).
-pub fn wrap(link: Link, profile: &LinkProfile, control: &LinkControl, role: Role, seed: u64) -> Link {
+/// inside a tokio runtime (it spawns the delay lines' tasks and threads).
+pub fn wrap(
+    link: Link,
+    profile: &LinkProfile,
+    control: &LinkControl,
+    role: Role,
+    seed: u64,
+) -> io::Result<Link> {
     let (send_dir, recv_dir) = match role {
         Role::Wearable => (Direction::Up, Direction::Down),
         Role::Handheld => (Direction::Down, Direction::Up),
     };
     let failed = Arc::new(Mutex::new(None));
-    let (packets_tx, packets_rx) = mpsc::unbounded_channel();
-    tokio::spawn(delay_line(packets_rx, ToInner { tx: link.tx, failed: failed.clone() }));
+    let packets = spawn_delay_line(ToInner { tx: link.tx, failed: failed.clone() })?;
     let tx = EmulatedTx {
         shaper: Shaper::new(profile, send_dir, control.clone(), seed),
-        packets: Some(packets_tx),
+        packets: Some(packets),
         failed,
     };
 
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let (in_packets_tx, in_packets_rx) = mpsc::unbounded_channel();
-    tokio::spawn(delay_line(in_packets_rx, ToReader(out_tx.clone())));
+    let in_packets = spawn_delay_line(ToReader(out_tx.clone()))?;
     let mut shaper = Shaper::new(profile, recv_dir, control.clone(), seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut inner_rx = link.rx;
     tokio::spawn(async move {
@@ -419,7 +443,7 @@ pub fn wrap(link: Link, profile: &LinkProfile, control: &LinkControl, role: Role
                 Ok(Some(bytes)) => {
                     let (scheduled, _) = shaper.schedule(&bytes, Instant::now());
                     for p in scheduled {
-                        if in_packets_tx.send(p).is_err() {
+                        if in_packets.send(p).is_err() {
                             return;
                         }
                     }
@@ -434,11 +458,11 @@ pub fn wrap(link: Link, profile: &LinkProfile, control: &LinkControl, role: Role
             }
         }
     });
-    Link {
+    Ok(Link {
         tx: Box::new(tx),
         rx: Box::new(EmulatedRx(out_rx)),
         name: format!("{} emulating {}", link.name, profile.name),
-    }
+    })
 }
 
 /// Any transport, emulating a link profile on every link it opens (as the wearable).
@@ -465,7 +489,7 @@ impl<T: Transport> Transport for EmulatedTransport<T> {
     fn connect(&self) -> BoxFuture<'_, io::Result<Link>> {
         Box::pin(async move {
             let link = self.inner.connect().await?;
-            Ok(wrap(link, &self.profile, &self.control, Role::Wearable, self.seed))
+            wrap(link, &self.profile, &self.control, Role::Wearable, self.seed)
         })
     }
 

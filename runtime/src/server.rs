@@ -294,7 +294,13 @@ fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
 
 async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::Receiver<bool>) {
     let link = match &shared.config.link {
-        Some((profile, control)) => emulate::wrap(link, profile, control, Role::Handheld, id),
+        Some((profile, control)) => match emulate::wrap(link, profile, control, Role::Handheld, id) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(conn = id, "cannot emulate the link: {e}");
+                return;
+            }
+        },
         None => link,
     };
     let Link { mut tx, mut rx, name } = link;

@@ -70,7 +70,7 @@ fn emulated_link_reaches_its_rate_and_delay() {
             LinkProfile::custom("test", 4e6, Duration::from_millis(20), Duration::from_millis(5), 1000);
         let control = LinkControl::new(&profile, Schedule::default());
         let (ours, mut theirs) = memory_pair(1024);
-        let mut ours = wrap(ours, &profile, &control, Role::Wearable, 3);
+        let mut ours = wrap(ours, &profile, &control, Role::Wearable, 3).expect("wrap");
 
         // Delay: small messages one at a time.
         let mut delays = vec![];

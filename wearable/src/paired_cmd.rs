@@ -96,8 +96,11 @@ pub struct StreamArgs {
     #[arg(long)]
     pub no_pipeline: bool,
     /// Most frames in flight when pipelining.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 4)]
     pub max_in_flight: usize,
+    /// Warm-up frames before the measured ones (they build plans and fill caches; not counted).
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
     /// Write every frame's report as a JSON line to this file.
     #[arg(long)]
     pub frames_out: Option<PathBuf>,
@@ -257,6 +260,10 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     let pipeline = !args.no_pipeline;
     let mut s = open(&args.pair, pipeline, args.max_in_flight)?;
     let model = s.model().clone();
+    let warmup: Vec<_> = (0..args.warmup as u64)
+        .map(|i| tandem::check::random_inputs(&model, 1_000_000 + i))
+        .collect::<Result<_, _>>()?;
+    s.stream(warmup)?;
     let frames =
         (0..args.frames as u64).map(move |i| tandem::check::random_inputs(&model, i).unwrap_or_default());
     let mut out = match &args.frames_out {
@@ -282,6 +289,10 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         obj.insert("link".into(), args.pair.link.clone().into());
         obj.insert("placement".into(), format!("{:?}", args.pair.placement).to_lowercase().into());
         obj.insert("handheld".into(), s.handheld_device().into());
+        if let Some(last) = reports.last() {
+            obj.insert("last_prefix_layers".into(), last.prefix_layers.into());
+            obj.insert("layers".into(), last.layers.into());
+        }
         obj.insert(
             "energy".into(),
             "model-based: busy time x profile power + radio time x radio power".into(),

@@ -673,7 +673,7 @@ impl Planner {
 }
 
 /// Whether `new` beats `old` by more than `margin` on the hint's objective.
-fn beats(new: &Evaluation, old: &Evaluation, hint: LatencyHint, mode: Mode, margin: f64) -> bool {
+pub fn beats(new: &Evaluation, old: &Evaluation, hint: LatencyHint, mode: Mode, margin: f64) -> bool {
     let keep = 1.0 - margin.clamp(0.0, 0.99);
     match hint {
         LatencyHint::Fastest => new.time(mode) < old.time(mode) * keep,
