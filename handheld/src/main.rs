@@ -50,6 +50,10 @@ enum Command {
         /// Status period in milliseconds.
         #[arg(long, default_value_t = 500)]
         status_ms: u64,
+        /// Serve over Bluetooth LE (a GATT peripheral through BlueZ) instead of TCP.
+        /// Needs a build with `--features ble`.
+        #[arg(long)]
+        ble: bool,
     },
     /// Time every node of the optimized plan on this machine and check additivity.
     Profile {
@@ -81,8 +85,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { listen, link, profile, slowdown, load, models, battery, status_ms } => {
-            serve(listen, link, profile, slowdown, load, models, battery, status_ms)
+        Command::Serve { listen, link, profile, slowdown, load, models, battery, status_ms, ble } => {
+            serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble)
         }
         Command::Profile { model, input_shape, runs } => {
             let model = Model::from_path(&model, &InputShapes::parse(&input_shape)?)?;
@@ -107,6 +111,7 @@ fn serve(
     models: Option<PathBuf>,
     battery: Option<f64>,
     status_ms: u64,
+    ble: bool,
 ) -> anyhow::Result<()> {
     use anyhow::{bail, Context};
     use tandem::emulate::{LinkControl, LinkProfile, Schedule};
@@ -153,10 +158,14 @@ fn serve(
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
-        let acceptor = tandem::link::TcpAcceptor::bind(&listen).await?;
-        let addr = acceptor.local_addr()?;
         use std::io::Write;
-        println!("listening on {addr}");
+        let acceptor: Box<dyn tandem::link::Acceptor> = if ble {
+            ble_acceptor().await?
+        } else {
+            let acceptor = tandem::link::TcpAcceptor::bind(&listen).await?;
+            println!("listening on {}", acceptor.local_addr()?);
+            Box::new(acceptor)
+        };
         std::io::stdout().flush()?;
         let shutdown = async {
             use tokio::signal::unix::{signal, SignalKind};
@@ -174,4 +183,16 @@ fn serve(
         println!("stopped");
         anyhow::Ok(())
     })
+}
+
+#[cfg(all(feature = "ble", target_os = "linux"))]
+async fn ble_acceptor() -> anyhow::Result<Box<dyn tandem::link::Acceptor>> {
+    let acceptor = tandem::ble::peripheral::BleAcceptor::start("tandem").await?;
+    println!("listening on {}", tandem::link::Acceptor::describe(&acceptor));
+    Ok(Box::new(acceptor))
+}
+
+#[cfg(not(all(feature = "ble", target_os = "linux")))]
+async fn ble_acceptor() -> anyhow::Result<Box<dyn tandem::link::Acceptor>> {
+    anyhow::bail!("--ble: this build has no BLE support (rebuild with `cargo build --features ble` on Linux)")
 }

@@ -79,6 +79,7 @@
 //! # }
 //! ```
 
+pub mod ble;
 pub mod calibrate;
 pub mod check;
 pub mod client;

@@ -257,3 +257,13 @@ impl Acceptor for MemoryAcceptor {
         "memory".into()
     }
 }
+
+impl Acceptor for Box<dyn Acceptor> {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<Link>> {
+        (**self).accept()
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}

@@ -33,7 +33,8 @@ pub struct PairArgs {
     /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
     #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
     pub input_shape: Vec<String>,
-    /// The handheld's address (`tandem-handheld serve --listen`).
+    /// The handheld's address (`tandem-handheld serve --listen`), or `ble` to
+    /// scan for a handheld over Bluetooth LE (needs a build with `--features ble`).
     #[arg(long)]
     pub connect: String,
     /// Emulate this link (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good); this side shapes both ways.
@@ -144,18 +145,13 @@ fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
     if p.schedule.is_some() && p.link.is_none() {
         bail!("--schedule needs --link (the schedule changes the emulated link's rates)");
     }
-    let tcp = TcpTransport::new(p.connect.clone());
-    let transport: Box<dyn Transport> = match &p.link {
-        Some(name) => {
-            let profile = LinkProfile::named(name)?;
-            let schedule = match &p.schedule {
-                Some(path) => Schedule::from_path(path)?,
-                None => Schedule::default(),
-            };
-            let control = LinkControl::new(&profile, schedule);
-            Box::new(EmulatedTransport::new(tcp, profile, control, 7))
+    let transport: Box<dyn Transport> = if p.connect == "ble" {
+        if p.link.is_some() {
+            bail!("--link emulates a link over TCP; with --connect ble the radio is the link");
         }
-        None => Box::new(tcp),
+        ble_transport()?
+    } else {
+        tcp_transport(p)?
     };
     let mut config = SessionConfig::new(wearable, handheld);
     config.dilation = dilation;
@@ -314,4 +310,30 @@ fn print_table(r: &StreamReport) {
     println!("{:<28} {:>12}", "  of which fell back", r.fallbacks);
     println!("{:<28} {:>12.4}", "wearable J/frame (model)", r.wearable_j_per_frame);
     println!("{:<28} {:>12.4}", "handheld J/frame (model)", r.handheld_j_per_frame);
+}
+
+fn tcp_transport(p: &PairArgs) -> Result<Box<dyn Transport>> {
+    let tcp = TcpTransport::new(p.connect.clone());
+    Ok(match &p.link {
+        Some(name) => {
+            let profile = LinkProfile::named(name)?;
+            let schedule = match &p.schedule {
+                Some(path) => Schedule::from_path(path)?,
+                None => Schedule::default(),
+            };
+            let control = LinkControl::new(&profile, schedule);
+            Box::new(EmulatedTransport::new(tcp, profile, control, 7))
+        }
+        None => Box::new(tcp),
+    })
+}
+
+#[cfg(feature = "ble")]
+fn ble_transport() -> Result<Box<dyn Transport>> {
+    Ok(Box::new(tandem::ble::central::BleTransport::default()))
+}
+
+#[cfg(not(feature = "ble"))]
+fn ble_transport() -> Result<Box<dyn Transport>> {
+    bail!("--connect ble: this build has no BLE support (rebuild with `cargo build --features ble`)")
 }
