@@ -104,6 +104,9 @@ enum Command {
         /// Frames per run.
         #[arg(long, default_value_t = 30)]
         frames: usize,
+        /// Most frames in flight: at least the link's latency over the slowest stage keeps the pipe full.
+        #[arg(long, default_value_t = 16)]
+        max_in_flight: usize,
     },
 }
 
@@ -114,8 +117,8 @@ fn main() -> anyhow::Result<()> {
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
         Command::Emulation { seconds } => paired::emulation(seconds),
-        Command::Pipeline { model, link, dilation, frames } => {
-            paired::pipeline(model, &link, dilation, frames)
+        Command::Pipeline { model, link, dilation, frames, max_in_flight } => {
+            paired::pipeline(model, &link, dilation, frames, max_in_flight)
         }
     }
 }

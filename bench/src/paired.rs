@@ -176,7 +176,13 @@ fn run_stream(
 
 /// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
 /// in-process handheld over an emulated link.
-pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) -> anyhow::Result<()> {
+pub fn pipeline(
+    models: Vec<PathBuf>,
+    link: &str,
+    dilation: f64,
+    frames: usize,
+    max_in_flight: usize,
+) -> anyhow::Result<()> {
     let models = if models.is_empty() {
         tandem_models::ensure_models()?.zoo.iter().map(|e| e.path.clone()).collect()
     } else {
@@ -191,7 +197,11 @@ pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) 
     };
     for path in models {
         let model = ModelFile::load(&path, &InputShapes::none())?;
-        let server = tandem::server::spawn_memory(tandem::server::ServerConfig::default())?;
+        // The handheld has the model (a push over an emulated BLE link would take minutes).
+        let server = tandem::server::spawn_memory(tandem::server::ServerConfig {
+            models_dir: path.parent().map(|p| p.to_path_buf()),
+            ..Default::default()
+        })?;
         let transport = || -> Box<dyn Transport> {
             if link == "none" {
                 return Box::new(server.clone());
@@ -201,7 +211,7 @@ pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) 
         };
         let mut config = SessionConfig::watch_and_phone()?;
         config.dilation = dilation;
-        config.max_in_flight = 4;
+        config.max_in_flight = max_in_flight.max(1);
         config.link_default.up_bytes_per_s = profile.up_bps / 8.0;
         config.link_default.down_bytes_per_s = profile.down_bps / 8.0;
         config.link_default.rtt = profile.latency * 2;
@@ -238,6 +248,7 @@ pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, frames: usize) 
                 "pipelined_over_ideal": pipe.throughput_fps / ideal_fps,
                 "pipelined_over_sequential": pipe.throughput_fps / seq.throughput_fps,
                 "offloaded": pipe.offloaded,
+                "max_in_flight": max_in_flight,
                 "goal_over_ideal": 0.95,
             })
         );

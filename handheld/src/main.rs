@@ -50,6 +50,10 @@ enum Command {
         /// Status period in milliseconds.
         #[arg(long, default_value_t = 500)]
         status_ms: u64,
+        /// Also cap this process at PCT% of one CPU through the cgroup v1 cpu
+        /// controller (root; /sys/fs/cgroup/cpu).
+        #[arg(long, value_name = "PCT")]
+        cpu_quota: Option<f64>,
         /// Serve over Bluetooth LE (a GATT peripheral through BlueZ) instead of TCP.
         /// Needs a build with `--features ble`.
         #[arg(long)]
@@ -85,7 +89,24 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { listen, link, profile, slowdown, load, models, battery, status_ms, ble } => {
+        Command::Serve {
+            listen,
+            link,
+            profile,
+            slowdown,
+            load,
+            models,
+            battery,
+            status_ms,
+            cpu_quota,
+            ble,
+        } => {
+            let _quota = match cpu_quota {
+                Some(pct) => {
+                    Some(tandem::quota::CpuQuota::apply(std::path::Path::new("/sys/fs/cgroup/cpu"), pct)?)
+                }
+                None => None,
+            };
             serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble)
         }
         Command::Profile { model, input_shape, runs } => {

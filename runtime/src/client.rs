@@ -142,7 +142,7 @@ impl SessionConfig {
             method: Method::MinCut,
             margin: 0.1,
             pipeline: true,
-            max_in_flight: 4,
+            max_in_flight: 8,
             deadline_factor: 4.0,
             deadline_floor: Duration::from_secs(2),
             ready_timeout: Duration::from_secs(60),

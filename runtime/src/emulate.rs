@@ -5,9 +5,10 @@
 //! packets; a packet occupies the air for `len × 8 / rate` after the one
 //! before it (a token bucket with no burst), then arrives after the one-way
 //! delay `latency ± jitter` (uniform), never before the packet ahead of it.
-//! A delay line (a tokio task) hands each packet to the inner link at its
-//! arrival time. A sender waits until its last packet is on the air, so a
-//! slow link pushes back as a radio would.
+//! A delay line (a thread keeping time, a task delivering) hands each
+//! packet to the inner link at its arrival time. A sender waits until its
+//! last packet is within 2 ms of being on the air, so a slow link pushes
+//! back as a radio would.
 //!
 //! The side that wraps its link shapes both directions: its own sends at
 //! its send rate, and what it receives at the other rate, as if the bytes
@@ -383,7 +384,13 @@ impl LinkTx for EmulatedTx {
             for p in scheduled {
                 packets.send(p).map_err(|_| closed())?;
             }
-            tokio::time::sleep_until(tokio::time::Instant::from_std(free)).await;
+            // Push back once the air is booked beyond 2 ms: tokio's timer
+            // has millisecond resolution, and waiting out every small send
+            // would cap a link at a frame per timer tick.
+            let slack = Duration::from_millis(2);
+            if free > Instant::now() + slack {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(free - slack)).await;
+            }
             Ok(())
         })
     }

@@ -97,6 +97,7 @@ pub mod predict;
 pub mod profile;
 pub mod profiler;
 pub mod protocol;
+pub mod quota;
 pub mod report;
 pub mod server;
 pub mod session;

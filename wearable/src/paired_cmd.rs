@@ -11,6 +11,7 @@ use tandem::device::DeviceProfile;
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{TcpTransport, Transport};
 use tandem::partition::{LatencyHint, Method};
+use tandem::quota::CpuQuota;
 use tandem::InputShapes;
 
 /// Where frames run.
@@ -64,6 +65,10 @@ pub struct PairArgs {
     /// The wearable's battery in percent (default: read sysfs).
     #[arg(long)]
     pub battery: Option<f64>,
+    /// Also cap this process at PCT% of one CPU through the cgroup v1 cpu
+    /// controller (root; /sys/fs/cgroup/cpu).
+    #[arg(long, value_name = "PCT")]
+    pub cpu_quota: Option<f64>,
     /// Seconds to wait for the handheld to be ready.
     #[arg(long, default_value_t = 60.0)]
     pub ready_timeout: f64,
@@ -97,7 +102,7 @@ pub struct StreamArgs {
     #[arg(long)]
     pub no_pipeline: bool,
     /// Most frames in flight when pipelining.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     pub max_in_flight: usize,
     /// Warm-up frames before the measured ones (they build plans and fill caches; not counted).
     #[arg(long, default_value_t = 2)]
@@ -125,7 +130,15 @@ fn parse_hint_ms(s: &str) -> Result<LatencyHint> {
     crate::plan_cmd::parse_hint(s).map_err(|e| anyhow::anyhow!("--latency-hint: {e}"))
 }
 
-fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
+fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<(Session, Option<CpuQuota>)> {
+    let quota = match p.cpu_quota {
+        Some(pct) => Some(CpuQuota::apply(std::path::Path::new("/sys/fs/cgroup/cpu"), pct)?),
+        None => None,
+    };
+    Ok((open_session(p, pipeline, max_in_flight)?, quota))
+}
+
+fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
     let model = ModelFile::load(&p.model, &InputShapes::parse(&p.input_shape)?)?;
     let wearable = DeviceProfile::load(&p.profile).with_context(|| format!("--profile {}", p.profile))?;
     let handheld = DeviceProfile::load(&p.handheld_profile)
@@ -186,7 +199,7 @@ fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
 
 /// `tandem-wearable run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let mut s = open(&args.pair, false, 1)?;
+    let (mut s, _quota) = open(&args.pair, false, 1)?;
     let inputs = if args.input == "random" {
         tandem::check::random_inputs(s.model(), args.seed)?
     } else {
@@ -254,7 +267,7 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         }
     }
     let pipeline = !args.no_pipeline;
-    let mut s = open(&args.pair, pipeline, args.max_in_flight)?;
+    let (mut s, _quota) = open(&args.pair, pipeline, args.max_in_flight)?;
     let model = s.model().clone();
     let warmup: Vec<_> = (0..args.warmup as u64)
         .map(|i| tandem::check::random_inputs(&model, 1_000_000 + i))
