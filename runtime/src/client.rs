@@ -584,12 +584,14 @@ impl Session {
                 }
             }
             Event::Delivered { frame, handheld_us, message, at } => {
-                let lone = slots.values().filter(|s| matches!(s, Slot::InFlight(_))).count() == 1;
-                let Some(Slot::InFlight(f)) = slots.remove(&frame) else {
-                    // Already run locally after its deadline: drop the late answer.
+                if !matches!(slots.get(&frame), Some(Slot::InFlight(_))) {
+                    // Already handed back (a missed deadline): its local
+                    // run, pending or done, is the one delivered.
                     debug!(frame, "late answer dropped");
                     return;
-                };
+                }
+                let lone = slots.values().filter(|s| matches!(s, Slot::InFlight(_))).count() == 1;
+                let Some(Slot::InFlight(f)) = slots.remove(&frame) else { return };
                 let handheld = Duration::from_micros(handheld_us);
                 let down_bytes = message.body.len() as u64;
                 let outputs = match message.tensors() {
@@ -816,6 +818,14 @@ impl Session {
         let deadline = sent_at
             + Duration::from_secs_f64(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
         let key = cut.key();
+        debug!(
+            frame,
+            prefix = cut.prefix_len(),
+            predicted_ms = ?predicted_ms,
+            deadline_s = deadline.duration_since(sent_at).as_secs_f64(),
+            link = ?self.profiler.estimate(),
+            "offloading"
+        );
         let slot = Slot::InFlight(Box::new(InFlight {
             inputs,
             local_outputs,

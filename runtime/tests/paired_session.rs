@@ -1,0 +1,69 @@
+//! The Session re-partitions between frames when the link changes: a
+//! stream over an emulated Wi-Fi link whose rate collapses mid-stream
+//! moves from a split cut to the watch alone, losing and reordering no
+//! frame, and every result equals the unsplit model.
+
+use tandem::check::{diff, random_inputs};
+use tandem::client::{ModelFile, Placement, Session, SessionConfig};
+use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use tandem::server::{spawn_memory, ServerConfig};
+use tandem::{InputShapes, Values};
+
+#[test]
+fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
+    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let g = model.model.graph();
+    let server = spawn_memory(ServerConfig {
+        models_dir: path.parent().map(|p| p.to_path_buf()),
+        ..Default::default()
+    })
+    .expect("server");
+    let profile = LinkProfile::named("wifi-good").expect("shipped");
+    let control = LinkControl::new(&profile, Schedule::default());
+    let transport = EmulatedTransport::new(server, profile.clone(), control.clone(), 9);
+    let mut config = SessionConfig::watch_and_phone().expect("profiles");
+    config.placement = Placement::Auto;
+    config.dilation = 8.0;
+    config.link_default.up_bytes_per_s = profile.up_bps / 8.0;
+    config.link_default.down_bytes_per_s = profile.down_bps / 8.0;
+    config.link_default.rtt = profile.latency * 2;
+    let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+    assert!(s.is_ready());
+
+    let n = 120u64;
+    let inputs: Vec<Values> = (0..n).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+    let mut delivered = vec![];
+    s.stream_with(inputs.clone(), Some(100.0), |r, out| {
+        if delivered.len() == 30 {
+            // 5 Mbit/s → 50 kbit/s both ways.
+            control.set_rates(50e3, 50e3);
+        }
+        delivered.push((r, out));
+    })
+    .expect("stream");
+
+    let frames: Vec<u64> = delivered.iter().map(|(r, _)| r.frame).collect();
+    assert_eq!(
+        frames,
+        (frames[0]..frames[0] + n).collect::<Vec<_>>(),
+        "frames lost, duplicated or reordered"
+    );
+    let reference = tandem::split::full_plan(&model.model).expect("plan");
+    for (i, (r, out)) in delivered.iter().enumerate() {
+        let want = reference.run(g, &inputs[i]).expect("runs");
+        for (name, v) in &want {
+            assert!(diff(v, &out[name]).expect("comparable").ok(), "frame {}: '{name}' differs", r.frame);
+        }
+    }
+    let early: Vec<_> = delivered[..30].iter().map(|(r, _)| r).collect();
+    let late: Vec<_> = delivered[n as usize - 20..].iter().map(|(r, _)| r).collect();
+    assert!(early.iter().any(|r| r.offloaded), "nothing was offloaded over the fast link");
+    assert!(
+        late.iter().all(|r| !r.offloaded && r.prefix_layers == r.layers),
+        "after the collapse the last frames should run on the watch: {:?}",
+        late.iter().map(|r| (r.frame, r.offloaded, r.prefix_layers)).collect::<Vec<_>>()
+    );
+    let estimate = s.link_estimate();
+    assert!(estimate.up_bytes_per_s < 50e3, "the profiler still believes {} B/s", estimate.up_bytes_per_s);
+}

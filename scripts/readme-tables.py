@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Refreshes the README's paired-runtime tables from the JSON lines the
+demo and the benches wrote (target/demo, target/paired)."""
+import json, re, sys
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+
+
+def demo(path):
+    out = ["| model | way | frames/s | p50 ms | p95 ms | offloaded | cut (watch/all) | watch mJ/frame | phone mJ/frame |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for line in open(path):
+        r = json.loads(line)
+        out.append(f"| {r['model']} | {r['way']} | {r['throughput_fps']:.1f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
+                   f"{r['offloaded']}/{r['frames']} | {r['last_prefix_layers']}/{r['layers']} | "
+                   f"{r['wearable_j_per_frame'] * 1e3:.2f} | {r['handheld_j_per_frame'] * 1e3:.2f} |")
+    return "\n".join(out)
+
+
+def pipe(paths):
+    out = ["| link | model | cut (watch/all) | stages ms (watch, up, phone, down) | sequential f/s | pipelined f/s | ideal f/s | pipelined / ideal | pipelined / sequential |",
+           "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    for path in paths:
+        for line in open(path):
+            j = json.loads(line)
+            st = j['stage_ms']
+            out.append(f"| {j['link']} | {j['model']} | {j['cut_prefix_layers']}/{j['layers']} | "
+                       f"{st['wearable']:.2f}, {st['up']:.2f}, {st['handheld']:.2f}, {st['down']:.2f} | "
+                       f"{j['sequential_fps']:.1f} | {j['pipelined_fps']:.1f} | {j['ideal_fps']:.1f} | "
+                       f"{j['pipelined_over_ideal']:.3f} | {j['pipelined_over_sequential']:.2f} |")
+    return "\n".join(out)
+
+
+def emulation(path):
+    out = ["| profile | up achieved / configured | down achieved / configured | one-way delay measured / configured |",
+           "|---|---:|---:|---:|"]
+    for line in open(path):
+        j = json.loads(line)
+        out.append(f"| {j['profile']} | {j['up_achieved_bps'] / 1e6:.3f} / {j['up_configured_bps'] / 1e6:.1f} Mbit/s ({j['up_ratio']:.3f}) | "
+                   f"{j['down_achieved_bps'] / 1e6:.3f} / {j['down_configured_bps'] / 1e6:.1f} Mbit/s ({j['down_ratio']:.3f}) | "
+                   f"{j['delay_mean_ms']:.2f} / {j['delay_configured_ms']:.0f} ms ({j['delay_ratio']:.3f}) |")
+    return "\n".join(out)
+
+
+def loopback(path):
+    out = ["| path | GB/s (goal ≥ 1) |", "|---|---:|"]
+    for line in open(path):
+        j = json.loads(line)
+        out.append(f"| {j['path']} | {j['gb_per_s']:.2f} |")
+    return "\n".join(out)
+
+
+t = root / "target"
+tables = {
+    "demo-ble": demo(t / "demo/demo-ble2m.jsonl"),
+    "demo-wifi": demo(t / "demo/demo-wifigood.jsonl"),
+    "loopback": loopback(t / "paired/loopback.jsonl"),
+    "emulation": emulation(t / "paired/emulation.jsonl"),
+    "pipe": pipe([t / f"paired/pipeline-{l}.jsonl" for l in ["none", "wifi-good", "ble-2m"]]),
+}
+readme = root / "README.md"
+text = readme.read_text()
+for key, table in tables.items():
+    text, n = re.subn(rf"<!-- {key} -->.*?<!-- /{key} -->", f"<!-- {key} -->\n{table}\n<!-- /{key} -->", text, flags=re.S)
+    if n != 1:
+        sys.exit(f"marker {key} found {n} times")
+readme.write_text(text)
