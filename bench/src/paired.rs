@@ -212,14 +212,12 @@ pub fn pipeline(
         let mut config = SessionConfig::watch_and_phone()?;
         config.dilation = dilation;
         config.max_in_flight = max_in_flight.max(1);
-        config.link_default.up_bytes_per_s = profile.up_bps / 8.0;
-        config.link_default.down_bytes_per_s = profile.down_bps / 8.0;
-        config.link_default.rtt = profile.latency * 2;
+        config.link_default = profile.nominal_estimate();
         // The planner's stream choice, then that cut fixed for both runs.
         let (_, _, cut) = run_stream(&model, transport(), config.clone(), true, 4)?;
         let cut = cut.context("no decision")?;
         config.placement = Placement::Fixed(cut.clone());
-        let (seq_frames, seq, _) = run_stream(&model, transport(), config.clone(), false, frames)?;
+        let (_, seq, _) = run_stream(&model, transport(), config.clone(), false, frames)?;
         let (pipe_frames, pipe, _) = run_stream(&model, transport(), config.clone(), true, frames)?;
         // Stages as measured in the pipelined run itself.
         let w = mean(&pipe_frames, |f| f.wearable_ms);
@@ -230,7 +228,6 @@ pub fn pipeline(
         let down = air(mean(&pipe_frames, |f| f.down_bytes as f64), profile.down_bps);
         let slowest = w.max(h).max(up).max(down);
         let ideal_fps = 1e3 / slowest;
-        let _ = seq_frames;
         println!(
             "{}",
             json!({

@@ -200,7 +200,7 @@ fn serve(
                 _ => std::future::pending::<()>().await,
             }
         };
-        tandem::server::serve(config, acceptor, shutdown, |_| {}).await?;
+        tandem::server::serve(config, acceptor, shutdown).await?;
         println!("stopped");
         anyhow::Ok(())
     })

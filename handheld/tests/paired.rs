@@ -30,9 +30,7 @@ fn model_path() -> PathBuf {
 
 /// A models directory holding `model` (so the handheld knows it by digest).
 fn models_dir(tag: &str, model: &Path) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tandem-paired-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = empty_dir(tag);
     if let Some(name) = model.file_name() {
         std::fs::copy(model, dir.join(name)).expect("copy model");
     }

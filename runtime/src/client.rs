@@ -304,6 +304,23 @@ struct InFlight {
     predicted_ms: Option<f64>,
 }
 
+impl InFlight {
+    /// The frame goes back to the wearable, with why.
+    fn hand_back(self, reason: String) -> Slot {
+        Slot::Local { inputs: self.inputs, started: self.started, reason, up_bytes: self.up_bytes }
+    }
+}
+
+/// Hands `frame` back to the wearable if it is still in flight (a frame
+/// already handed back or done is left as it is: no frame runs twice).
+fn hand_back(slots: &mut BTreeMap<u64, Slot>, frame: u64, reason: &str) {
+    if matches!(slots.get(&frame), Some(Slot::InFlight(_))) {
+        if let Some(Slot::InFlight(f)) = slots.remove(&frame) {
+            slots.insert(frame, f.hand_back(reason.to_string()));
+        }
+    }
+}
+
 enum Slot {
     InFlight(Box<InFlight>),
     Local { inputs: Values, started: Instant, reason: String, up_bytes: u64 },
@@ -323,6 +340,9 @@ pub struct Session {
     handheld_energy: ClusterEnergy,
     handheld_latency: Option<ProfiledLatency>,
     handheld_device: Option<String>,
+    /// The last check of an offloading decision against running alone:
+    /// (its cut key, the conditions, the mode, `Some(local ms)` if running alone wins).
+    offload_check: Option<(String, Conditions, Mode, Option<f64>)>,
     ready: bool,
     /// Runs the link task (kept alive with the session).
     _runtime: tokio::runtime::Runtime,
@@ -406,6 +426,7 @@ impl Session {
             handheld_energy,
             handheld_latency: None,
             handheld_device: None,
+            offload_check: None,
             ready: false,
             _runtime: runtime,
             commands,
@@ -560,6 +581,7 @@ impl Session {
                 self.handheld_latency =
                     Some(ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s });
                 self.handheld_device = Some(device);
+                self.offload_check = None;
                 self.ready = true;
                 self.planner.handle_predictor_update();
             }
@@ -597,15 +619,7 @@ impl Session {
                 let outputs = match message.tensors() {
                     Ok(t) => t,
                     Err(e) => {
-                        slots.insert(
-                            frame,
-                            Slot::Local {
-                                inputs: f.inputs,
-                                started: f.started,
-                                reason: format!("bad answer: {e}"),
-                                up_bytes: f.up_bytes,
-                            },
-                        );
+                        slots.insert(frame, f.hand_back(format!("bad answer: {e}")));
                         return;
                     }
                 };
@@ -635,19 +649,7 @@ impl Session {
             }
             Event::RunLocally { frames, reason } => {
                 for frame in frames {
-                    if let Some(Slot::InFlight(_)) = slots.get(&frame) {
-                        if let Some(Slot::InFlight(f)) = slots.remove(&frame) {
-                            slots.insert(
-                                frame,
-                                Slot::Local {
-                                    inputs: f.inputs,
-                                    started: f.started,
-                                    reason: reason.clone(),
-                                    up_bytes: f.up_bytes,
-                                },
-                            );
-                        }
-                    }
+                    hand_back(slots, frame, &reason);
                 }
             }
             Event::Disconnected(reason) => {
@@ -736,7 +738,17 @@ impl Session {
         // Offloading must beat running alone by the planner's margin, with
         // the stream's period bounded by the frames in flight (a frame's
         // latency over the in-flight bound) as this runtime pipelines.
+        // Checked once per decision and conditions, not per frame.
         let c = *self.planner.conditions();
+        let key = d.chosen.key();
+        if let Some((k, cond, m, local_ms)) = &self.offload_check {
+            if *k == key && *cond == c && *m == mode {
+                return match local_ms {
+                    None => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3)),
+                    Some(ms) => (Cut::wearable_only(g), Some(*ms)),
+                };
+            }
+        }
         let prices = NodePrices::new(g, wearable, handheld, &c.link, &c.status, c.weights);
         let local_cut = Cut::wearable_only(g);
         let local = evaluate(g, &prices, &local_cut, c.link.rtt);
@@ -747,8 +759,10 @@ impl Session {
             e
         };
         if beats(&bounded(&d.evaluation), &bounded(&local), c.hint, mode, self.config.margin) {
+            self.offload_check = Some((key, c, mode, None));
             (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3))
         } else {
+            self.offload_check = Some((key, c, mode, Some(local.latency_s * 1e3)));
             (local_cut, Some(local.latency_s * 1e3))
         }
     }
@@ -869,18 +883,8 @@ impl Session {
                 .filter_map(|(&f, s)| matches!(s, Slot::InFlight(x) if x.deadline <= now).then_some(f))
                 .collect();
             for f in late {
-                if let Some(Slot::InFlight(x)) = slots.remove(&f) {
-                    warn!(frame = f, "the handheld missed the deadline; running the frame here");
-                    slots.insert(
-                        f,
-                        Slot::Local {
-                            inputs: x.inputs,
-                            started: x.started,
-                            reason: "deadline missed".into(),
-                            up_bytes: x.up_bytes,
-                        },
-                    );
-                }
+                warn!(frame = f, "the handheld missed the deadline; running the frame here");
+                hand_back(&mut slots, f, "deadline missed");
             }
             // Deliver in order.
             while let Some(&f) = order.front() {
@@ -1116,27 +1120,21 @@ async fn run_link(
         tokio::select! {
             r = rx.recv() => match r {
                 Ok(Some(bytes)) => {
-                    decoder.push(&bytes);
-                    loop {
-                        match decoder.next_message() {
-                            Ok(Some(m)) => {
-                                match &m.header {
-                                    Header::Error { code, reason } => {
-                                        warn!(?code, "the handheld refused: {reason}");
-                                        why = Some(format!("the handheld refused ({code:?}): {reason}"));
-                                    }
-                                    Header::Bye => why = Some("the handheld said bye".into()),
-                                    _ => {}
-                                }
-                                pending.extend(session.on_message(m));
+                    let (messages, failed) = decoder.push_and_decode(&bytes);
+                    for m in messages {
+                        match &m.header {
+                            Header::Error { code, reason } => {
+                                warn!(?code, "the handheld refused: {reason}");
+                                why = Some(format!("the handheld refused ({code:?}): {reason}"));
                             }
-                            Ok(None) => break,
-                            Err(e) => {
-                                why = Some(format!("bad bytes from the handheld: {e}"));
-                                pending.extend(session.on_decode_error(&e));
-                                break;
-                            }
+                            Header::Bye => why = Some("the handheld said bye".into()),
+                            _ => {}
                         }
+                        pending.extend(session.on_message(m));
+                    }
+                    if let Some(e) = failed {
+                        why = Some(format!("bad bytes from the handheld: {e}"));
+                        pending.extend(session.on_decode_error(&e));
                     }
                 }
                 Ok(None) => {

@@ -96,6 +96,16 @@ impl LinkProfile {
             .ok_or_else(|| LinkError::UnknownProfile(name.into(), Self::names().join(", ")))
     }
 
+    /// What the planner should assume of this link before measuring it:
+    /// its nominal rates (bytes per second) and an RTT of twice the latency.
+    pub fn nominal_estimate(&self) -> crate::partition::LinkEstimate {
+        crate::partition::LinkEstimate {
+            up_bytes_per_s: self.up_bps / 8.0,
+            down_bytes_per_s: self.down_bps / 8.0,
+            rtt: self.latency * 2,
+        }
+    }
+
     /// The shipped profiles' names.
     pub fn names() -> Vec<&'static str> {
         PROFILES.iter().map(|p| p.0).collect()

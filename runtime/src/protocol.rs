@@ -467,6 +467,21 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Appends received bytes and decodes every whole frame now buffered:
+    /// the messages, then the error that stopped decoding, if any (after
+    /// which the decoder stays failed).
+    pub fn push_and_decode(&mut self, bytes: &[u8]) -> (Vec<Message>, Option<ProtocolError>) {
+        self.push(bytes);
+        let mut messages = vec![];
+        loop {
+            match self.next_message() {
+                Ok(Some(m)) => messages.push(m),
+                Ok(None) => return (messages, None),
+                Err(e) => return (messages, Some(e)),
+            }
+        }
+    }
+
     /// Bytes received but not yet decoded.
     pub fn pending(&self) -> usize {
         self.buf.len()

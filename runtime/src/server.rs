@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -72,24 +72,12 @@ struct Loaded {
     latency: LatencySummary,
 }
 
-/// Counters, for logs and tests.
-#[derive(Debug, Default)]
-pub struct ServerStats {
-    /// Links accepted.
-    pub connections: AtomicU64,
-    /// Suffixes run.
-    pub frames: AtomicU64,
-    /// Connections closed with an error.
-    pub errors: AtomicU64,
-}
-
 struct Shared {
     config: ServerConfig,
     files: Mutex<HashMap<Digest, PathBuf>>,
     pushed: Mutex<HashMap<Digest, Arc<Vec<u8>>>>,
     loaded: Mutex<HashMap<Digest, Arc<Loaded>>>,
     queue: AtomicU32,
-    stats: Arc<ServerStats>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -191,42 +179,25 @@ fn scan_models(dir: &std::path::Path) -> io::Result<HashMap<Digest, PathBuf>> {
     Ok(out)
 }
 
-/// A running server's handle: its counters.
-#[derive(Clone, Debug)]
-pub struct Server {
-    stats: Arc<ServerStats>,
-}
-
-impl Server {
-    /// The counters.
-    pub fn stats(&self) -> &ServerStats {
-        &self.stats
-    }
-}
-
 /// Serves links from `acceptor` until `shutdown` completes; then every
-/// connection is sent `Bye` and closed. `on_start` receives the handle.
+/// connection is sent `Bye` and closed.
 pub async fn serve(
     config: ServerConfig,
     mut acceptor: impl Acceptor,
     shutdown: impl Future<Output = ()>,
-    on_start: impl FnOnce(Server),
 ) -> io::Result<()> {
     let files = match &config.models_dir {
         Some(dir) => scan_models(dir)?,
         None => HashMap::new(),
     };
     info!(listen = %acceptor.describe(), models = files.len(), device = %config.device, slowdown = config.slowdown, "serving");
-    let stats = Arc::new(ServerStats::default());
     let shared = Arc::new(Shared {
         config,
         files: Mutex::new(files),
         pushed: Mutex::default(),
         loaded: Mutex::default(),
         queue: AtomicU32::new(0),
-        stats: stats.clone(),
     });
-    on_start(Server { stats });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -237,7 +208,6 @@ pub async fn serve(
             accepted = acceptor.accept() => match accepted {
                 Ok(link) => {
                     next_id += 1;
-                    shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                     connections.spawn(connection(shared.clone(), link, next_id, stop_rx.clone()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
@@ -341,7 +311,6 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                 shared.queue.fetch_sub(1, Ordering::Relaxed);
                 match r {
                     Ok(Ok(m)) => {
-                        shared.stats.frames.fetch_add(1, Ordering::Relaxed);
                         let _ = out_tx.send(m);
                     }
                     Ok(Err(reason)) => {
@@ -363,17 +332,15 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     let mut status_tick = tokio::time::interval(shared.config.status_interval);
     status_tick.tick().await;
     let mut close = false;
-    let mut error: Option<String> = None;
 
     // Carries out the session's actions; returns true when the connection must close.
-    let act = |actions: Vec<Action>, loaded: &Option<Arc<Loaded>>, error: &mut Option<String>| -> bool {
+    let act = |actions: Vec<Action>, loaded: &Option<Arc<Loaded>>| -> bool {
         let mut close = false;
         for a in actions {
             match a {
                 Action::Send(m) => {
                     if let Header::Error { code, reason } = &m.header {
                         warn!(conn = id, ?code, "refusing the peer: {reason}");
-                        *error = Some(reason.clone());
                     }
                     let _ = out_tx.send(m);
                 }
@@ -406,23 +373,15 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
         tokio::select! {
             r = rx.recv() => match r {
                 Ok(Some(bytes)) => {
-                    decoder.push(&bytes);
-                    loop {
-                        match decoder.next_message() {
-                            Ok(Some(m)) => {
-                                let actions = session.on_message(m, |d| shared.has_model(d));
-                                close |= act(actions, &loaded, &mut error);
-                            }
-                            Ok(None) => break,
-                            Err(e) => {
-                                let actions = session.on_decode_error(&e);
-                                close |= act(actions, &loaded, &mut error);
-                                break;
-                            }
-                        }
+                    let (messages, failed) = decoder.push_and_decode(&bytes);
+                    for m in messages {
                         if close {
                             break;
                         }
+                        close |= act(session.on_message(m, |d| shared.has_model(d)), &loaded);
+                    }
+                    if let (Some(e), false) = (failed, close) {
+                        close |= act(session.on_decode_error(&e), &loaded);
                     }
                 }
                 Ok(None) => {
@@ -432,7 +391,6 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                             decoder.pending()
                         );
                         warn!(conn = id, "{reason}");
-                        error = Some(reason.clone());
                         let _ = out_tx.send(Message::new(Header::Error { code: ErrorCode::Malformed, reason }));
                     } else {
                         debug!(conn = id, "peer closed");
@@ -455,12 +413,11 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     Event::RunFailed(frame, reason) => {
                         let reason = format!("frame {frame}: {reason}");
                         warn!(conn = id, "{reason}");
-                        error = Some(reason.clone());
                         let _ = out_tx.send(Message::new(Header::Error { code: ErrorCode::Tensor, reason }));
                         vec![Action::Close]
                     }
                 };
-                close |= act(actions, &loaded, &mut error);
+                close |= act(actions, &loaded);
             },
             _ = status_tick.tick() => {
                 session.set_status(shared.status());
@@ -473,9 +430,6 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                 break;
             }
         }
-    }
-    if error.is_some() {
-        shared.stats.errors.fetch_add(1, Ordering::Relaxed);
     }
     drop(job_tx);
     // Results already computed still go out before the close.
@@ -538,7 +492,7 @@ pub fn spawn_memory(config: ServerConfig) -> io::Result<crate::link::MemoryTrans
     let (transport, acceptor) = crate::link::memory_transport();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     std::thread::Builder::new().name("tandem-memory-handheld".into()).spawn(move || {
-        let r = runtime.block_on(serve(config, acceptor, std::future::pending::<()>(), |_| {}));
+        let r = runtime.block_on(serve(config, acceptor, std::future::pending::<()>()));
         if let Err(e) = r {
             warn!("the in-memory handheld stopped: {e}");
         }

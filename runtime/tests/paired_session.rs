@@ -25,9 +25,7 @@ fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
     let mut config = SessionConfig::watch_and_phone().expect("profiles");
     config.placement = Placement::Auto;
     config.dilation = 8.0;
-    config.link_default.up_bytes_per_s = profile.up_bps / 8.0;
-    config.link_default.down_bytes_per_s = profile.down_bps / 8.0;
-    config.link_default.rtt = profile.latency * 2;
+    config.link_default = profile.nominal_estimate();
     let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
     assert!(s.is_ready());
 

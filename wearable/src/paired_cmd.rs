@@ -176,9 +176,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     config.ready_timeout = Duration::from_secs_f64(p.ready_timeout.max(0.0));
     if let Some(name) = &p.link {
         let l = LinkProfile::named(name)?;
-        config.link_default.up_bytes_per_s = l.up_bps / 8.0;
-        config.link_default.down_bytes_per_s = l.down_bps / 8.0;
-        config.link_default.rtt = l.latency * 2;
+        config.link_default = l.nominal_estimate();
     }
     config.placement = match p.placement {
         PlacementArg::Auto => Placement::Auto,
