@@ -22,7 +22,7 @@ MODELS=${MODELS:-"text_rnn_lstm mnist deepear mobilenet_v1_1.0_128"}
 
 cargo build --release --locked -p tandem-bench -p tandem-wearable -p tandem-models -p tandem-handheld
 T=target/release
-$T/tandem-models gen --out models/cache/zoo >/dev/null
+$T/tandem-models gen --out models/cache/zoo $MODELS >/dev/null
 
 OUT=target/demo
 mkdir -p "$OUT"

@@ -9,7 +9,7 @@
 //! one.
 //!
 //! `oracle` checks the partitioner's choices against an oracle that measured
-//! every candidate cut, on an emulated pair (`tandem::oracle`), over the
+//! every candidate cut, on an emulated pair (`tandem_tools::oracle`), over the
 //! bandwidth × load × PropT grid, for each decision method.
 //!
 //! `decision-time` times the partition decision (the heuristic; the min-cut
@@ -328,7 +328,7 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
 }
 
 fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool, remeasure: bool) -> anyhow::Result<()> {
-    use tandem::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
+    use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
     use tandem::partition::{EnergyWeights, Method, Mode};
     let models =
         if models.is_empty() { default_models()? } else { models.into_iter().map(|m| (m, None)).collect() };

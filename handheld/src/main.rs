@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("error: {}", tandem_tools::cli::error_chain(e.as_ref()));
             ExitCode::from(2)
         }
     }
@@ -103,7 +103,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let _quota = match cpu_quota {
                 Some(pct) => {
-                    Some(tandem::quota::CpuQuota::apply(std::path::Path::new("/sys/fs/cgroup/cpu"), pct)?)
+                    Some(tandem_tools::quota::CpuQuota::apply(std::path::Path::new("/sys/fs/cgroup/cpu"), pct)?)
                 }
                 None => None,
             };
@@ -112,7 +112,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Profile { model, input_shape, runs } => {
             let model = Model::from_path(&model, &InputShapes::parse(&input_shape)?)?;
             let profile = tandem::profile::profile(&model, &random_inputs(&model, 0)?, 3, runs)?;
-            print!("{}", tandem::report::profile_table(model.graph(), &profile));
+            print!("{}", tandem_tools::report::profile_table(model.graph(), &profile));
             println!(
                 "{}",
                 serde_json::json!({"model": model.name(), "additivity_ratio": profile.additivity_ratio()})

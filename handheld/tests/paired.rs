@@ -15,7 +15,7 @@ use tandem::link::{TcpTransport, Transport};
 use tandem::protocol::{
     encode, model_digest, ErrorCode, FrameDecoder, Header, Message, TensorMeta, WireType, PROTOCOL_VERSION,
 };
-use tandem::testing::HandheldProcess;
+use tandem_tools::testing::HandheldProcess;
 use tandem::{Cut, InputShapes, Values};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tandem-handheld");

@@ -17,6 +17,7 @@ use anyhow::{anyhow, Context, Result};
 mod builder;
 pub mod layers;
 pub mod light;
+pub mod tiny;
 mod randomize;
 pub mod zoo;
 

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tandem_models::{
     cache_dir, ensure_light_models, mobilenet_variants, pruned_variants, randomize_constant_weights,
-    write_atomic, write_zoo, zoo_specs, DEFAULT_SEED,
+    write_atomic, write_zoo, zoo_specs, ZooSpec, DEFAULT_SEED,
 };
 
 /// Tandem's model zoo.
@@ -32,6 +32,9 @@ enum Cmd {
         /// channel-pruned MNIST, WaveNet and DeepEar.
         #[arg(long)]
         variants: bool,
+        /// Write only these models, by name (any zoo model or variant, e.g.
+        /// `mnist mobilenet_v1_1.0_128 wavenet_p50`); default: the whole zoo.
+        names: Vec<String>,
     },
     /// Downloads the onnx wheel, extracts the light models into <cache>/light and
     /// writes their inputs (skipped when already there).
@@ -59,9 +62,19 @@ enum Cmd {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Gen { out, seed, variants } => {
+        Cmd::Gen { out, seed, variants, names } => {
             let out = out.unwrap_or_else(|| cache_dir().join("zoo"));
-            let mut specs = zoo_specs();
+            let mut specs = if names.is_empty() { zoo_specs() } else { Vec::new() };
+            for name in &names {
+                let spec = ZooSpec::from_name(name).ok_or_else(|| {
+                    let known: Vec<String> =
+                        zoo_specs().iter().chain(&mobilenet_variants()).chain(&pruned_variants()).map(|s| s.name()).collect();
+                    anyhow::anyhow!("unknown zoo model '{name}'; known: {}", known.join(", "))
+                })?;
+                if !specs.contains(&spec) {
+                    specs.push(spec);
+                }
+            }
             if variants {
                 for v in mobilenet_variants().into_iter().chain(pruned_variants()) {
                     if !specs.contains(&v) {

@@ -1,7 +1,7 @@
 //! The ONNX light models (fetched by `ensure_models`) and their randomized
 //! copies.
 
-mod common;
+use crate::common;
 
 use anyhow::{ensure, Context, Result};
 use common::*;

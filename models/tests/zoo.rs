@@ -1,7 +1,7 @@
 //! Every generated model loads in tract, optimizes, runs, and passes the ONNX
 //! checker.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

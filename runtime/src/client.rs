@@ -29,17 +29,17 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::device::DeviceProfile;
-use crate::energy::{ClusterEnergy, EnergyModel, PowerModel};
+use tandem_plan::device::DeviceProfile;
+use tandem_plan::energy::{ClusterEnergy, EnergyModel, PowerModel};
 use crate::link::{Link, Transport};
-use crate::partition::{
+use tandem_plan::partition::{
     beats, evaluate, Conditions, Decision, EnergyWeights, Evaluation, HandheldStatus, LatencyHint,
     LinkEstimate, Method, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
-use crate::predict::ProfiledLatency;
-use crate::profiler::LinkProfiler;
-use crate::protocol::{encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES};
-use crate::session::{WearableAction, WearableSession};
+use tandem_plan::predict::ProfiledLatency;
+use tandem_proto::profiler::LinkProfiler;
+use tandem_proto::protocol::{encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES};
+use tandem_proto::session::{WearableAction, WearableSession};
 use crate::{Cut, Error, InputShapes, Model, Result, SplitExecutor, Tensor, Values};
 
 /// A model with the ONNX bytes it came from (their digest identifies it to
@@ -368,7 +368,7 @@ impl Session {
     /// If the handheld cannot be reached, frames run on the wearable until it can.
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
         let executor = SplitExecutor::new(model.model.clone());
-        let inputs = crate::check::random_inputs(&model.model, 1)?;
+        let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
         let host = ProfiledLatency::measure(&model.model, &inputs)?;
         let k = config.dilation.max(1.0);
         let wearable_latency = ProfiledLatency {
@@ -400,7 +400,7 @@ impl Session {
         }
         let mut profiler = LinkProfiler::new(config.link_default, Duration::from_secs(2));
         let battery = config.battery.map(|b| (b, false)).or_else(|| {
-            crate::device::battery_status(Path::new("/"))
+            crate::battery::battery_status(Path::new("/"))
                 .and_then(|b| b.capacity_pct.map(|c| (c / 100.0, b.status.as_deref() == Some("Charging"))))
         });
         if let Some((level, charging)) = battery {
@@ -497,7 +497,7 @@ impl Session {
                 known: g.inputs().iter().map(|&t| g.tensor(t).name.clone()).collect(),
             }
         })?;
-        crate::split::check_tensor(g, t, &tensor)?;
+        tandem_core::split::check_tensor(g, t, &tensor)?;
         self.fed.insert(name.into(), tensor.into());
         Ok(())
     }

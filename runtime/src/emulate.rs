@@ -98,8 +98,8 @@ impl LinkProfile {
 
     /// What the planner should assume of this link before measuring it:
     /// its nominal rates (bytes per second) and an RTT of twice the latency.
-    pub fn nominal_estimate(&self) -> crate::partition::LinkEstimate {
-        crate::partition::LinkEstimate {
+    pub fn nominal_estimate(&self) -> tandem_plan::partition::LinkEstimate {
+        tandem_plan::partition::LinkEstimate {
             up_bytes_per_s: self.up_bps / 8.0,
             down_bytes_per_s: self.down_bps / 8.0,
             rtt: self.latency * 2,

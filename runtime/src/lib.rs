@@ -6,21 +6,19 @@
 //! This crate is the library behind both processes.
 //!
 //! # Layout
-//! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
-//! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
-//! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
-//! - [`split`]: prefix and suffix plans per cut, cached.
-//! - [`check`]: split execution compared with the unsplit model.
-//! - [`profile`]: per-node timing and the additivity check.
-//! - [`device`]: device profiles (clusters, V(f), radio power, slowdown) and host detection.
-//! - [`predict`]: latency predictors (DeepWear-style DT+LR, EvoLP-style MLP + evolution).
-//! - [`energy`]: the cluster-aware energy model and pricing a cut.
-//! - [`calibrate`]: fitting the power model from measurements and battery traces.
-//! - [`partition`]: pricing layers, min-cut and exhaustive candidates, Algorithm 1.
-//! - [`protocol`], [`session`]: the wire format and both sides' protocol state machines (no I/O).
-//! - [`link`], [`emulate`]: TCP and in-memory links, and emulated Bluetooth / Wi-Fi.
-//! - [`profiler`]: bandwidth, RTT, the handheld's status and batteries, for the planner.
+//! This crate is the I/O shell around three crates without I/O, re-exported
+//! here so that an app needs one import:
+//! - [`tandem_core`] ([`model`], [`graph`], [`cut`], [`split`], [`check`], [`profile`]):
+//!   models, the layer DAG, cuts and exact split execution.
+//! - [`tandem_plan`] ([`device`], [`predict`], [`energy`], [`partition`], [`calibrate`]):
+//!   profiles, predictors, the energy model and the partitioner.
+//! - [`tandem_proto`] ([`protocol`], [`session`], [`profiler`]): the wire format, both
+//!   sides' state machines and the profiler, with time passed in.
+//!
+//! Its own modules do the I/O:
+//! - [`link`], [`emulate`], [`ble`]: TCP and in-memory links, emulated Bluetooth / Wi-Fi, BLE.
 //! - [`client`]: the wearable's [`Session`] (feed, run, fetch, stream); [`server`]: the handheld's.
+//! - [`battery`]: the fuel gauge from sysfs.
 //!
 //! # Example: a paired session
 //! The wearable's app feeds inputs, sets a latency hint, runs and fetches,
@@ -32,7 +30,7 @@
 //! use tandem::{Cut, InputShapes, ModelFile, Placement, Session, SessionConfig};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let model = ModelFile::from_bytes(tandem::testing::tiny_mlp_onnx(), &InputShapes::none())?;
+//! let model = ModelFile::from_bytes(tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none())?;
 //! let link = tandem::server::spawn_memory(tandem::server::ServerConfig::default())?;
 //! let mut config = SessionConfig::watch_and_phone()?;
 //! // Run the first layer on the wearable, the rest on the handheld.
@@ -56,58 +54,20 @@
 //! # Ok(())
 //! # }
 //! ```
-//!
-//! # Example: split execution by hand
-//! ```
-//! use tandem::{Cut, InputShapes, Model, SplitExecutor};
-//!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let bytes = tandem::testing::tiny_mlp_onnx();
-//! let model = Model::from_bytes(&bytes, &InputShapes::none())?;
-//! let graph = model.graph();
-//! // Run the first layer on the wearable and the rest on the handheld.
-//! let cut = Cut::new(graph, [0])?;
-//! let executor = SplitExecutor::new(model.clone());
-//! let plan = executor.plan(&cut)?;
-//! let inputs = tandem::check::random_inputs(&model, 7)?;
-//! let up = plan.run_prefix(graph, &inputs)?;       // on the wearable
-//! let outputs = plan.run_suffix(graph, &up)?;      // on the handheld
-//! let unsplit = tandem::split::full_plan(&model)?.run(graph, &inputs)?;
-//! let d = tandem::check::diff(&unsplit["y"], &outputs["y"])?;
-//! assert!(d.ok());
-//! # Ok(())
-//! # }
-//! ```
 
+pub mod battery;
 pub mod ble;
-pub mod calibrate;
-pub mod check;
 pub mod client;
-pub mod cut;
-pub mod device;
 pub mod emulate;
-pub mod energy;
-pub mod error;
-pub mod graph;
 pub mod link;
-pub mod model;
-pub mod oracle;
-pub mod partition;
-pub mod predict;
-pub mod profile;
-pub mod profiler;
-pub mod protocol;
-pub mod quota;
-pub mod report;
 pub mod server;
-pub mod session;
-pub mod split;
-pub mod testing;
+
+pub use tandem_core::{check, cut, error, graph, model, profile, split};
+pub use tandem_plan::{calibrate, device, energy, partition, predict};
+pub use tandem_proto::{profiler, protocol, session};
 
 pub use client::{ModelFile, Placement, Session, SessionConfig};
-pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, Cut};
-pub use error::{Error, Result};
-pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
-pub use model::{InputShapes, Model};
-pub use split::{SplitExecutor, SplitPlan, Values};
-pub use tract_onnx::prelude::{TValue, Tensor};
+pub use tandem_core::{
+    cuts_to_check, enumerate_cuts, sample_cuts, Cut, Error, InputShapes, LayerGraph, LayerKind, LayerNode, Model,
+    NodeId, Result, SplitExecutor, SplitPlan, TValue, Tensor, TensorId, Values,
+};

@@ -10,7 +10,7 @@
 //!   these (rate, delay, jitter, MTU packets).
 //!
 //! Framing is not the link's business: the receiver feeds whatever bytes
-//! arrive to a [`crate::protocol::FrameDecoder`].
+//! arrive to a [`tandem_proto::protocol::FrameDecoder`].
 
 use std::future::Future;
 use std::io;

@@ -22,11 +22,11 @@ use tracing::{debug, info, warn};
 
 use crate::emulate::{self, LinkControl, LinkProfile, Role};
 use crate::link::{Acceptor, Link};
-use crate::predict::ProfiledLatency;
-use crate::protocol::{
+use tandem_plan::predict::ProfiledLatency;
+use tandem_proto::protocol::{
     encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
 };
-use crate::session::{Action, HandheldSession};
+use tandem_proto::session::{Action, HandheldSession};
 use crate::{Cut, InputShapes, Model, SplitExecutor, Values};
 
 /// How the handheld serves.
@@ -131,8 +131,8 @@ impl Shared {
         }
         let started = Instant::now();
         let model = Model::from_bytes(&bytes, &InputShapes::none()).map_err(|e| e.to_string())?;
-        let inputs = crate::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
-        let profile = crate::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
+        let inputs = tandem_core::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
+        let profile = tandem_core::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
         let p = ProfiledLatency::from_profile(&profile);
         let k = self.config.slowdown.max(1.0);
         let latency = LatencySummary {
@@ -327,7 +327,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     };
 
     let mut session = HandheldSession::new(shared.config.device.clone(), shared.status());
-    let mut decoder = crate::protocol::FrameDecoder::new(shared.config.max_frame);
+    let mut decoder = tandem_proto::protocol::FrameDecoder::new(shared.config.max_frame);
     let mut loaded: Option<Arc<Loaded>> = None;
     let mut status_tick = tokio::time::interval(shared.config.status_interval);
     status_tick.tick().await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tandem::check::random_inputs;
 use tandem::device::DeviceProfile;
-use tandem::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
+use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
 use tandem::partition::{EnergyWeights, LatencyHint, Method, Mode};
 use tandem::predict::ProfiledLatency;
 use tandem::{enumerate_cuts, InputShapes, Model};

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tandem::device::{detect_host, DeviceProfile};
+use tandem::device::DeviceProfile;
+use tandem_tools::host::detect_host;
 
 /// The `device` subcommands.
 #[derive(clap::Subcommand)]

@@ -130,7 +130,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Bad input (a tandem::Error) exits 2; so does anything else.
-            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("error: {}", tandem_tools::cli::error_chain(e.as_ref()));
             ExitCode::from(2)
         }
     }
@@ -146,9 +146,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string(n)?);
                 }
             } else {
-                print!("{}", tandem::report::layer_table(g));
+                print!("{}", tandem_tools::report::layer_table(g));
             }
-            println!("{}: {}", model.name(), tandem::report::graph_summary(g));
+            println!("{}: {}", model.name(), tandem_tools::report::graph_summary(g));
             Ok(ExitCode::SUCCESS)
         }
         Command::SplitCheck { model, cuts, seed, input, expected } => {
@@ -185,7 +185,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let model = model.load()?;
             let inputs = random_inputs(&model, 0)?;
             let profile = tandem::profile::profile(&model, &inputs, warmup, runs)?;
-            print!("{}", tandem::report::profile_table(model.graph(), &profile));
+            print!("{}", tandem_tools::report::profile_table(model.graph(), &profile));
             println!(
                 "{}",
                 serde_json::json!({

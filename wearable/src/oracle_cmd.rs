@@ -1,6 +1,6 @@
 //! `tandem-wearable oracle`: the partitioner's choices against an oracle
 //! that measured every candidate cut, on an emulated pair (see
-//! `tandem::oracle`). Prints one line per case, a summary per method, then
+//! `tandem_tools::oracle`). Prints one line per case, a summary per method, then
 //! one JSON line.
 
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tandem::device::DeviceProfile;
-use tandem::oracle::{run_oracle, summarize, Measure, OracleCase, OracleGrid, PairSetup};
+use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleCase, OracleGrid, PairSetup};
 use tandem::partition::{EnergyWeights, Method, Mode};
 use tandem::predict::{LatencyModel, ProfiledLatency};
 use tandem::{InputShapes, Model};

@@ -11,7 +11,7 @@ use tandem::device::DeviceProfile;
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{TcpTransport, Transport};
 use tandem::partition::{LatencyHint, Method};
-use tandem::quota::CpuQuota;
+use tandem_tools::quota::CpuQuota;
 use tandem::InputShapes;
 
 /// Where frames run.

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{stderr, stdout, wearable};
 
 /// Every stdout line that is a JSON object.

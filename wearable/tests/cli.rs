@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{stderr, stdout, wearable};
 
 use tandem_models::ensure_models;
@@ -145,10 +145,10 @@ fn bad_input_gets_one_line_and_exit_2() {
     let empty = temp_file("empty.onnx", b"");
     assert_bad_input(&wearable(&["split-check", "--model", s(&empty)]), "empty");
 
-    let unsupported = temp_file("unsupported.onnx", &tandem::testing::unsupported_op_onnx());
+    let unsupported = temp_file("unsupported.onnx", &tandem_models::tiny::unsupported_op_onnx());
     assert_bad_input(&wearable(&["split-check", "--model", s(&unsupported)]), "FrobnicateV7");
 
-    let symbolic = temp_file("symbolic.onnx", &tandem::testing::symbolic_mlp_onnx());
+    let symbolic = temp_file("symbolic.onnx", &tandem_models::tiny::symbolic_mlp_onnx());
     assert_bad_input(&wearable(&["inspect", "--model", s(&symbolic)]), "--input-shape x=");
     let o = wearable(&["inspect", "--model", s(&symbolic), "--input-shape", "x=3,4"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 use common::{stderr, stdout, wearable};
 
 fn temp_dir() -> PathBuf {

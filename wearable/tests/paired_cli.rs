@@ -2,11 +2,11 @@
 //! process over TCP loopback: the JSON lines, the emulated link, and clear
 //! errors for bad arguments.
 
-mod common;
+use crate::common;
 use std::path::PathBuf;
 
 use common::{stderr, stdout, wearable};
-use tandem::testing::HandheldProcess;
+use tandem_tools::testing::HandheldProcess;
 use tandem_models::ensure_models;
 
 /// The handheld binary, built beside this one by `cargo test --workspace`.

@@ -2,7 +2,7 @@
 //! decision's JSON line, the latency hint's effect, every method, the node
 //! counts, the oracle's summary, and clear errors for bad arguments.
 
-mod common;
+use crate::common;
 use common::{stderr, stdout, wearable};
 use tandem_models::ensure_models;
 

@@ -1,0 +1,111 @@
+//! The runtime's error type: one variant per thing that can go wrong, each
+//! naming what was wrong and where.
+
+use std::path::PathBuf;
+
+/// Everything the runtime can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The model file could not be read.
+    #[error("cannot read model file {path}: {source}")]
+    Io {
+        /// The file that was asked for.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The bytes do not hold an ONNX model.
+    #[error("not an ONNX model{}: {reason}", origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default())]
+    NotOnnx {
+        /// Where the bytes came from, when known.
+        origin: Option<String>,
+        /// Why the bytes were rejected.
+        reason: String,
+    },
+    /// The model uses an operator that tract cannot run.
+    #[error("unsupported operator {op} (domain '{domain}') at node '{node}'")]
+    UnsupportedOp {
+        /// The ONNX node name.
+        node: String,
+        /// The ONNX op type.
+        op: String,
+        /// The op's domain ("" is the default ONNX domain).
+        domain: String,
+    },
+    /// A model input has a symbolic or unknown dimension and no override.
+    #[error(
+        "input '{input}' has shape {shape} with symbolic or unknown dimensions; \
+         give it a concrete shape, e.g. --input-shape {input}=1,3,224,224"
+    )]
+    SymbolicInput {
+        /// The input's name.
+        input: String,
+        /// The shape as declared in the model.
+        shape: String,
+    },
+    /// An input-shape override could not be parsed.
+    #[error("bad input shape '{spec}': {reason} (expected NAME=D1,D2,...)")]
+    BadInputShape {
+        /// The text given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An override or a fed tensor names an input the model does not have.
+    #[error("unknown input '{name}'; the model's inputs are: {}", known.join(", "))]
+    UnknownInput {
+        /// The name given.
+        name: String,
+        /// The model's actual input names.
+        known: Vec<String>,
+    },
+    /// A tensor name that is not in the model.
+    #[error("unknown tensor '{0}'")]
+    UnknownTensor(String),
+    /// A tensor's shape or type does not match what the plan expects.
+    #[error("tensor '{name}': expected {expected}, got {got}")]
+    TensorMismatch {
+        /// The tensor's name.
+        name: String,
+        /// Expected type and shape.
+        expected: String,
+        /// What was given.
+        got: String,
+    },
+    /// A set of nodes that is not a valid wearable prefix.
+    #[error("invalid cut: {0}")]
+    InvalidCut(String),
+    /// A tensor needed to run a half was not supplied.
+    #[error("missing tensor '{0}' needed by the plan")]
+    MissingTensor(String),
+    /// The model's shapes could not be fully inferred.
+    #[error("cannot infer the shape of tensor '{0}'; try --input-shape overrides")]
+    UnknownShape(String),
+    /// The paired session could not do what was asked.
+    #[error("session: {0}")]
+    Session(String),
+    /// tract failed while analysing, optimizing or running a model.
+    #[error("tract failed while {context}: {message}")]
+    Tract {
+        /// What the runtime was doing.
+        context: String,
+        /// tract's error chain, flattened.
+        message: String,
+    },
+}
+
+/// The runtime's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Wraps a tract error with what the runtime was doing at the time.
+pub trait TractContext<T> {
+    /// Maps a tract error into [`Error::Tract`].
+    fn tract(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> TractContext<T> for std::result::Result<T, tract_onnx::prelude::TractError> {
+    fn tract(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::Tract { context: context(), message: format!("{e:#}").replace('\n', " ") })
+    }
+}

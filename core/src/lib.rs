@@ -1,0 +1,48 @@
+//! Tandem's core: load an ONNX model with tract, see it as a layer DAG, cut
+//! it into a wearable prefix and a handheld suffix, and run the halves
+//! exactly as the unsplit model.
+//!
+//! # Layout
+//! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
+//! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
+//! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
+//! - [`split`]: prefix and suffix plans per cut, cached.
+//! - [`check`]: split execution compared with the unsplit model.
+//! - [`profile`]: per-node timing and the additivity check.
+//!
+//! # Example: split execution by hand
+//! ```
+//! use tandem_core::{Cut, InputShapes, Model, SplitExecutor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let bytes = tandem_models::tiny::tiny_mlp_onnx();
+//! let model = Model::from_bytes(&bytes, &InputShapes::none())?;
+//! let graph = model.graph();
+//! // Run the first layer on the wearable and the rest on the handheld.
+//! let cut = Cut::new(graph, [0])?;
+//! let executor = SplitExecutor::new(model.clone());
+//! let plan = executor.plan(&cut)?;
+//! let inputs = tandem_core::check::random_inputs(&model, 7)?;
+//! let up = plan.run_prefix(graph, &inputs)?;       // on the wearable
+//! let outputs = plan.run_suffix(graph, &up)?;      // on the handheld
+//! let unsplit = tandem_core::split::full_plan(&model)?.run(graph, &inputs)?;
+//! let d = tandem_core::check::diff(&unsplit["y"], &outputs["y"])?;
+//! assert!(d.ok());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod check;
+pub mod cut;
+pub mod error;
+pub mod graph;
+pub mod model;
+pub mod profile;
+pub mod split;
+
+pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, Cut};
+pub use error::{Error, Result};
+pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
+pub use model::{InputShapes, Model};
+pub use split::{SplitExecutor, SplitPlan, Values};
+pub use tract_onnx::prelude::{TValue, Tensor};

@@ -1,0 +1,176 @@
+//! Split execution on tiny hand-built models: exact cut enumeration,
+//! crossing tensors, caching, and the errors bad input gets.
+
+use proptest::prelude::*;
+use tandem_core::check::{check_cuts, random_inputs};
+use tandem_models::tiny as testing;
+use tandem_core::{enumerate_cuts, sample_cuts, Cut, Error, InputShapes, Model, SplitExecutor};
+
+fn load(bytes: &[u8]) -> Model {
+    Model::from_bytes(bytes, &InputShapes::none()).expect("model loads")
+}
+
+#[test]
+fn chain_has_n_plus_one_cuts_and_all_match() {
+    let model = load(&testing::tiny_mlp_onnx());
+    let g = model.graph();
+    assert_eq!(g.nodes().len(), 3);
+    assert!(g.is_chain());
+    let cuts = enumerate_cuts(g, 100).expect("few cuts");
+    assert_eq!(cuts.len(), 4);
+    let report = check_cuts(&model, &cuts, &random_inputs(&model, 1).expect("inputs")).expect("check");
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.cuts_checked, 4);
+    // Each non-trivial cut sends exactly one tensor: h ([1,8]) or a ([1,8]) or x.
+    let up: Vec<Vec<&str>> =
+        cuts.iter().map(|c| c.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect()).collect();
+    assert!(up.contains(&vec!["x"]), "{up:?}");
+    assert!(up.contains(&vec!["h"]), "{up:?}");
+    assert!(up.contains(&vec!["a"]), "{up:?}");
+}
+
+#[test]
+fn diamond_cuts_cross_both_branches_and_never_ship_constants() {
+    let model = load(&testing::tiny_diamond_onnx());
+    let g = model.graph();
+    // fc, left, right, shift, join; ConstantOfShape is a const node.
+    assert_eq!(g.nodes().len(), 5, "{:?}", g.nodes().iter().map(|n| &n.name).collect::<Vec<_>>());
+    assert_eq!(g.const_node_count(), 1);
+    assert!(!g.is_chain());
+    let cuts = enumerate_cuts(g, 1000).expect("few cuts");
+    // Ideals of fc → {left, right → shift} → join: {}, {fc}, {fc,l}, {fc,r}, {fc,l,r}, {fc,r,s}, {fc,l,r,s}, all.
+    assert_eq!(cuts.len(), 8);
+    for cut in &cuts {
+        for &t in cut.up_tensors() {
+            assert_ne!(g.tensor(t).name, "kval", "const tensors never cross");
+        }
+    }
+    let through_branches = cuts.iter().filter(|c| c.up_tensors().len() == 2).count();
+    assert!(through_branches >= 2, "some cuts cross both branches");
+    let report = check_cuts(&model, &cuts, &random_inputs(&model, 2).expect("inputs")).expect("check");
+    assert!(report.ok, "{report:?}");
+}
+
+#[test]
+fn a_wrongly_wired_value_is_caught() {
+    // Feed the suffix a different tensor than the prefix computed: the check
+    // must see the difference in the crossing tensor and the output.
+    let model = load(&testing::tiny_mlp_onnx());
+    let g = model.graph();
+    let cut = Cut::new(g, [0]).expect("valid cut");
+    let exec = SplitExecutor::new(model.clone());
+    let plan = exec.plan(&cut).expect("plan");
+    let inputs = random_inputs(&model, 3).expect("inputs");
+    let other = random_inputs(&model, 4).expect("inputs");
+    let good = plan.run(g, &inputs).expect("run");
+    let wrong_up = plan.run_prefix(g, &other).expect("prefix");
+    let wrong = plan.run_suffix(g, &wrong_up).expect("suffix");
+    let d = tandem_core::check::diff(&good["y"], &wrong["y"]).expect("diff");
+    assert!(!d.ok(), "different crossing values must give different outputs: {d:?}");
+}
+
+#[test]
+fn invalid_cuts_are_refused_with_names() {
+    let model = load(&testing::tiny_mlp_onnx());
+    let err = Cut::new(model.graph(), [1]).expect_err("relu without fc1");
+    assert!(matches!(err, Error::InvalidCut(_)));
+    assert!(err.to_string().contains("fc1"), "{err}");
+    assert!(Cut::new(model.graph(), [7]).is_err());
+}
+
+#[test]
+fn plans_are_cached_per_cut() {
+    let model = load(&testing::tiny_diamond_onnx());
+    let exec = SplitExecutor::new(model.clone());
+    let cut = Cut::new(model.graph(), [0, 1]).expect("valid");
+    assert!(!exec.is_cached(&cut));
+    let a = exec.plan(&cut).expect("plan");
+    assert!(exec.is_cached(&cut));
+    let b = exec.plan(&cut).expect("plan");
+    assert!(std::sync::Arc::ptr_eq(&a, &b), "the second lookup reuses the plans");
+    assert_eq!(exec.cached(), 1);
+}
+
+#[test]
+fn unsupported_op_is_named() {
+    let err =
+        Model::from_bytes(&testing::unsupported_op_onnx(), &InputShapes::none()).expect_err("unsupported");
+    assert!(matches!(err, Error::UnsupportedOp { .. }), "{err}");
+    assert!(err.to_string().contains("FrobnicateV7") && err.to_string().contains("weird"), "{err}");
+}
+
+#[test]
+fn symbolic_inputs_need_overrides() {
+    let bytes = testing::symbolic_mlp_onnx();
+    let err = Model::from_bytes(&bytes, &InputShapes::none()).expect_err("symbolic");
+    assert!(matches!(err, Error::SymbolicInput { .. }), "{err}");
+    assert!(err.to_string().contains("--input-shape x="), "{err}");
+    let shapes = InputShapes::parse(&["x=5,4"]).expect("spec");
+    let model = Model::from_bytes(&bytes, &shapes).expect("override makes it concrete");
+    let y = model.graph().tensor_by_name("y").expect("y");
+    assert_eq!(y.shape, vec![5, 8]);
+    let err =
+        Model::from_bytes(&bytes, &InputShapes::parse(&["nope=1,4"]).expect("spec")).expect_err("unknown");
+    assert!(matches!(err, Error::UnknownInput { .. }), "{err}");
+}
+
+#[test]
+fn fed_tensors_are_checked() {
+    let model = load(&testing::tiny_mlp_onnx());
+    let g = model.graph();
+    let plan = SplitExecutor::new(model.clone()).plan(&Cut::new(g, [0]).expect("cut")).expect("plan");
+    let mut inputs = random_inputs(&model, 1).expect("inputs");
+    inputs.insert("x".into(), tandem_core::Tensor::zero::<f32>(&[2, 4]).expect("tensor").into());
+    let err = plan.run_prefix(g, &inputs).expect_err("wrong shape");
+    assert!(matches!(err, Error::TensorMismatch { .. }), "{err}");
+    let err = plan.run_prefix(g, &Default::default()).expect_err("missing");
+    assert!(matches!(err, Error::MissingTensor(_)), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_sampled_cut_of_a_random_dag_reproduces_the_unsplit_run(
+        ops in proptest::collection::vec((0u8..4, 0usize..64, 0usize..64), 2..12),
+        seed in 0u64..1000,
+    ) {
+        let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
+        let g = model.graph();
+        let mut cuts = sample_cuts(g, 6, seed);
+        cuts.push(Cut::wearable_only(g));
+        cuts.push(Cut::handheld_only(g));
+        for cut in &cuts {
+            for &n in &cut.prefix_nodes() {
+                for &p in g.preds(n) {
+                    prop_assert!(cut.on_wearable(p), "sampled cut is not predecessor-closed");
+                }
+            }
+        }
+        let report = check_cuts(&model, &cuts, &random_inputs(&model, seed).expect("inputs")).expect("check");
+        prop_assert!(report.ok, "{:?}", report);
+    }
+}
+
+/// Found by the property test: on this DAG (one Relu applied to the same
+/// tensor by several nodes, each an output) tract 0.23.9's optimizer leaves a
+/// placeholder op that fails when run. The runtime must detect it and fall
+/// back, so that the unsplit model and every cut still run.
+#[test]
+fn a_dag_that_trips_tracts_optimizer_still_runs() {
+    let ops = [
+        (0u8, 0usize, 0usize),
+        (0, 1, 0),
+        (0, 16, 0),
+        (0, 11, 0),
+        (0, 3, 0),
+        (0, 55, 0),
+        (0, 24, 0),
+        (1, 1, 35),
+    ];
+    let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
+    let cuts = enumerate_cuts(model.graph(), 10_000).expect("a small DAG");
+    let report = check_cuts(&model, &cuts, &random_inputs(&model, 587).expect("inputs")).expect("check");
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.cuts_checked, cuts.len());
+}

@@ -1,0 +1,194 @@
+//! Tiny hand-built ONNX models for doc tests, unit tests and error cases.
+
+use prost::Message;
+use tract_onnx::pb;
+
+/// A small ONNX graph builder.
+#[derive(Debug, Default)]
+pub struct GraphBuilder {
+    graph: pb::GraphProto,
+    seed: u32,
+}
+
+impl GraphBuilder {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares a float input with `dims`; a negative dim becomes symbolic `N`.
+    pub fn input(&mut self, name: &str, dims: &[i64]) -> &mut Self {
+        self.graph.input.push(value_info(name, 1, dims));
+        self
+    }
+
+    /// Declares a float output.
+    pub fn output(&mut self, name: &str, dims: &[i64]) -> &mut Self {
+        self.graph.output.push(value_info(name, 1, dims));
+        self
+    }
+
+    /// Adds a float initializer filled with a deterministic pattern.
+    pub fn weight(&mut self, name: &str, dims: &[i64]) -> &mut Self {
+        let n: i64 = dims.iter().product();
+        let data: Vec<f32> = (0..n)
+            .map(|i| {
+                self.seed = self.seed.wrapping_mul(1_103_515_245).wrapping_add(12_345 + i as u32);
+                ((self.seed >> 16) % 200) as f32 / 100.0 - 1.0
+            })
+            .collect();
+        self.graph.initializer.push(pb::TensorProto {
+            name: name.into(),
+            dims: dims.to_vec(),
+            data_type: 1,
+            float_data: data,
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Adds an int64 initializer.
+    pub fn ints(&mut self, name: &str, values: &[i64]) -> &mut Self {
+        self.graph.initializer.push(pb::TensorProto {
+            name: name.into(),
+            dims: vec![values.len() as i64],
+            data_type: 7,
+            int64_data: values.to_vec(),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Adds a node.
+    pub fn node(&mut self, op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> &mut Self {
+        self.graph.node.push(pb::NodeProto {
+            op_type: op.into(),
+            name: name.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Encodes the model (opset 14).
+    pub fn build(&self) -> Vec<u8> {
+        pb::ModelProto {
+            ir_version: 7,
+            opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: 14 }],
+            producer_name: "tandem-testing".into(),
+            graph: Some(pb::GraphProto { name: "test".into(), ..self.graph.clone() }),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+}
+
+fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{dimension::Value, Dimension};
+    let dim = dims
+        .iter()
+        .map(|&d| Dimension {
+            value: Some(if d < 0 { Value::DimParam("N".into()) } else { Value::DimValue(d) }),
+            ..Default::default()
+        })
+        .collect();
+    pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type,
+                shape: Some(pb::TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// x[1,4] → MatMul → Relu → MatMul → y[1,3]: a three-layer chain.
+pub fn tiny_mlp_onnx() -> Vec<u8> {
+    GraphBuilder::new()
+        .input("x", &[1, 4])
+        .weight("w1", &[4, 8])
+        .weight("w2", &[8, 3])
+        .node("MatMul", "fc1", &["x", "w1"], &["h"])
+        .node("Relu", "relu1", &["h"], &["a"])
+        .node("MatMul", "fc2", &["a", "w2"], &["y"])
+        .output("y", &[1, 3])
+        .build()
+}
+
+/// A diamond with a const subgraph: `b = x·w`, then two branches
+/// (`Relu(b)`, `Sigmoid(b) + k` where `k = ConstantOfShape`), joined by Add.
+pub fn tiny_diamond_onnx() -> Vec<u8> {
+    let mut g = GraphBuilder::new();
+    g.input("x", &[1, 6])
+        .weight("w", &[6, 6])
+        .ints("kshape", &[1, 6])
+        .node("MatMul", "fc", &["x", "w"], &["b"])
+        .node("ConstantOfShape", "k", &["kshape"], &["kval"])
+        .node("Relu", "left", &["b"], &["l"])
+        .node("Sigmoid", "right", &["b"], &["r0"])
+        .node("Add", "shift", &["r0", "kval"], &["r"])
+        .node("Add", "join", &["l", "r"], &["y"])
+        .output("y", &[1, 6]);
+    g.build()
+}
+
+/// A model using an op tract does not know.
+pub fn unsupported_op_onnx() -> Vec<u8> {
+    GraphBuilder::new()
+        .input("x", &[1, 4])
+        .node("Relu", "ok", &["x"], &["a"])
+        .node("FrobnicateV7", "weird", &["a"], &["y"])
+        .output("y", &[1, 4])
+        .build()
+}
+
+/// The MLP with a symbolic batch dimension.
+pub fn symbolic_mlp_onnx() -> Vec<u8> {
+    GraphBuilder::new()
+        .input("x", &[-1, 4])
+        .weight("w1", &[4, 8])
+        .node("MatMul", "fc1", &["x", "w1"], &["h"])
+        .node("Relu", "relu1", &["h"], &["y"])
+        .output("y", &[-1, 8])
+        .build()
+}
+
+/// A random element-wise DAG for property tests: a MatMul on input `x`, then
+/// one node per `(op, a, b)`: Relu, Sigmoid, Add or Mul (by `op % 4`) of the
+/// outputs of earlier nodes `a` and `b` (modulo the count so far). Every
+/// tensor no node reads becomes a model output.
+pub fn random_dag_onnx(ops: &[(u8, usize, usize)]) -> Vec<u8> {
+    let mut g = GraphBuilder::new();
+    g.input("x", &[1, 8]).weight("w", &[8, 8]);
+    g.node("MatMul", "n0", &["x", "w"], &["t0"]);
+    let mut used = vec![false; ops.len() + 1];
+    for (i, &(op, a, b)) in ops.iter().enumerate() {
+        let (a, b) = (a % (i + 1), b % (i + 1));
+        let (ta, tb, out) = (format!("t{a}"), format!("t{b}"), format!("t{}", i + 1));
+        used[a] = true;
+        match op % 4 {
+            0 => g.node("Relu", &format!("n{}", i + 1), &[&ta], &[&out]),
+            1 => g.node("Sigmoid", &format!("n{}", i + 1), &[&ta], &[&out]),
+            2 => {
+                used[b] = true;
+                g.node("Add", &format!("n{}", i + 1), &[&ta, &tb], &[&out])
+            }
+            _ => {
+                used[b] = true;
+                g.node("Mul", &format!("n{}", i + 1), &[&ta, &tb], &[&out])
+            }
+        };
+    }
+    // Every dangling tensor becomes an output, so no layer is dead.
+    for (i, &u) in used.iter().enumerate() {
+        if !u || i == ops.len() {
+            g.output(&format!("t{i}"), &[1, 8]);
+        }
+    }
+    g.build()
+}
+

@@ -1,0 +1,15 @@
+//! Tandem's planning: what each side costs and where to cut. No I/O beyond
+//! reading profile and dataset files, no clocks.
+//!
+//! # Layout
+//! - [`device`]: device profiles (clusters, V(f), radio power, slowdown) and their file formats.
+//! - [`predict`]: latency predictors (DeepWear-style DT+LR, EvoLP-style MLP + evolution).
+//! - [`energy`]: the cluster-aware energy model and pricing a cut.
+//! - [`partition`]: pricing layers, min-cut, the stream search, Algorithm 1 and the `Planner`.
+//! - [`calibrate`]: fitting the power model from measurements and battery traces.
+
+pub mod calibrate;
+pub mod device;
+pub mod energy;
+pub mod partition;
+pub mod predict;

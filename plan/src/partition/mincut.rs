@@ -1,0 +1,295 @@
+//! The exact partitioner for sum-of-costs objectives (the DADS
+//! construction): the best prefix is an s–t minimum cut.
+//!
+//! Source side = wearable, sink side = handheld. For every layer v:
+//! `s → v` costs v's handheld price (cut when v runs on the handheld),
+//! `v → t` its wearable price (cut when v runs on the wearable), and
+//! `v → u` is infinite for each predecessor u, so a prefix stays closed under
+//! predecessors. A tensor is sent once however many layers read it: an
+//! auxiliary node x per tensor gets `producer → x` with the tensor's
+//! transfer price and `x → consumer` infinite, so x must sit on the handheld
+//! side as soon as one consumer does, and the price is paid once. Model
+//! inputs hang off s the same way; model outputs computed on the handheld pay
+//! their way back on `s → producer`.
+
+use super::{NodePrices, Objective};
+use tandem_core::graph::{LayerGraph, Producer};
+
+/// Capacity of the edges that must never be cut.
+const INF: u64 = u64::MAX / 4;
+/// Finite prices are scaled so the largest becomes this: integer capacities
+/// keep Dinic's algorithm free of float-rounding micro-augmentations, and 2^40
+/// levels keep the rounding error below 1e-12 of the largest price.
+const SCALE_TOP: f64 = (1u64 << 40) as f64;
+
+/// A max-flow network with integer capacities (Dinic's algorithm).
+struct Network {
+    /// Per edge: (to, capacity left); edge `e ^ 1` is its reverse.
+    edges: Vec<(usize, u64)>,
+    adjacency: Vec<Vec<usize>>,
+}
+
+impl Network {
+    fn new(nodes: usize) -> Network {
+        Network { edges: vec![], adjacency: vec![vec![]; nodes] }
+    }
+
+    fn add(&mut self, from: usize, to: usize, capacity: u64) {
+        if capacity == 0 || from == to {
+            return;
+        }
+        self.adjacency[from].push(self.edges.len());
+        self.edges.push((to, capacity));
+        self.adjacency[to].push(self.edges.len());
+        self.edges.push((from, 0));
+    }
+
+    fn levels(&self, s: usize, level: &mut [i64]) {
+        level.iter_mut().for_each(|l| *l = -1);
+        level[s] = 0;
+        let mut queue = std::collections::VecDeque::from([s]);
+        while let Some(v) = queue.pop_front() {
+            for &e in &self.adjacency[v] {
+                let (to, cap) = self.edges[e];
+                if cap > 0 && level[to] < 0 {
+                    level[to] = level[v] + 1;
+                    queue.push_back(to);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, v: usize, t: usize, limit: u64, level: &[i64], next: &mut [usize]) -> u64 {
+        if v == t {
+            return limit;
+        }
+        while next[v] < self.adjacency[v].len() {
+            let e = self.adjacency[v][next[v]];
+            let (to, cap) = self.edges[e];
+            if cap > 0 && level[to] == level[v] + 1 {
+                let pushed = self.push(to, t, limit.min(cap), level, next);
+                if pushed > 0 {
+                    self.edges[e].1 -= pushed;
+                    self.edges[e ^ 1].1 += pushed;
+                    return pushed;
+                }
+            }
+            next[v] += 1;
+        }
+        0
+    }
+
+    /// Runs max flow; returns the nodes on the source side of a minimum cut.
+    fn source_side(&mut self, s: usize, t: usize) -> Vec<bool> {
+        let mut level = vec![-1; self.adjacency.len()];
+        let mut next = vec![0; self.adjacency.len()];
+        loop {
+            self.levels(s, &mut level);
+            if level[t] < 0 {
+                return level.iter().map(|&l| l >= 0).collect();
+            }
+            next.iter_mut().for_each(|n| *n = 0);
+            while self.push(s, t, INF, &level, &mut next) > 0 {}
+        }
+    }
+}
+
+/// The prefix minimizing `objective`'s sum of per-layer and per-tensor
+/// prices (fixed per-run and RTT terms excluded: the caller compares the
+/// result with the trivial cuts under the full formula).
+///
+/// The DAG is first split at its bottlenecks ([`windows`]): every prefix
+/// holds all layers before some bottleneck and none after the next, so one
+/// small min-cut per window, each with the layers outside it fixed, finds
+/// the same optimum as one min-cut of the whole DAG, in a fraction of the time.
+pub fn min_cut_prefix(graph: &LayerGraph, prices: &NodePrices, objective: Objective) -> Vec<bool> {
+    let n = graph.nodes().len();
+    let wins = windows(graph);
+    // The tensors each window's network needs: made or read inside it.
+    let mut window_of = vec![0; n];
+    for (i, w) in wins.iter().enumerate() {
+        window_of[w.clone()].iter_mut().for_each(|x| *x = i);
+    }
+    let mut touching: Vec<Vec<usize>> = vec![vec![]; wins.len()];
+    for (id, tensor) in graph.tensors().iter().enumerate() {
+        let mut ws: Vec<usize> = tensor.consumers.iter().map(|&c| window_of[c]).collect();
+        if let Producer::Node(u) = tensor.producer {
+            ws.push(window_of[u]);
+        }
+        ws.sort_unstable();
+        ws.dedup();
+        for w in ws {
+            touching[w].push(id);
+        }
+    }
+    let mut best: Option<(f64, Vec<bool>)> = None;
+    for (window, tensors) in wins.into_iter().zip(&touching) {
+        let mask = min_cut_window(graph, prices, objective, window, tensors);
+        let cost = sum_cost(graph, prices, &mask, objective);
+        if best.as_ref().is_none_or(|(b, _)| cost < *b) {
+            best = Some((cost, mask));
+        }
+    }
+    best.map(|(_, m)| m).unwrap_or_else(|| vec![false; n])
+}
+
+/// The sum objective of a prefix: per-layer prices plus each crossing
+/// tensor once (up) and each model output computed on the handheld (down).
+pub fn sum_cost(graph: &LayerGraph, prices: &NodePrices, mask: &[bool], objective: Objective) -> f64 {
+    let mut total = 0.0;
+    for (v, &inside) in mask.iter().enumerate() {
+        let (w, p) = prices.node(v, objective);
+        total += if inside { w } else { p };
+    }
+    for (id, tensor) in graph.tensors().iter().enumerate() {
+        let made_in = match tensor.producer {
+            Producer::Input(_) => true,
+            Producer::Node(u) => mask[u],
+            Producer::Const => false,
+        };
+        if made_in && tensor.consumers.iter().any(|&c| !mask[c]) {
+            total += prices.up(tensor.bytes, objective);
+        }
+        if let Producer::Node(u) = tensor.producer {
+            if !mask[u] && graph.outputs().contains(&id) {
+                total += prices.down(tensor.bytes, objective);
+            }
+        }
+    }
+    total
+}
+
+/// The DAG's windows: ranges of the node order (a topological order)
+/// between bottlenecks. A boundary is a bottleneck when exactly one layer
+/// before it feeds anything after it (a layer whose result is a model
+/// output, or unused, counts as feeding the end) and no model input is read
+/// after it. Every layer before a bottleneck is then an ancestor of that
+/// layer, so a prefix reaching past the bottleneck holds everything before it.
+pub fn windows(graph: &LayerGraph) -> Vec<std::ops::Range<usize>> {
+    let n = graph.nodes().len();
+    if n == 0 {
+        return vec![];
+    }
+    // last[v]: the last layer reading v's results (n for the model's end).
+    let last: Vec<usize> = graph
+        .nodes()
+        .iter()
+        .map(|node| {
+            let mut last = 0;
+            for &t in &node.outputs {
+                let tensor = graph.tensor(t);
+                if graph.outputs().contains(&t) {
+                    last = n;
+                }
+                last = last.max(tensor.consumers.iter().copied().max().unwrap_or(0));
+            }
+            last
+        })
+        .enumerate()
+        .map(|(v, l)| if l <= v { n } else { l })
+        .collect();
+    let input_last =
+        graph.inputs().iter().flat_map(|&t| graph.tensor(t).consumers.iter().copied()).max().unwrap_or(0);
+    // crossing[b]: layers before boundary b read at or after it.
+    let mut diff = vec![0i64; n + 2];
+    for (v, &l) in last.iter().enumerate() {
+        diff[v + 1] += 1;
+        diff[l.min(n) + 1] -= 1;
+    }
+    let mut bounds = vec![0];
+    let mut acc = 0;
+    for (b, d) in diff.iter().enumerate().take(n).skip(1) {
+        acc += d;
+        if acc == 1 && input_last < b {
+            bounds.push(b);
+        }
+    }
+    bounds.push(n);
+    bounds.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+/// The best prefix whose boundary lies in `window`: layers before it are
+/// on the wearable, layers after it on the handheld, and a min-cut decides
+/// the layers inside.
+fn min_cut_window(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    objective: Objective,
+    window: std::ops::Range<usize>,
+    tensors: &[usize],
+) -> Vec<bool> {
+    let n = graph.nodes().len();
+    let (a, b) = (window.start, window.end);
+    let inside = |v: usize| (a..b).contains(&v);
+    let m = b - a;
+    let (s, t) = (m + tensors.len(), m + tensors.len() + 1);
+    let mut net = Network::new(m + tensors.len() + 2);
+    let mut top: f64 = 0.0;
+    for v in a..b {
+        let (w, p) = prices.node(v, objective);
+        top = top.max(w).max(p);
+    }
+    for &id in tensors {
+        let bytes = graph.tensor(id).bytes;
+        top = top.max(prices.up(bytes, objective)).max(prices.down(bytes, objective));
+    }
+    let scale = if top > 0.0 && top.is_finite() { SCALE_TOP / top } else { 1.0 };
+    let cap = |price: f64| -> u64 {
+        if !price.is_finite() {
+            INF
+        } else {
+            (price.max(0.0) * scale).round() as u64
+        }
+    };
+    for v in a..b {
+        let (w, p) = prices.node(v, objective);
+        net.add(s, v - a, cap(p));
+        net.add(v - a, t, cap(w));
+        for &u in graph.preds(v) {
+            if inside(u) {
+                net.add(v - a, u - a, INF);
+            }
+        }
+    }
+    for (local, &id) in tensors.iter().enumerate() {
+        let tensor = graph.tensor(id);
+        let x = m + local;
+        let up = cap(prices.up(tensor.bytes, objective));
+        let read_inside: Vec<usize> = tensor.consumers.iter().copied().filter(|&c| inside(c)).collect();
+        let read_after = tensor.consumers.iter().any(|&c| c >= b);
+        match tensor.producer {
+            // Made on the wearable for sure: paid when a reader inside is on
+            // the handheld (a reader after the window makes it a constant).
+            Producer::Input(_) => {
+                if !read_after {
+                    net.add(s, x, up);
+                }
+            }
+            Producer::Node(u) if u < a => {
+                if !read_after {
+                    net.add(s, x, up);
+                }
+            }
+            Producer::Node(u) if inside(u) => {
+                if read_after {
+                    // Paid exactly when its producer is on the wearable.
+                    net.add(u - a, t, up);
+                } else {
+                    net.add(u - a, x, up);
+                }
+                if graph.outputs().contains(&id) {
+                    net.add(s, u - a, cap(prices.down(tensor.bytes, objective)));
+                }
+            }
+            _ => continue,
+        }
+        for c in read_inside {
+            net.add(x, c - a, INF);
+        }
+    }
+    let side = net.source_side(s, t);
+    let mut mask = vec![false; n];
+    mask[..a].iter_mut().for_each(|x| *x = true);
+    mask[a..b].copy_from_slice(&side[..m]);
+    mask
+}

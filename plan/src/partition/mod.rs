@@ -1,0 +1,692 @@
+//! The partition decision (SPEC 4, 5): price every layer and tensor once,
+//! find candidate cuts, and choose among them with DeepWear's Algorithm 1.
+//! No I/O, no clocks: a decision on a thousand-layer DAG takes milliseconds.
+//!
+//! Candidates come from one of three methods ([`Method`]):
+//! - [`Method::Heuristic`], DeepWear's: the cuts of the simplified DAG
+//!   ([`simplify`]: light layers pruned, repeated blocks bundled);
+//! - [`Method::MinCut`], exact: s–t minimum cuts for the sum objectives, a
+//!   Lagrangian search for the latency hint, and for streams a branch and
+//!   bound over every cut ([`stream`]);
+//! - [`Method::Exhaustive`]: every cut of the DAG (small DAGs only).
+//!
+//! [`Planner`] re-decides as conditions change, with hysteresis.
+
+pub mod mincut;
+pub mod simplify;
+pub mod stream;
+
+pub use simplify::{Simplified, SimplifyStats};
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::energy::EnergyModel;
+use crate::predict::LatencyModel;
+use tandem_core::{enumerate_cuts, Cut, Error, LayerGraph, Result};
+
+/// One device's cost source: its latency predictor and energy model.
+#[derive(Clone, Copy)]
+pub struct Side<'a> {
+    /// Predicted busy time of any set of layers on this device.
+    pub latency: &'a dyn LatencyModel,
+    /// Joules of compute, transmit and receive time on this device.
+    pub energy: &'a dyn EnergyModel,
+}
+
+/// What the profiler knows of the link.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LinkEstimate {
+    /// Wearable → handheld rate, bytes per second.
+    pub up_bytes_per_s: f64,
+    /// Handheld → wearable rate, bytes per second.
+    pub down_bytes_per_s: f64,
+    /// Round-trip time, paid once by any partition that offloads.
+    pub rtt: Duration,
+}
+
+/// The handheld's reported status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct HandheldStatus {
+    /// CPU load in [0, 1]: the suffix runs at (1 − load) of the CPU
+    /// (processor sharing), capped at 95% load.
+    pub load: f64,
+}
+
+impl HandheldStatus {
+    /// How much longer the suffix takes under this load: 1 / (1 − load).
+    pub fn dilation(&self) -> f64 {
+        1.0 / (1.0 - self.load.clamp(0.0, 0.95))
+    }
+}
+
+/// Weights of each side's energy (SPEC 2: Ww, Wp).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EnergyWeights {
+    /// Ww: the wearable's energy weight.
+    pub wearable: f64,
+    /// Wp: the handheld's energy weight.
+    pub handheld: f64,
+}
+
+impl Default for EnergyWeights {
+    /// Both batteries count the same.
+    fn default() -> Self {
+        EnergyWeights { wearable: 0.5, handheld: 0.5 }
+    }
+}
+
+/// The app's latency hint PropT.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum LatencyHint {
+    /// PropT = 0: the fastest partition.
+    Fastest,
+    /// The least energy among partitions at most this slow, else the fastest.
+    Within(Duration),
+    /// PropT = ∞: the least energy.
+    EnergyFirst,
+}
+
+/// Single inferences, or a pipelined stream (cost per frame = slowest stage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    /// One inference at a time: T is the sum of the stages.
+    Single,
+    /// Pipelined frames: T is max(T_w, T_link, T_p).
+    Stream,
+}
+
+/// How candidates are found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// DeepWear's representative cuts: every cut of the simplified DAG.
+    Heuristic,
+    /// s–t minimum cuts of the sum objectives, a Lagrangian sweep for the
+    /// latency hint, and branch and bound for streams.
+    MinCut,
+    /// Every cut of the DAG (refused above a limit).
+    Exhaustive,
+}
+
+/// Per-layer and per-byte prices of one decision, computed once.
+#[derive(Clone, Debug)]
+pub struct NodePrices {
+    /// Wearable busy seconds per layer.
+    pub t_wearable: Vec<f64>,
+    /// Handheld busy seconds per layer, load included.
+    pub t_handheld: Vec<f64>,
+    /// Fixed seconds of one run on each side, paid by a non-empty part.
+    pub overhead_s: (f64, f64),
+    /// Wearable and handheld compute power (W).
+    pub compute_w: (f64, f64),
+    /// Wearable P_T, P_R (W).
+    pub radio_wearable_w: (f64, f64),
+    /// Handheld P_T, P_R (W).
+    pub radio_handheld_w: (f64, f64),
+    /// Seconds per byte up and down.
+    pub s_per_byte: (f64, f64),
+    /// Energy weights.
+    pub weights: EnergyWeights,
+}
+
+/// A sum-of-costs objective the min-cut can optimize.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Objective {
+    /// Seconds.
+    Latency,
+    /// Weighted joules.
+    Energy,
+    /// Weighted joules + λ · seconds.
+    Lagrangian(f64),
+}
+
+impl NodePrices {
+    /// Prices the graph's layers with both sides' predictors.
+    pub fn new(
+        graph: &LayerGraph,
+        wearable: Side,
+        handheld: Side,
+        link: &LinkEstimate,
+        status: &HandheldStatus,
+        weights: EnergyWeights,
+    ) -> NodePrices {
+        let w = wearable.latency.node_costs(graph);
+        let h = handheld.latency.node_costs(graph);
+        let k = status.dilation();
+        let rate = |r: f64| if r > 0.0 { 1.0 / r } else { f64::INFINITY };
+        NodePrices {
+            t_wearable: w.per_node_s.iter().map(|s| s.max(0.0)).collect(),
+            t_handheld: h.per_node_s.iter().map(|s| s.max(0.0) * k).collect(),
+            overhead_s: (w.overhead_s.max(0.0), h.overhead_s.max(0.0) * k),
+            compute_w: (wearable.energy.compute_power_w(), handheld.energy.compute_power_w()),
+            radio_wearable_w: (wearable.energy.transmit_power_w(), wearable.energy.receive_power_w()),
+            radio_handheld_w: (handheld.energy.transmit_power_w(), handheld.energy.receive_power_w()),
+            s_per_byte: (rate(link.up_bytes_per_s), rate(link.down_bytes_per_s)),
+            weights,
+        }
+    }
+
+    /// (price if on the wearable, price if on the handheld) of layer `v`.
+    pub fn node(&self, v: usize, objective: Objective) -> (f64, f64) {
+        let (tw, tp) = (self.t_wearable[v], self.t_handheld[v]);
+        let (ew, ep) =
+            (self.weights.wearable * self.compute_w.0 * tw, self.weights.handheld * self.compute_w.1 * tp);
+        match objective {
+            Objective::Latency => (tw, tp),
+            Objective::Energy => (ew, ep),
+            Objective::Lagrangian(l) => (ew + l * tw, ep + l * tp),
+        }
+    }
+
+    /// Price of sending `bytes` up (wearable transmits, handheld receives).
+    pub fn up(&self, bytes: u64, objective: Objective) -> f64 {
+        let t = bytes as f64 * self.s_per_byte.0;
+        let e = self.weights.wearable * self.radio_wearable_w.0 * t
+            + self.weights.handheld * self.radio_handheld_w.1 * t;
+        match objective {
+            Objective::Latency => t,
+            Objective::Energy => e,
+            Objective::Lagrangian(l) => e + l * t,
+        }
+    }
+
+    /// Price of sending `bytes` down (handheld transmits, wearable receives).
+    pub fn down(&self, bytes: u64, objective: Objective) -> f64 {
+        let t = bytes as f64 * self.s_per_byte.1;
+        let e = self.weights.wearable * self.radio_wearable_w.1 * t
+            + self.weights.handheld * self.radio_handheld_w.0 * t;
+        match objective {
+            Objective::Latency => t,
+            Objective::Energy => e,
+            Objective::Lagrangian(l) => e + l * t,
+        }
+    }
+}
+
+/// The predicted cost of one partition.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evaluation {
+    /// Wearable compute (s).
+    pub t_wearable: f64,
+    /// Uplink transfer (s).
+    pub t_up: f64,
+    /// Handheld compute, load included (s).
+    pub t_handheld: f64,
+    /// Downlink transfer (s).
+    pub t_down: f64,
+    /// RTT paid (s): 0 for wearable-only.
+    pub t_rtt: f64,
+    /// Single-inference latency: the sum of the stages (s).
+    pub latency_s: f64,
+    /// Per-frame time of a pipelined stream: the slowest stage (s).
+    pub stream_period_s: f64,
+    /// Weighted energy (J): Ww·(E_w + P_T·t_up + P_R·t_down) + Wp·(E_p + P_R·t_up + P_T·t_down).
+    pub energy_j: f64,
+}
+
+impl Evaluation {
+    /// The time the mode cares about: latency, or the stream's period.
+    pub fn time(&self, mode: Mode) -> f64 {
+        match mode {
+            Mode::Single => self.latency_s,
+            Mode::Stream => self.stream_period_s,
+        }
+    }
+}
+
+/// Prices a cut under the full formulas (fixed run costs and RTT included).
+pub fn evaluate(graph: &LayerGraph, prices: &NodePrices, cut: &Cut, rtt: Duration) -> Evaluation {
+    let n = graph.nodes().len();
+    let (mut tw, mut tp) = (0.0, 0.0);
+    let (mut any_w, mut any_p) = (false, false);
+    for v in 0..n {
+        if cut.on_wearable(v) {
+            tw += prices.t_wearable[v];
+            any_w = true;
+        } else {
+            tp += prices.t_handheld[v];
+            any_p = true;
+        }
+    }
+    if any_w {
+        tw += prices.overhead_s.0;
+    }
+    if any_p {
+        tp += prices.overhead_s.1;
+    }
+    evaluate_stages(prices, cut, tw, tp, rtt)
+}
+
+/// Prices a cut whose compute stages are already known (predicted or
+/// measured): `tw` on the wearable, `tp` on the handheld (load included).
+/// Link time and radio energy come from the cut's bytes and `prices`.
+pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Duration) -> Evaluation {
+    let t_up = prices.up(cut.up_bytes(), Objective::Latency);
+    let t_down = prices.down(cut.down_bytes(), Objective::Latency);
+    let offloads = !cut.is_wearable_only();
+    let t_rtt = if offloads { rtt.as_secs_f64() } else { 0.0 };
+    let energy_j = prices.weights.wearable * prices.compute_w.0 * tw
+        + prices.weights.handheld * prices.compute_w.1 * tp
+        + prices.up(cut.up_bytes(), Objective::Energy)
+        + prices.down(cut.down_bytes(), Objective::Energy);
+    Evaluation {
+        t_wearable: tw,
+        t_up,
+        t_handheld: tp,
+        t_down,
+        t_rtt,
+        latency_s: tw + t_up + t_rtt + tp + t_down,
+        // Pipelined, the link's stage is its transfer time; RTT adds latency, not period.
+        stream_period_s: tw.max(t_up + t_down).max(tp),
+        energy_j,
+    }
+}
+
+/// Everything one decision depends on.
+#[derive(Clone, Copy)]
+pub struct DecisionInput<'a> {
+    /// The model's layer DAG.
+    pub graph: &'a LayerGraph,
+    /// The wearable's predictors.
+    pub wearable: Side<'a>,
+    /// The handheld's predictors.
+    pub handheld: Side<'a>,
+    /// The link estimate.
+    pub link: LinkEstimate,
+    /// The handheld's status.
+    pub status: HandheldStatus,
+    /// Energy weights.
+    pub weights: EnergyWeights,
+    /// The latency hint.
+    pub hint: LatencyHint,
+    /// Single inference or stream.
+    pub mode: Mode,
+}
+
+/// The chosen partition and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision {
+    /// Names of the tensors sent up.
+    pub cut: Vec<String>,
+    /// Layers on the wearable.
+    pub prefix_nodes: usize,
+    /// The cut itself (not serialized).
+    #[serde(skip)]
+    pub chosen: Cut,
+    /// Its predicted cost.
+    pub evaluation: Evaluation,
+    /// How candidates were found.
+    pub method: Method,
+    /// Candidates compared.
+    pub candidates: usize,
+    /// Whether the cut is proven optimal over every cut of the DAG (under
+    /// the predicted costs): exhaustive search, a min-cut of the objective,
+    /// or a completed stream search. The heuristic and the Lagrangian
+    /// search for a latency hint are not.
+    pub optimal: bool,
+    /// Why this one.
+    pub reason: String,
+}
+
+/// Most cuts [`Method::Exhaustive`] enumerates.
+pub const EXHAUSTIVE_LIMIT: usize = 200_000;
+
+/// Algorithm 1 over evaluated candidates; returns the chosen index and why.
+pub fn choose(evaluations: &[Evaluation], hint: LatencyHint, mode: Mode) -> Option<(usize, String)> {
+    let by = |f: &dyn Fn(&Evaluation) -> f64, pool: &mut dyn Iterator<Item = usize>| {
+        pool.min_by(|&a, &b| f(&evaluations[a]).total_cmp(&f(&evaluations[b])))
+    };
+    let time = |e: &Evaluation| e.time(mode);
+    let energy = |e: &Evaluation| e.energy_j;
+    match hint {
+        LatencyHint::Fastest => {
+            by(&time, &mut (0..evaluations.len())).map(|i| (i, "PropT = 0: the fastest".into()))
+        }
+        LatencyHint::EnergyFirst => {
+            by(&energy, &mut (0..evaluations.len())).map(|i| (i, "PropT = inf: the least energy".into()))
+        }
+        LatencyHint::Within(d) => {
+            let limit = d.as_secs_f64();
+            let mut meeting = (0..evaluations.len()).filter(|&i| time(&evaluations[i]) <= limit);
+            match by(&energy, &mut meeting) {
+                Some(i) => Some((i, format!("the least energy within PropT = {:.1} ms", limit * 1e3))),
+                None => by(&time, &mut (0..evaluations.len()))
+                    .map(|i| (i, format!("no cut meets PropT = {:.1} ms: the fastest", limit * 1e3))),
+            }
+        }
+    }
+}
+
+/// Candidate prefixes from min-cuts: latency, energy, and a Lagrangian
+/// sweep of energy + λ·time (bisection on λ toward the latency hint), plus
+/// both trivial cuts.
+pub fn min_cut_candidates(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    hint: LatencyHint,
+    rtt: Duration,
+) -> Vec<Cut> {
+    // A min-cut's source side is predecessor-closed by construction (the
+    // infinite edges), so `from_mask` cannot refuse it.
+    let min_cut = |objective| Cut::from_mask(graph, mincut::min_cut_prefix(graph, prices, objective)).ok();
+    let mut cuts: Vec<Cut> = [Some(Cut::wearable_only(graph)), Some(Cut::handheld_only(graph))]
+        .into_iter()
+        .chain([min_cut(Objective::Latency), min_cut(Objective::Energy)])
+        .flatten()
+        .collect();
+    let meets = |cut: &Cut, d: Duration| evaluate(graph, prices, cut, rtt).latency_s <= d.as_secs_f64();
+    // The search is needed only when the least-energy cut is too slow and
+    // the fastest cut is fast enough; otherwise one of those two is the answer.
+    let search = match hint {
+        LatencyHint::Within(d) => {
+            !cuts.last().is_some_and(|c| meets(c, d)) && cuts.iter().any(|c| meets(c, d))
+        }
+        _ => false,
+    };
+    if let (true, LatencyHint::Within(d)) = (search, hint) {
+        // λ in J/s: bisection in log space for the smallest weight on time
+        // whose min-cut meets the hint; every visited cut is a candidate.
+        let (mut lo, mut hi) = (1e-9f64, 1e9f64);
+        for _ in 0..40 {
+            let mid = (lo * hi).sqrt();
+            let Some(cut) = min_cut(Objective::Lagrangian(mid)) else { break };
+            if meets(&cut, d) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+            cuts.push(cut);
+            if hi / lo < 1.01 {
+                break;
+            }
+        }
+    }
+    dedup_cuts(&mut cuts);
+    cuts
+}
+
+/// Sorts cuts by prefix and drops repeats.
+fn dedup_cuts(cuts: &mut Vec<Cut>) {
+    cuts.sort_by(|a, b| a.prefix_mask().cmp(b.prefix_mask()));
+    cuts.dedup_by(|a, b| a.prefix_mask() == b.prefix_mask());
+}
+
+/// Decides the partition for `input` with `method`.
+pub fn decide(input: &DecisionInput, method: Method) -> Result<Decision> {
+    decide_with(input, method, None)
+}
+
+/// [`decide`] with the model's simplified DAG computed once beforehand
+/// (it depends on the graph alone); `None` computes it when needed.
+pub fn decide_with(
+    input: &DecisionInput,
+    method: Method,
+    simplified: Option<&Simplified>,
+) -> Result<Decision> {
+    let graph = input.graph;
+    let prices =
+        NodePrices::new(graph, input.wearable, input.handheld, &input.link, &input.status, input.weights);
+    let own = std::cell::OnceCell::new();
+    let representative = || -> Result<Vec<Cut>> {
+        let simplified = simplified.unwrap_or_else(|| own.get_or_init(|| Simplified::new(graph)));
+        simplified.cuts(graph, EXHAUSTIVE_LIMIT).unwrap_or_else(|| {
+            Err(Error::InvalidCut(format!(
+                "the simplified DAG ({} virtual nodes) has more than {EXHAUSTIVE_LIMIT} cuts: use the min-cut method",
+                simplified.stats().after_bundling
+            )))
+        })
+    };
+    let rtt = input.link.rtt;
+    let mut optimal = false;
+    let mut note = String::new();
+    let cuts = match (method, input.mode) {
+        (Method::Exhaustive, _) => {
+            optimal = true;
+            enumerate_cuts(graph, EXHAUSTIVE_LIMIT).ok_or_else(|| {
+                Error::InvalidCut(format!("more than {EXHAUSTIVE_LIMIT} cuts: use the min-cut method"))
+            })?
+        }
+        (Method::Heuristic, _) => representative()?,
+        (Method::MinCut, Mode::Single) => {
+            // Latency and energy are sums: their min-cuts are exact.
+            optimal = !matches!(input.hint, LatencyHint::Within(_));
+            min_cut_candidates(graph, &prices, input.hint, rtt)
+        }
+        (Method::MinCut, Mode::Stream) => {
+            let mut cuts = min_cut_candidates(graph, &prices, input.hint, rtt);
+            if let Ok(more) = representative() {
+                cuts.extend(more);
+            }
+            let goal = match input.hint {
+                // Energy is a sum: its min-cut is already a candidate.
+                LatencyHint::EnergyFirst => None,
+                LatencyHint::Fastest => Some(stream::StreamGoal::Period),
+                LatencyHint::Within(d) => {
+                    // The least energy within PropT if some cut meets it, else the fastest.
+                    let fastest = stream::search(
+                        graph,
+                        &prices,
+                        stream::StreamGoal::Period,
+                        &cuts,
+                        stream::STREAM_BUDGET,
+                    );
+                    let meets = fastest
+                        .cut
+                        .as_ref()
+                        .is_some_and(|c| evaluate(graph, &prices, c, rtt).stream_period_s <= d.as_secs_f64());
+                    let proven = fastest.proven;
+                    cuts.extend(fastest.cut);
+                    if !meets && proven {
+                        optimal = true;
+                        note = "; stream search proved no cut meets PropT".into();
+                        None
+                    } else {
+                        Some(stream::StreamGoal::EnergyWithin(d.as_secs_f64()))
+                    }
+                }
+            };
+            match goal {
+                None => optimal |= input.hint == LatencyHint::EnergyFirst,
+                Some(goal) => {
+                    let found = stream::search(graph, &prices, goal, &cuts, stream::STREAM_BUDGET);
+                    optimal = found.proven;
+                    note = if found.proven {
+                        format!("; stream search proved it optimal ({} states)", found.states)
+                    } else {
+                        format!(
+                            "; stream search stopped after {} states: best found, not proven",
+                            found.states
+                        )
+                    };
+                    cuts.extend(found.cut);
+                }
+            }
+            dedup_cuts(&mut cuts);
+            cuts
+        }
+    };
+    let evaluations: Vec<Evaluation> = cuts.iter().map(|c| evaluate(graph, &prices, c, rtt)).collect();
+    let (i, reason) = choose(&evaluations, input.hint, input.mode)
+        .ok_or_else(|| Error::InvalidCut("the model has no candidate cut".into()))?;
+    let chosen = cuts[i].clone();
+    Ok(Decision {
+        cut: chosen.up_tensors().iter().map(|&t| graph.tensor(t).name.clone()).collect(),
+        prefix_nodes: chosen.prefix_len(),
+        evaluation: evaluations[i].clone(),
+        chosen,
+        method,
+        candidates: cuts.len(),
+        optimal,
+        reason: reason + &note,
+    })
+}
+
+/// The conditions a [`Planner`] decides under; each has a `handle_*` update.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Conditions {
+    /// The link estimate.
+    pub link: LinkEstimate,
+    /// The handheld's status.
+    pub status: HandheldStatus,
+    /// Energy weights.
+    pub weights: EnergyWeights,
+    /// The latency hint.
+    pub hint: LatencyHint,
+    /// Single inference or stream.
+    pub mode: Mode,
+}
+
+/// Settings of the [`Planner`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PlannerConfig {
+    /// A new cut must beat the current one's predicted cost by this fraction
+    /// (0.1 = 10%) before the planner switches: the hysteresis.
+    pub margin: f64,
+    /// Candidate search.
+    pub method: Method,
+}
+
+impl Default for PlannerConfig {
+    /// A 10% margin: link estimates jitter by about that much.
+    fn default() -> Self {
+        PlannerConfig { margin: 0.1, method: Method::MinCut }
+    }
+}
+
+/// Re-decides the partition as conditions change, switching only when the
+/// gain beats the margin. No I/O: feed it `handle_*`, call `poll_decision`.
+/// A planner serves one model: the simplified DAG is computed once.
+#[derive(Clone, Debug)]
+pub struct Planner {
+    config: PlannerConfig,
+    conditions: Conditions,
+    current: Option<Decision>,
+    dirty: bool,
+    simplified: Option<Simplified>,
+}
+
+impl Planner {
+    /// A planner with no decision yet.
+    pub fn new(config: PlannerConfig, conditions: Conditions) -> Planner {
+        Planner { config, conditions, current: None, dirty: true, simplified: None }
+    }
+
+    /// The conditions now.
+    pub fn conditions(&self) -> &Conditions {
+        &self.conditions
+    }
+
+    /// The decision in force.
+    pub fn current(&self) -> Option<&Decision> {
+        self.current.as_ref()
+    }
+
+    /// A new link estimate (bandwidth, RTT).
+    pub fn handle_link(&mut self, link: LinkEstimate) {
+        self.dirty |= self.conditions.link != link;
+        self.conditions.link = link;
+    }
+
+    /// A new handheld status (load).
+    pub fn handle_status(&mut self, status: HandheldStatus) {
+        self.dirty |= self.conditions.status != status;
+        self.conditions.status = status;
+    }
+
+    /// New energy weights (battery levels, charging).
+    pub fn handle_weights(&mut self, weights: EnergyWeights) {
+        self.dirty |= self.conditions.weights != weights;
+        self.conditions.weights = weights;
+    }
+
+    /// A new latency hint.
+    pub fn handle_hint(&mut self, hint: LatencyHint) {
+        self.dirty |= self.conditions.hint != hint;
+        self.conditions.hint = hint;
+    }
+
+    /// Single inference or stream.
+    pub fn handle_mode(&mut self, mode: Mode) {
+        self.dirty |= self.conditions.mode != mode;
+        self.conditions.mode = mode;
+    }
+
+    /// A predictor changed (for example it evolved): re-decide on next poll.
+    pub fn handle_predictor_update(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Re-decides if anything changed; returns the new decision when the
+    /// planner switches cuts (or makes its first decision), else `None`.
+    pub fn poll_decision(
+        &mut self,
+        graph: &LayerGraph,
+        wearable: Side,
+        handheld: Side,
+    ) -> Result<Option<Decision>> {
+        if !self.dirty {
+            return Ok(None);
+        }
+        self.dirty = false;
+        let c = self.conditions;
+        let input = DecisionInput {
+            graph,
+            wearable,
+            handheld,
+            link: c.link,
+            status: c.status,
+            weights: c.weights,
+            hint: c.hint,
+            mode: c.mode,
+        };
+        let layers = graph.nodes().len();
+        let simplified = match self.simplified.take() {
+            Some(s) if s.members().iter().map(Vec::len).sum::<usize>() == layers => s,
+            _ => Simplified::new(graph),
+        };
+        let best = decide_with(&input, self.config.method, Some(&simplified));
+        self.simplified = Some(simplified);
+        let best = best?;
+        let Some(current) = &self.current else {
+            self.current = Some(best.clone());
+            return Ok(Some(best));
+        };
+        if current.chosen.key() == best.chosen.key() {
+            // Same cut: keep it, with its price under the new conditions.
+            self.current = Some(best);
+            return Ok(None);
+        }
+        let prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
+        let now = evaluate(graph, &prices, &current.chosen, c.link.rtt);
+        if beats(&best.evaluation, &now, c.hint, c.mode, self.config.margin) {
+            self.current = Some(best.clone());
+            Ok(Some(best))
+        } else {
+            if let Some(cur) = &mut self.current {
+                cur.evaluation = now;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Whether `new` beats `old` by more than `margin` on the hint's objective.
+pub fn beats(new: &Evaluation, old: &Evaluation, hint: LatencyHint, mode: Mode, margin: f64) -> bool {
+    let keep = 1.0 - margin.clamp(0.0, 0.99);
+    match hint {
+        LatencyHint::Fastest => new.time(mode) < old.time(mode) * keep,
+        LatencyHint::EnergyFirst => new.energy_j < old.energy_j * keep,
+        LatencyHint::Within(d) => {
+            let d = d.as_secs_f64();
+            match (new.time(mode) <= d, old.time(mode) <= d) {
+                // Meeting PropT wins outright; among cuts meeting it, energy decides.
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => new.energy_j < old.energy_j * keep,
+                (false, false) => new.time(mode) < old.time(mode) * keep,
+            }
+        }
+    }
+}

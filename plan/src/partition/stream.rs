@@ -1,0 +1,333 @@
+//! The stream objective (SPEC 5): a pipelined frame costs the slowest stage,
+//! max(T_w, T_link, T_p), which no min-cut can minimize (it is not a sum).
+//! It is NP-hard in general: on a DAG whose layers are all independent,
+//! every subset is a cut, and balancing T_w against T_p is the partition
+//! problem. So the search here is exact branch and bound over the DAG's
+//! cuts, with a state budget:
+//!
+//! - layers are decided in topological order, each on the wearable (only if
+//!   all its predecessors are) or on the handheld;
+//! - a partial assignment is dropped when a lower bound on its best
+//!   completion cannot beat the incumbent: each stage's time so far (the
+//!   handheld's includes layers already forced onto it), the tensors already
+//!   known to cross, and half the least possible T_w + T_p;
+//! - the incumbent starts as the best of the cuts the caller already has
+//!   (DeepWear's representative cuts, the min-cut candidates);
+//! - the DAG is searched one window at a time ([`super::mincut::windows`]):
+//!   every cut holds all layers before some bottleneck and none after the
+//!   next, so the layers outside the window are fixed.
+//!
+//! Within the budget the answer is proven optimal; past it, the search
+//! returns the best cut it saw and says so.
+
+use super::{NodePrices, Objective};
+use tandem_core::graph::{LayerGraph, Producer};
+use tandem_core::Cut;
+
+/// What the search minimizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StreamGoal {
+    /// The per-frame period max(T_w, T_link, T_p).
+    Period,
+    /// Weighted energy among cuts whose period is at most this many seconds.
+    EnergyWithin(f64),
+}
+
+/// The search's answer.
+#[derive(Clone, Debug)]
+pub struct StreamSearch {
+    /// The best cut found; `None` when no cut meets the goal's bound.
+    pub cut: Option<Cut>,
+    /// Whether the whole space was searched (the cut is optimal).
+    pub proven: bool,
+    /// Partial assignments visited.
+    pub states: u64,
+}
+
+/// Default state budget: a few milliseconds of search.
+pub const STREAM_BUDGET: u64 = 200_000;
+
+struct Search<'a> {
+    graph: &'a LayerGraph,
+    /// The window searched: layers before it are on the wearable, layers
+    /// from `end` on are on the handheld.
+    end: usize,
+    /// Handheld seconds of the layers from `end` on.
+    tail_tp: f64,
+    /// Bytes of model outputs made from `end` on.
+    tail_down: u64,
+    /// Tensors made before `end` (or model inputs) read from `end` on.
+    tail_tensors: Vec<usize>,
+    prices: &'a NodePrices,
+    goal: StreamGoal,
+    budget: u64,
+    states: u64,
+    /// Σ over layers ≥ v of min(T_w, T_p).
+    rest_time: Vec<f64>,
+    /// Σ over layers ≥ v of min(E_w, E_p).
+    rest_energy: Vec<f64>,
+    mask: Vec<bool>,
+    counted: Vec<bool>,
+    out_preds: Vec<usize>,
+    a: f64,
+    b: f64,
+    forced: f64,
+    up_bytes: u64,
+    down_bytes: u64,
+    n_in: usize,
+    n_out: usize,
+    best: f64,
+    best_mask: Option<Vec<bool>>,
+}
+
+impl Search<'_> {
+    fn stages(&self, a: f64, b: f64) -> (f64, f64) {
+        let p = self.prices;
+        (
+            a + if self.n_in > 0 { p.overhead_s.0 } else { 0.0 },
+            b + if self.n_out > 0 { p.overhead_s.1 } else { 0.0 },
+        )
+    }
+
+    fn link_s(&self) -> f64 {
+        self.prices.up(self.up_bytes, Objective::Latency)
+            + self.prices.down(self.down_bytes, Objective::Latency)
+    }
+
+    fn energy(&self, tw: f64, tp: f64) -> f64 {
+        let p = self.prices;
+        p.weights.wearable * p.compute_w.0 * tw
+            + p.weights.handheld * p.compute_w.1 * tp
+            + p.up(self.up_bytes, Objective::Energy)
+            + p.down(self.down_bytes, Objective::Energy)
+    }
+
+    /// A lower bound on the goal's value for any completion from layer `v`,
+    /// or infinity when no completion can meet the goal's period bound.
+    fn bound(&self, v: usize) -> f64 {
+        // Layers forced onto the handheld are still undecided, so they are in
+        // the rest sums too: use them in the per-stage bound only.
+        let tail = self.b + self.tail_tp;
+        let (tw, tp) = self.stages(self.a, tail);
+        let tp_forced = self.stages(self.a, tail + self.forced).1;
+        let link = self.link_s();
+        let stages = tw.max(tp_forced).max(link);
+        let rest_time = self.rest_time[v] - self.rest_time[self.end];
+        let rest_energy = self.rest_energy[v] - self.rest_energy[self.end];
+        match self.goal {
+            StreamGoal::Period => stages.max((tw + tp + rest_time) / 2.0),
+            StreamGoal::EnergyWithin(limit) if stages > limit => f64::INFINITY,
+            StreamGoal::EnergyWithin(_) => self.energy(tw, tp) + rest_energy,
+        }
+    }
+
+    /// Counts tensor `t` as crossing the link if it is made on the wearable
+    /// (or is a model input) and not yet counted; records it in `newly`.
+    fn send_up(&mut self, t: usize, newly: &mut Vec<usize>) {
+        let tensor = self.graph.tensor(t);
+        let made_in = match tensor.producer {
+            Producer::Input(_) => true,
+            Producer::Node(p) => self.mask[p],
+            Producer::Const => false,
+        };
+        if made_in && !self.counted[t] {
+            self.counted[t] = true;
+            self.up_bytes += tensor.bytes;
+            newly.push(t);
+        }
+    }
+
+    /// Uncounts what [`Search::send_up`] counted.
+    fn unsend(&mut self, newly: Vec<usize>) {
+        for t in newly {
+            self.counted[t] = false;
+            self.up_bytes -= self.graph.tensor(t).bytes;
+        }
+    }
+
+    /// Values the completed assignment: the layers from `end` on join the handheld.
+    fn leaf(&mut self) {
+        let graph = self.graph;
+        let n = graph.nodes().len();
+        let mut newly = vec![];
+        for i in 0..self.tail_tensors.len() {
+            self.send_up(self.tail_tensors[i], &mut newly);
+        }
+        let tail_n = n - self.end;
+        self.n_out += tail_n;
+        self.down_bytes += self.tail_down;
+        let (tw, tp) = self.stages(self.a, self.b + self.tail_tp);
+        let period = tw.max(tp).max(self.link_s());
+        let value = match self.goal {
+            StreamGoal::Period => period,
+            StreamGoal::EnergyWithin(limit) if period <= limit => self.energy(tw, tp),
+            StreamGoal::EnergyWithin(_) => f64::INFINITY,
+        };
+        if value < self.best {
+            self.best = value;
+            self.best_mask = Some(self.mask.clone());
+        }
+        self.down_bytes -= self.tail_down;
+        self.n_out -= tail_n;
+        self.unsend(newly);
+    }
+
+    fn walk(&mut self, v: usize) -> bool {
+        self.states += 1;
+        if self.states > self.budget {
+            return false;
+        }
+        if v == self.end {
+            self.leaf();
+            return true;
+        }
+        if self.bound(v) >= self.best {
+            return true;
+        }
+        let graph = self.graph;
+        let (tw_v, tp_v) = (self.prices.t_wearable[v], self.prices.t_handheld[v]);
+        let forced_here = self.out_preds[v] > 0;
+        // On the wearable: only when every predecessor is.
+        if !forced_here {
+            self.mask[v] = true;
+            self.a += tw_v;
+            self.n_in += 1;
+            let ok = self.walk(v + 1);
+            self.n_in -= 1;
+            self.a -= tw_v;
+            self.mask[v] = false;
+            if !ok {
+                return false;
+            }
+        }
+        // On the handheld: its inputs made on the wearable cross once, its
+        // model outputs come back down, and its successors are forced out.
+        let node = &graph.nodes()[v];
+        let mut newly = vec![];
+        for &t in &node.inputs {
+            self.send_up(t, &mut newly);
+        }
+        let down: u64 =
+            node.outputs.iter().filter(|t| graph.outputs().contains(t)).map(|&t| graph.tensor(t).bytes).sum();
+        self.down_bytes += down;
+        if forced_here {
+            self.forced -= tp_v;
+        }
+        self.b += tp_v;
+        self.n_out += 1;
+        let end = self.end;
+        for &s in graph.succs(v).iter().filter(|&&s| s < end) {
+            self.out_preds[s] += 1;
+            if self.out_preds[s] == 1 {
+                self.forced += self.prices.t_handheld[s];
+            }
+        }
+        let ok = self.walk(v + 1);
+        for &s in graph.succs(v).iter().filter(|&&s| s < end) {
+            if self.out_preds[s] == 1 {
+                self.forced -= self.prices.t_handheld[s];
+            }
+            self.out_preds[s] -= 1;
+        }
+        self.n_out -= 1;
+        self.b -= tp_v;
+        if forced_here {
+            self.forced += tp_v;
+        }
+        self.down_bytes -= down;
+        self.unsend(newly);
+        ok
+    }
+}
+
+/// Branch and bound for `goal` over every cut of `graph`, starting from the
+/// best of `incumbents`, visiting at most `budget` partial assignments.
+pub fn search(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    goal: StreamGoal,
+    incumbents: &[Cut],
+    budget: u64,
+) -> StreamSearch {
+    let n = graph.nodes().len();
+    let mut rest_time = vec![0.0; n + 1];
+    let mut rest_energy = vec![0.0; n + 1];
+    for v in (0..n).rev() {
+        let (tw, tp) = (prices.t_wearable[v], prices.t_handheld[v]);
+        let (ew, ep) = prices.node(v, Objective::Energy);
+        rest_time[v] = rest_time[v + 1] + tw.min(tp);
+        rest_energy[v] = rest_energy[v + 1] + ew.min(ep);
+    }
+    let mut s = Search {
+        graph,
+        end: n,
+        tail_tp: 0.0,
+        tail_down: 0,
+        tail_tensors: vec![],
+        prices,
+        goal,
+        budget,
+        states: 0,
+        rest_time,
+        rest_energy,
+        mask: vec![false; n],
+        counted: vec![false; graph.tensors().len()],
+        out_preds: vec![0; n],
+        a: 0.0,
+        b: 0.0,
+        forced: 0.0,
+        up_bytes: 0,
+        down_bytes: 0,
+        n_in: 0,
+        n_out: 0,
+        best: f64::INFINITY,
+        best_mask: None,
+    };
+    // The incumbent: the best given cut, valued exactly as a leaf would be.
+    for cut in incumbents {
+        let e = super::evaluate(graph, prices, cut, std::time::Duration::ZERO);
+        let value = match goal {
+            StreamGoal::Period => e.stream_period_s,
+            StreamGoal::EnergyWithin(limit) if e.stream_period_s <= limit => e.energy_j,
+            StreamGoal::EnergyWithin(_) => f64::INFINITY,
+        };
+        if value < s.best {
+            s.best = value;
+            s.best_mask = Some(cut.prefix_mask().to_vec());
+        }
+    }
+    // Every cut lies in one window (layers before it on the wearable, after
+    // it on the handheld): search each window's layers on their own.
+    let mut proven = true;
+    for window in super::mincut::windows(graph) {
+        let (start, end) = (window.start, window.end);
+        s.end = end;
+        s.tail_tp = prices.t_handheld[end..].iter().sum();
+        s.tail_down = graph
+            .outputs()
+            .iter()
+            .filter(|&&t| matches!(graph.tensor(t).producer, Producer::Node(p) if p >= end))
+            .map(|&t| graph.tensor(t).bytes)
+            .sum();
+        s.tail_tensors = (0..graph.tensors().len())
+            .filter(|&t| {
+                let tensor = graph.tensor(t);
+                let before = match tensor.producer {
+                    Producer::Input(_) => true,
+                    Producer::Node(p) => p < end,
+                    Producer::Const => false,
+                };
+                before && tensor.consumers.iter().any(|&c| c >= end)
+            })
+            .collect();
+        s.mask.iter_mut().enumerate().for_each(|(v, m)| *m = v < start);
+        s.a = prices.t_wearable[..start].iter().sum();
+        s.n_in = start;
+        if !s.walk(start) {
+            proven = false;
+            break;
+        }
+    }
+    let cut = s.best_mask.take().and_then(|m| Cut::from_mask(graph, m).ok());
+    StreamSearch { cut, proven, states: s.states }
+}

@@ -1,0 +1,245 @@
+//! The EvoLP-style self-evolving predictor (SPEC 3.3).
+//!
+//! Each unit's uncorrected latency T_i comes from the layer-wise MLPs
+//! ([`Lwlp`]), or, for a "const" layer measured directly by the
+//! model-specific sweep, from that measurement. The [`EvolutionMatrix`]
+//! (k = 1) corrects every term: P = Σ_i ReLU(T_i + a_i0 + a_i1·T_i). Its
+//! coefficients are refitted by SGD on every recorded (uncorrected
+//! prediction, measurement) pair each time the runtime reports a real
+//! inference, so the predictor grows most accurate near where it runs.
+//!
+//! Coefficients are keyed by the unit's head node name. Variants of one
+//! model (other widths, resolutions, pruned channels) share node names, so
+//! what one variant teaches carries to the others, which is EvoLP's setting.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::features::{graph_features, LayerFeatures};
+use super::mlp::Lwlp;
+use super::{LatencyModel, LayerSample, NodeCosts, UnitPredictor};
+use tandem_core::LayerGraph;
+
+/// SGD settings of the evolution matrix.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvolutionConfig {
+    /// Passes over all records per refit.
+    pub epochs: usize,
+    /// SGD step size (on relative error).
+    pub learning_rate: f64,
+    /// Most records kept; the oldest are dropped beyond it, bounding refit time.
+    pub max_records: usize,
+}
+
+impl Default for EvolutionConfig {
+    /// Tuned so a refit over a few hundred records takes about a millisecond.
+    fn default() -> Self {
+        EvolutionConfig { epochs: 200, learning_rate: 0.05, max_records: 512 }
+    }
+}
+
+/// One real measurement and the uncorrected terms it was predicted from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    /// (unit key, uncorrected T_i in seconds) of every unit that ran.
+    pub terms: Vec<(String, f64)>,
+    /// Fixed run cost included in the measurement (seconds).
+    pub overhead_s: f64,
+    /// The measured time (seconds).
+    pub measured_s: f64,
+}
+
+/// The evolution matrix: (a_i0, a_i1) per unit key.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EvolutionMatrix {
+    /// (a_i0 in units of the key's reference time, a_i1), by key.
+    coefficients: BTreeMap<String, [f64; 2]>,
+    /// Reference time per key (seconds): its first uncorrected prediction.
+    /// a_i0 is stored relative to it so both coefficients train at one scale.
+    reference_s: BTreeMap<String, f64>,
+    records: Vec<Record>,
+    /// SGD settings.
+    pub config: EvolutionConfig,
+}
+
+impl EvolutionMatrix {
+    /// The corrected term ReLU(T + a_0 + a_1·T) for `key` (seconds).
+    pub fn correct(&self, key: &str, t: f64) -> f64 {
+        match (self.coefficients.get(key), self.reference_s.get(key)) {
+            (Some([b0, a1]), Some(s)) => (t + b0 * s + a1 * t).max(0.0),
+            _ => t.max(0.0),
+        }
+    }
+
+    /// Records a measurement and refits on all records.
+    pub fn observe(&mut self, record: Record) {
+        for (key, t) in &record.terms {
+            self.reference_s.entry(key.clone()).or_insert(t.max(1e-9));
+            self.coefficients.entry(key.clone()).or_insert([0.0, 0.0]);
+        }
+        self.records.push(record);
+        if self.records.len() > self.config.max_records {
+            let excess = self.records.len() - self.config.max_records;
+            self.records.drain(..excess);
+        }
+        self.refit();
+    }
+
+    /// Number of records held.
+    pub fn records(&self) -> usize {
+        self.records.len()
+    }
+
+    /// SGD on Σ_r ((P_r − M_r)/M_r)², warm-started from the current coefficients.
+    fn refit(&mut self) {
+        let lr = self.config.learning_rate;
+        for _ in 0..self.config.epochs {
+            for r in &self.records {
+                if r.measured_s <= 0.0 {
+                    continue;
+                }
+                let predicted: f64 =
+                    r.overhead_s + r.terms.iter().map(|(k, t)| self.correct(k, *t)).sum::<f64>();
+                let rel = (predicted - r.measured_s) / r.measured_s;
+                let g = 2.0 * rel / r.measured_s;
+                for (key, t) in &r.terms {
+                    let s = self.reference_s.get(key).copied().unwrap_or(1e-9);
+                    if self.correct(key, *t) <= 0.0 {
+                        continue;
+                    }
+                    if let Some(c) = self.coefficients.get_mut(key) {
+                        // The offset learns 10x slower than the slope: a slope
+                        // carries over to pruned or resized variants, an
+                        // absolute offset does not.
+                        c[0] -= 0.1 * lr * g * s;
+                        c[1] -= lr * g * t;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Layer classes whose latency barely varies with a model's variants; the
+/// model-specific sweep measures them directly.
+pub const CONST_CLASSES: [&str; 3] = ["activation", "pool", "other"];
+
+/// The EvoLP-style predictor.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvoLp {
+    /// The layer-wise predictor.
+    pub lwlp: Lwlp,
+    /// Directly measured const layers: config key → µs.
+    pub measured_us: HashMap<String, f64>,
+    /// The evolution matrix.
+    pub evolution: EvolutionMatrix,
+    /// Fixed cost of one plan run (µs).
+    pub overhead_us: f64,
+}
+
+impl EvoLp {
+    /// A fresh predictor (no evolution yet) from a trained LWLP and the sweep
+    /// rows, whose exact const-layer rows become direct measurements.
+    pub fn new(lwlp: Lwlp, samples: &[LayerSample]) -> EvoLp {
+        let mut sums: HashMap<String, (f64, usize)> = HashMap::new();
+        for s in samples.iter().filter(|s| s.is_exact() && CONST_CLASSES.contains(&s.features.kind.as_str()))
+        {
+            let e = sums.entry(s.features.config_key()).or_insert((0.0, 0));
+            e.0 += s.target_us().max(0.0);
+            e.1 += 1;
+        }
+        let measured_us = sums.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect();
+        EvoLp {
+            lwlp,
+            measured_us,
+            evolution: EvolutionMatrix::default(),
+            overhead_us: super::mean_overhead_us(samples),
+        }
+    }
+
+    /// The uncorrected prediction T_i of one unit (µs).
+    pub fn uncorrected_us(&self, f: &LayerFeatures) -> f64 {
+        if let Some(&m) = self.measured_us.get(&f.config_key()) {
+            return m;
+        }
+        self.lwlp.unit_us(f).unwrap_or(0.05)
+    }
+
+    /// The uncorrected terms of the units whose heads are in `mask`.
+    pub fn terms(&self, graph: &LayerGraph, mask: &[bool]) -> Vec<(String, f64)> {
+        graph_features(graph)
+            .into_iter()
+            .filter(|(u, _)| mask.get(u.head).copied().unwrap_or(false))
+            .map(|(u, f)| (graph.nodes()[u.head].name.clone(), self.uncorrected_us(&f) * 1e-6))
+            .collect()
+    }
+
+    /// Feeds back one real measurement of running the nodes in `mask`
+    /// (a whole model, a prefix or a suffix) and evolves.
+    pub fn observe(&mut self, graph: &LayerGraph, mask: &[bool], measured: Duration) {
+        let terms = self.terms(graph, mask);
+        if terms.is_empty() {
+            return;
+        }
+        let overhead_s = self.overhead_us * 1e-6;
+        self.evolution.observe(Record { terms, overhead_s, measured_s: measured.as_secs_f64() });
+    }
+}
+
+impl LatencyModel for EvoLp {
+    fn name(&self) -> String {
+        if self.evolution.records() == 0 {
+            "evolp".into()
+        } else {
+            format!("evolp+{}", self.evolution.records())
+        }
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let mut per_node_s = vec![0.0; graph.nodes().len()];
+        for (u, f) in graph_features(graph) {
+            let key = &graph.nodes()[u.head].name;
+            per_node_s[u.head] = self.evolution.correct(key, self.uncorrected_us(&f) * 1e-6);
+        }
+        NodeCosts { per_node_s, overhead_s: self.overhead_us * 1e-6 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evolution_learns_a_systematic_bias() {
+        // The layer predictor says 1 ms and 3 ms; the device really takes 1.5x, plus 0.2 ms per layer.
+        let mut em = EvolutionMatrix::default();
+        let truth = |a: f64, b: f64| (1.5 * a + 0.0002) + (1.5 * b + 0.0002);
+        let cases = [(0.001, 0.003), (0.002, 0.001), (0.0005, 0.004), (0.003, 0.003)];
+        for &(a, b) in cases.iter().cycle().take(12) {
+            em.observe(Record {
+                terms: vec![("x".into(), a), ("y".into(), b)],
+                overhead_s: 0.0,
+                measured_s: truth(a, b),
+            });
+        }
+        let (a, b) = (0.0015, 0.0025);
+        let predicted = em.correct("x", a) + em.correct("y", b);
+        let err = (predicted - truth(a, b)).abs() / truth(a, b);
+        assert!(
+            err < 0.02,
+            "relative error {err} after evolution; uncorrected is {}",
+            1.0 - (a + b) / truth(a, b)
+        );
+    }
+
+    #[test]
+    fn relu_clamps_a_term_at_zero() {
+        let mut em = EvolutionMatrix::default();
+        em.reference_s.insert("k".into(), 1.0);
+        em.coefficients.insert("k".into(), [-2.0, 0.0]);
+        assert_eq!(em.correct("k", 1.0), 0.0);
+        assert_eq!(em.correct("unknown", 0.5), 0.5);
+    }
+}

@@ -1,0 +1,282 @@
+//! Latency predictors: the [`LatencyModel`] trait the partitioner prices
+//! prefixes and suffixes with, and its implementations.
+//!
+//! Predictors are trained on host measurements (the layer sweep); a device
+//! profile's compute slowdown scales them to the emulated device
+//! ([`Scaled`]). Nothing here reads a clock or a file.
+
+pub mod evolp;
+pub mod features;
+pub mod metrics;
+pub mod mlp;
+pub mod tree;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use evolp::{EvoLp, EvolutionMatrix};
+pub use features::{LayerFeatures, Unit};
+pub use tree::DtLr;
+
+use tandem_core::{Cut, LayerGraph};
+
+/// One measured layer of the sweep dataset (one JSON line).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LayerSample {
+    /// What the predictor sees of the layer.
+    pub features: LayerFeatures,
+    /// Median wall-clock time of running the single-layer model (µs).
+    pub latency_us: f64,
+    /// Median time of an empty plan run in the same sweep (µs): the fixed cost
+    /// every run pays once, not per layer.
+    pub overhead_us: f64,
+    /// `generic`, or `model:<name>` for the model-specific sweep, with
+    /// `:exact` when the row is one of that model's own layers.
+    pub source: String,
+}
+
+impl LayerSample {
+    /// The layer's own time (µs): the measurement less the fixed run cost.
+    pub fn target_us(&self) -> f64 {
+        self.latency_us - self.overhead_us
+    }
+
+    /// Whether this row measures one of a model's own layers exactly.
+    pub fn is_exact(&self) -> bool {
+        self.source.ends_with(":exact")
+    }
+}
+
+/// Reads a dataset of JSON lines (blank lines skipped).
+pub fn parse_dataset(text: &str) -> Result<Vec<LayerSample>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+pub(crate) fn mean_overhead_us(samples: &[LayerSample]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    samples.iter().map(|s| s.overhead_us).sum::<f64>() / samples.len() as f64
+}
+
+/// Predicted busy time per node of a graph, ready to be summed over any
+/// prefix or suffix in O(nodes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeCosts {
+    /// Seconds per node; a fused unit's whole time sits on its head node.
+    pub per_node_s: Vec<f64>,
+    /// Fixed seconds of one plan run, paid once by any non-empty part.
+    pub overhead_s: f64,
+}
+
+impl NodeCosts {
+    /// The predicted time of running the nodes `mask[i] == true`.
+    pub fn sum(&self, mask: &[bool]) -> Duration {
+        let mut total = 0.0;
+        let mut any = false;
+        for (c, &m) in self.per_node_s.iter().zip(mask) {
+            if m {
+                total += c.max(0.0);
+                any = true;
+            }
+        }
+        if any {
+            Duration::from_secs_f64(total + self.overhead_s.max(0.0))
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+/// A predictor of one unit's latency from its features (µs).
+pub trait UnitPredictor {
+    /// Predicted µs, or `None` when the predictor has no model for the unit's class.
+    fn unit_us(&self, features: &LayerFeatures) -> Option<f64>;
+}
+
+/// Node costs from a per-unit cost function (µs), placed on each unit's head.
+pub fn unit_costs(
+    graph: &LayerGraph,
+    overhead_us: f64,
+    mut cost_us: impl FnMut(&Unit, &LayerFeatures) -> f64,
+) -> NodeCosts {
+    let mut per_node_s = vec![0.0; graph.nodes().len()];
+    for (unit, f) in features::graph_features(graph) {
+        per_node_s[unit.head] = cost_us(&unit, &f).max(0.0) * 1e-6;
+    }
+    NodeCosts { per_node_s, overhead_s: overhead_us * 1e-6 }
+}
+
+/// The baseline: latency proportional to FLOPs, with one rate fitted on the
+/// same sweep the other predictors learn from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlopsModel {
+    /// µs per multiply-add.
+    pub us_per_mac: f64,
+    /// Fixed cost of one plan run (µs).
+    pub overhead_us: f64,
+}
+
+impl FlopsModel {
+    /// The machine's aggregate rate on heavy layers: Σ time / Σ multiply-adds
+    /// over the conv and fc samples (all samples with work if there are none).
+    pub fn fit(samples: &[LayerSample]) -> FlopsModel {
+        let heavy = |s: &&LayerSample| matches!(s.features.kind.as_str(), "conv" | "fc");
+        let pick: Vec<&LayerSample> = if samples.iter().any(|s| heavy(&s)) {
+            samples.iter().filter(heavy).collect()
+        } else {
+            samples.iter().filter(|s| s.features.macs > 0.0).collect()
+        };
+        let time: f64 = pick.iter().map(|s| s.target_us().max(0.0)).sum();
+        let macs: f64 = pick.iter().map(|s| s.features.macs).sum();
+        FlopsModel {
+            us_per_mac: if macs > 0.0 { time / macs } else { 0.0 },
+            overhead_us: mean_overhead_us(samples),
+        }
+    }
+}
+
+impl LatencyModel for FlopsModel {
+    fn name(&self) -> String {
+        "flops".into()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let per_node_s =
+            graph.nodes().iter().map(|n| n.flops as f64 / 2.0 * self.us_per_mac * 1e-6).collect();
+        NodeCosts { per_node_s, overhead_s: self.overhead_us * 1e-6 }
+    }
+}
+
+/// Predicts how long a set of a model's layers takes to run on one device.
+pub trait LatencyModel {
+    /// A short name for reports (`dt-lr`, `evolp`, `flops`, ...).
+    fn name(&self) -> String;
+
+    /// Predicted busy time of every node of `graph`. Callers that price many
+    /// cuts of one graph compute this once and sum it per cut.
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts;
+
+    /// Predicted busy time of running the nodes `nodes[i] == true` of `graph`
+    /// (a prefix or a suffix), in one pass.
+    fn predict_nodes(&self, graph: &LayerGraph, nodes: &[bool]) -> Duration {
+        self.node_costs(graph).sum(nodes)
+    }
+
+    /// Predicted time of the whole model.
+    fn predict_model(&self, graph: &LayerGraph) -> Duration {
+        self.predict_nodes(graph, &vec![true; graph.nodes().len()])
+    }
+
+    /// Predicted time of the wearable's part of `cut`.
+    fn predict_prefix(&self, graph: &LayerGraph, cut: &Cut) -> Duration {
+        self.predict_nodes(graph, cut.prefix_mask())
+    }
+
+    /// Predicted time of the handheld's part of `cut`.
+    fn predict_suffix(&self, graph: &LayerGraph, cut: &Cut) -> Duration {
+        let mask: Vec<bool> = cut.prefix_mask().iter().map(|w| !w).collect();
+        self.predict_nodes(graph, &mask)
+    }
+}
+
+impl<M: LatencyModel + ?Sized> LatencyModel for &M {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        (**self).node_costs(graph)
+    }
+}
+
+/// A predictor scaled by a device's compute slowdown relative to the host it
+/// was trained on.
+#[derive(Clone, Debug)]
+pub struct Scaled<M> {
+    /// The host predictor.
+    pub inner: M,
+    /// Device time / host time (2.0: the device is twice as slow).
+    pub slowdown: f64,
+}
+
+impl<M: LatencyModel> LatencyModel for Scaled<M> {
+    fn name(&self) -> String {
+        format!("{}x{}", self.inner.name(), self.slowdown)
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let k = self.slowdown.max(0.0);
+        let c = self.inner.node_costs(graph);
+        NodeCosts { per_node_s: c.per_node_s.iter().map(|s| s * k).collect(), overhead_s: c.overhead_s * k }
+    }
+}
+
+/// The trained predictors of one device, as stored in a predictor file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PredictorSet {
+    /// The DeepWear-style predictor.
+    pub dt_lr: DtLr,
+    /// The EvoLP-style predictor (its evolution matrix as last saved).
+    pub evolp: EvoLp,
+    /// The FLOPs-proportional baseline.
+    pub flops: FlopsModel,
+}
+
+impl PredictorSet {
+    /// Trains all three on a sweep dataset.
+    pub fn fit(samples: &[LayerSample], mlp: &mlp::MlpConfig) -> PredictorSet {
+        PredictorSet {
+            dt_lr: DtLr::fit(samples),
+            evolp: EvoLp::new(mlp::Lwlp::fit(samples, mlp), samples),
+            flops: FlopsModel::fit(samples),
+        }
+    }
+}
+
+/// A measured per-node profile of one model standing in as a predictor:
+/// each layer costs its measured median, and what no layer claims (glue,
+/// sources) is the fixed per-run cost. Valid only for the graph it profiled.
+#[derive(Clone, Debug)]
+pub struct ProfiledLatency {
+    /// Seconds per layer.
+    pub per_node_s: Vec<f64>,
+    /// Seconds no layer claims, paid once per run.
+    pub overhead_s: f64,
+}
+
+impl ProfiledLatency {
+    /// From a profile of the model. The per-node medians are scaled so that
+    /// they add up to the median whole run (measured alternately with them):
+    /// the eval hook misses time between nodes and adds its own per node.
+    pub fn from_profile(profile: &tandem_core::profile::Profile) -> ProfiledLatency {
+        let sum = profile.sum_of_nodes.as_secs_f64();
+        let k = if sum > 0.0 { profile.whole_run.as_secs_f64() / sum } else { 1.0 };
+        ProfiledLatency {
+            per_node_s: profile.per_layer.iter().map(|d| d.as_secs_f64() * k).collect(),
+            overhead_s: profile.unattributed.as_secs_f64() * k,
+        }
+    }
+
+    /// Profiles `model` on this host (2 warm-up runs, median of 7).
+    pub fn measure(model: &tandem_core::Model, inputs: &tandem_core::Values) -> tandem_core::Result<ProfiledLatency> {
+        Ok(Self::from_profile(&tandem_core::profile::profile(model, inputs, 2, 7)?))
+    }
+}
+
+impl LatencyModel for ProfiledLatency {
+    fn name(&self) -> String {
+        "profiled".into()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> NodeCosts {
+        let mut per_node_s = self.per_node_s.clone();
+        per_node_s.resize(graph.nodes().len(), 0.0);
+        NodeCosts { per_node_s, overhead_s: self.overhead_s }
+    }
+}

@@ -1,0 +1,12 @@
+//! Tandem's protocol, with no I/O and no clocks: time is passed in, bytes
+//! are passed in and out. The I/O shell (`tandem`) drives these state
+//! machines over TCP, emulated links or BLE.
+//!
+//! # Layout
+//! - [`protocol`]: the wire format (framing, bincode 2 headers, raw tensor bodies, limits, `FrameDecoder`).
+//! - [`session`]: both sides' protocol state machines (handshake, model push, frames in flight).
+//! - [`profiler`]: bandwidth, RTT, the handheld's status and batteries, for the planner.
+
+pub mod profiler;
+pub mod protocol;
+pub mod session;

@@ -1,0 +1,548 @@
+//! The wire protocol between the wearable and the handheld, with no I/O:
+//! messages, their encoding, and a decoder fed bytes as they arrive.
+//!
+//! **Framing.** Every message is one frame:
+//!
+//! ```text
+//! u32 LE  frame length (bytes after this field)
+//! u32 LE  header length
+//! ...     header: a `Header`, bincode 2 (serde, standard config)
+//! ...     body: raw bytes the header describes
+//! ```
+//!
+//! Tensor bodies are the tensors' raw little-endian bytes one after the
+//! other, each described in the header by name, dtype and shape; they are
+//! never serialized element by element. A model push carries its chunk in
+//! the body; a bandwidth probe carries its padding there.
+//!
+//! **Hostile input.** The decoder refuses, with a [`ProtocolError`] that
+//! names the problem: a frame longer than the limit (before buffering it), a
+//! header longer than its limit or than the frame, a header that does not
+//! decode, a tensor of unknown dtype, rank above [`MAX_RANK`], a dimension
+//! above [`MAX_DIM`], a shape whose byte size overflows, bodies whose length
+//! differs from what the header describes, and booleans other than 0 or 1.
+//! After an error the decoder stays failed: the connection must close.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tract_onnx::prelude::{DatumType, Tensor};
+
+/// The protocol version both sides must speak.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Default largest frame accepted (bytes).
+pub const MAX_FRAME_BYTES: usize = 256 << 20;
+/// Largest header accepted (bytes).
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+/// Largest tensor rank accepted.
+pub const MAX_RANK: usize = 8;
+/// Largest single dimension accepted.
+pub const MAX_DIM: u64 = 1 << 28;
+/// Most tensors in one message.
+pub const MAX_TENSORS: usize = 256;
+
+/// SHA-256 of a model's ONNX bytes.
+pub type Digest = [u8; 32];
+
+/// The digest both sides compare: SHA-256 of the model's ONNX bytes.
+pub fn model_digest(bytes: &[u8]) -> Digest {
+    use sha2::{Digest as _, Sha256};
+    Sha256::digest(bytes).into()
+}
+
+/// What went wrong with bytes from the peer.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// The frame announces more bytes than allowed.
+    #[error("frame of {len} bytes exceeds the limit of {limit}")]
+    FrameTooLarge {
+        /// Announced length.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The header is longer than allowed or than its frame.
+    #[error("header of {len} bytes does not fit (frame {frame} bytes, limit {limit})")]
+    HeaderTooLarge {
+        /// Announced header length.
+        len: usize,
+        /// The frame's length.
+        frame: usize,
+        /// The header limit.
+        limit: usize,
+    },
+    /// The header does not decode.
+    #[error("malformed header: {0}")]
+    BadHeader(String),
+    /// A tensor description is invalid.
+    #[error("bad tensor '{name}': {reason}")]
+    BadTensor {
+        /// The tensor's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The body's length differs from what the header describes.
+    #[error("body of {got} bytes, but the header describes {expected}")]
+    BodyMismatch {
+        /// Bytes described.
+        expected: usize,
+        /// Bytes present.
+        got: usize,
+    },
+    /// The decoder already failed.
+    #[error("the stream already failed; close the connection")]
+    Failed,
+}
+
+/// Element types that cross the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireType {
+    /// f32.
+    F32,
+    /// f64.
+    F64,
+    /// i64.
+    I64,
+    /// i32.
+    I32,
+    /// u8.
+    U8,
+    /// i8.
+    I8,
+    /// bool (one byte, 0 or 1).
+    Bool,
+}
+
+impl WireType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            WireType::F64 | WireType::I64 => 8,
+            WireType::F32 | WireType::I32 => 4,
+            WireType::U8 | WireType::I8 | WireType::Bool => 1,
+        }
+    }
+
+    /// The tract type.
+    pub fn datum_type(self) -> DatumType {
+        match self {
+            WireType::F32 => DatumType::F32,
+            WireType::F64 => DatumType::F64,
+            WireType::I64 => DatumType::I64,
+            WireType::I32 => DatumType::I32,
+            WireType::U8 => DatumType::U8,
+            WireType::I8 => DatumType::I8,
+            WireType::Bool => DatumType::Bool,
+        }
+    }
+
+    /// The wire type of a tract type, if it can cross.
+    pub fn of(dt: DatumType) -> Option<WireType> {
+        Some(match dt {
+            DatumType::F32 => WireType::F32,
+            DatumType::F64 => WireType::F64,
+            DatumType::I64 => WireType::I64,
+            DatumType::I32 => WireType::I32,
+            DatumType::U8 => WireType::U8,
+            DatumType::I8 => WireType::I8,
+            DatumType::Bool => WireType::Bool,
+            _ => return None,
+        })
+    }
+}
+
+/// A tensor's description in a header; its bytes are in the body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorMeta {
+    /// The ONNX tensor name.
+    pub name: String,
+    /// Element type.
+    pub dtype: WireType,
+    /// Dimensions.
+    pub shape: Vec<u64>,
+}
+
+impl TensorMeta {
+    /// Byte length of the tensor, after checking rank and dimensions.
+    pub fn byte_len(&self) -> Result<usize, ProtocolError> {
+        let bad = |reason: String| ProtocolError::BadTensor { name: self.name.clone(), reason };
+        if self.shape.len() > MAX_RANK {
+            return Err(bad(format!("rank {} exceeds {MAX_RANK}", self.shape.len())));
+        }
+        let mut n: u64 = self.dtype.size() as u64;
+        for &d in &self.shape {
+            if d > MAX_DIM {
+                return Err(bad(format!("dimension {d} exceeds {MAX_DIM}")));
+            }
+            n = n.checked_mul(d).ok_or_else(|| bad(format!("shape {:?} overflows", self.shape)))?;
+        }
+        usize::try_from(n).map_err(|_| bad(format!("shape {:?} is too large", self.shape)))
+    }
+}
+
+/// The handheld's status, sent at the handshake and periodically.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// CPU load in [0, 1].
+    pub load: f32,
+    /// Suffixes waiting to run.
+    pub queue: u32,
+    /// Battery level in [0, 1].
+    pub battery: f32,
+    /// Whether it is charging.
+    pub charging: bool,
+}
+
+/// What each side tells the other of its latency, so the wearable can
+/// price the handheld's part: per-layer predicted seconds of the shared
+/// model on this device, and its fixed per-run cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Seconds per layer of the model, in the layer DAG's order.
+    pub per_layer_s: Vec<f64>,
+    /// Fixed seconds per run.
+    pub overhead_s: f64,
+}
+
+/// Error codes of [`Header::Error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The peer speaks another protocol version.
+    Version,
+    /// The pushed model's digest differs from the announced one.
+    Digest,
+    /// Bytes that are not a valid message.
+    Malformed,
+    /// A message out of order (for example a run before the handshake).
+    Unexpected,
+    /// The model cannot be loaded or run.
+    Model,
+    /// A tensor that does not fit the model.
+    Tensor,
+    /// Anything else on the handheld.
+    Internal,
+}
+
+/// A message's header.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Header {
+    /// Wearable → handheld, first: who it is and which model it runs.
+    Hello {
+        /// [`PROTOCOL_VERSION`].
+        version: u32,
+        /// SHA-256 of the model's ONNX bytes.
+        model_digest: Digest,
+        /// Size of the model's ONNX bytes (for a push).
+        model_bytes: u64,
+        /// The wearable's device profile name.
+        device: String,
+    },
+    /// Handheld → wearable: the handshake's answer.
+    Welcome {
+        /// [`PROTOCOL_VERSION`].
+        version: u32,
+        /// The handheld's device profile name.
+        device: String,
+        /// Whether the handheld has the model (else the wearable pushes it).
+        has_model: bool,
+        /// The handheld's status.
+        status: StatusReport,
+    },
+    /// Wearable → handheld: part of a model push; the body holds the bytes.
+    ModelChunk {
+        /// Offset of the body in the model's bytes.
+        offset: u64,
+    },
+    /// Handheld → wearable: the model is loaded (digest verified) and priced.
+    ModelReady {
+        /// The handheld's latency summary for this model.
+        latency: LatencySummary,
+    },
+    /// Wearable → handheld: run the suffix of `cut` for `frame`.
+    RunSuffix {
+        /// Frame number (unique per session, in order).
+        frame: u64,
+        /// The cut's [`tandem_core::Cut::key`]: the wearable's layers as a hex mask.
+        cut: String,
+        /// The crossing tensors, in the body.
+        tensors: Vec<TensorMeta>,
+    },
+    /// Handheld → wearable: a suffix's outputs.
+    Result {
+        /// The frame answered.
+        frame: u64,
+        /// Handheld compute time (µs).
+        handheld_compute_us: u64,
+        /// The outputs, in the body.
+        tensors: Vec<TensorMeta>,
+    },
+    /// Handheld → wearable, periodically.
+    Status(StatusReport),
+    /// Either way: a bandwidth and RTT probe; the body is padding.
+    Probe {
+        /// Probe id.
+        id: u64,
+        /// Whether the answer should carry the same padding back.
+        echo_payload: bool,
+    },
+    /// The answer to a probe.
+    Echo {
+        /// The probe's id.
+        id: u64,
+        /// Body bytes the probe carried.
+        received: u64,
+    },
+    /// Something went wrong; the sender closes after it.
+    Error {
+        /// What kind of failure.
+        code: ErrorCode,
+        /// A sentence naming it.
+        reason: String,
+    },
+    /// Orderly close.
+    Bye,
+}
+
+/// One message: a header and its body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    /// The header.
+    pub header: Header,
+    /// Raw bytes the header describes.
+    pub body: Vec<u8>,
+}
+
+impl Message {
+    /// A message without a body.
+    pub fn new(header: Header) -> Message {
+        Message { header, body: vec![] }
+    }
+
+    /// The tensor descriptions the header carries, if any.
+    pub fn tensor_metas(&self) -> &[TensorMeta] {
+        match &self.header {
+            Header::RunSuffix { tensors, .. } | Header::Result { tensors, .. } => tensors,
+            _ => &[],
+        }
+    }
+
+    /// Splits the body into the described tensors.
+    pub fn tensors(&self) -> Result<Vec<(String, Tensor)>, ProtocolError> {
+        let mut at = 0;
+        let mut out = vec![];
+        for meta in self.tensor_metas() {
+            let len = meta.byte_len()?;
+            let bytes = self
+                .body
+                .get(at..at + len)
+                .ok_or(ProtocolError::BodyMismatch { expected: at + len, got: self.body.len() })?;
+            out.push((meta.name.clone(), tensor_from_wire(meta, bytes)?));
+            at += len;
+        }
+        Ok(out)
+    }
+
+    /// A message carrying `tensors` in its body; `header` gets their descriptions.
+    pub fn with_tensors(
+        make: impl FnOnce(Vec<TensorMeta>) -> Header,
+        tensors: &[(String, &Tensor)],
+    ) -> Result<Message, ProtocolError> {
+        let mut metas = Vec::with_capacity(tensors.len());
+        let mut body = vec![];
+        for (name, t) in tensors {
+            let (meta, bytes) = tensor_to_wire(name, t)?;
+            metas.push(meta);
+            body.extend_from_slice(bytes);
+        }
+        Ok(Message { header: make(metas), body })
+    }
+}
+
+/// A tract tensor's wire description and bytes (little-endian hosts only).
+pub fn tensor_to_wire<'t>(name: &str, t: &'t Tensor) -> Result<(TensorMeta, &'t [u8]), ProtocolError> {
+    let dtype = WireType::of(t.datum_type()).ok_or_else(|| ProtocolError::BadTensor {
+        name: name.to_string(),
+        reason: format!("type {:?} cannot cross the link", t.datum_type()),
+    })?;
+    let meta =
+        TensorMeta { name: name.to_string(), dtype, shape: t.shape().iter().map(|&d| d as u64).collect() };
+    meta.byte_len()?;
+    let bytes = t.as_bytes();
+    Ok((meta, bytes))
+}
+
+/// A tract tensor from its description and bytes.
+pub fn tensor_from_wire(meta: &TensorMeta, bytes: &[u8]) -> Result<Tensor, ProtocolError> {
+    let len = meta.byte_len()?;
+    if bytes.len() != len {
+        return Err(ProtocolError::BodyMismatch { expected: len, got: bytes.len() });
+    }
+    if meta.dtype == WireType::Bool && bytes.iter().any(|&b| b > 1) {
+        return Err(ProtocolError::BadTensor {
+            name: meta.name.clone(),
+            reason: "a bool byte is not 0 or 1".into(),
+        });
+    }
+    let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
+    let mut t = Tensor::zero_dt(meta.dtype.datum_type(), &shape)
+        .map_err(|e| ProtocolError::BadTensor { name: meta.name.clone(), reason: e.to_string() })?;
+    t.as_bytes_mut().copy_from_slice(bytes);
+    Ok(t)
+}
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<MAX_HEADER_BYTES>()
+}
+
+/// Encodes a message into one frame.
+pub fn encode(message: &Message) -> Result<Vec<u8>, ProtocolError> {
+    let header = bincode::serde::encode_to_vec(&message.header, bincode_config())
+        .map_err(|e| ProtocolError::BadHeader(e.to_string()))?;
+    if header.len() > MAX_HEADER_BYTES {
+        return Err(ProtocolError::HeaderTooLarge { len: header.len(), frame: 0, limit: MAX_HEADER_BYTES });
+    }
+    check_body(&message.header, message.body.len())?;
+    let frame = 4 + header.len() + message.body.len();
+    if frame > u32::MAX as usize {
+        return Err(ProtocolError::FrameTooLarge { len: frame, limit: u32::MAX as usize });
+    }
+    let mut out = Vec::with_capacity(4 + frame);
+    out.extend_from_slice(&(frame as u32).to_le_bytes());
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&message.body);
+    Ok(out)
+}
+
+/// Checks that a body has the length its header describes.
+fn check_body(header: &Header, body: usize) -> Result<(), ProtocolError> {
+    let expected = match header {
+        Header::RunSuffix { tensors, .. } | Header::Result { tensors, .. } => {
+            if tensors.len() > MAX_TENSORS {
+                return Err(ProtocolError::BadTensor {
+                    name: format!("({} tensors)", tensors.len()),
+                    reason: format!("more than {MAX_TENSORS} tensors in one message"),
+                });
+            }
+            let mut sum = 0usize;
+            for t in tensors {
+                sum = sum
+                    .checked_add(t.byte_len()?)
+                    .ok_or(ProtocolError::FrameTooLarge { len: usize::MAX, limit: MAX_FRAME_BYTES })?;
+            }
+            sum
+        }
+        // Chunks and probe padding carry any body; the rest carry none.
+        Header::ModelChunk { .. } | Header::Probe { .. } | Header::Echo { .. } => body,
+        _ => 0,
+    };
+    if expected != body {
+        return Err(ProtocolError::BodyMismatch { expected, got: body });
+    }
+    Ok(())
+}
+
+/// Turns bytes, fed as they arrive, into messages.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    max_frame: usize,
+    failed: bool,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        FrameDecoder::new(MAX_FRAME_BYTES)
+    }
+}
+
+impl FrameDecoder {
+    /// A decoder refusing frames above `max_frame` bytes.
+    pub fn new(max_frame: usize) -> FrameDecoder {
+        FrameDecoder { buf: vec![], max_frame, failed: false }
+    }
+
+    /// Appends received bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Appends received bytes and decodes every whole frame now buffered:
+    /// the messages, then the error that stopped decoding, if any (after
+    /// which the decoder stays failed).
+    pub fn push_and_decode(&mut self, bytes: &[u8]) -> (Vec<Message>, Option<ProtocolError>) {
+        self.push(bytes);
+        let mut messages = vec![];
+        loop {
+            match self.next_message() {
+                Ok(Some(m)) => messages.push(m),
+                Ok(None) => return (messages, None),
+                Err(e) => return (messages, Some(e)),
+            }
+        }
+    }
+
+    /// Bytes received but not yet decoded.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// How many more bytes the frame being received needs (0 when unknown).
+    pub fn wanted(&self) -> usize {
+        if self.buf.len() < 4 {
+            return 4 - self.buf.len();
+        }
+        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        (4 + len).saturating_sub(self.buf.len())
+    }
+
+    /// The next complete message, `None` if more bytes are needed.
+    pub fn next_message(&mut self) -> Result<Option<Message>, ProtocolError> {
+        if self.failed {
+            return Err(ProtocolError::Failed);
+        }
+        let r = self.decode();
+        if r.is_err() {
+            self.failed = true;
+            self.buf = vec![];
+        }
+        r
+    }
+
+    fn decode(&mut self) -> Result<Option<Message>, ProtocolError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let frame = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if frame > self.max_frame {
+            return Err(ProtocolError::FrameTooLarge { len: frame, limit: self.max_frame });
+        }
+        if frame < 4 {
+            return Err(ProtocolError::HeaderTooLarge { len: 4, frame, limit: MAX_HEADER_BYTES });
+        }
+        if self.buf.len() < 4 + frame {
+            return Ok(None);
+        }
+        let header_len = u32::from_le_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]]) as usize;
+        if header_len > MAX_HEADER_BYTES || header_len > frame - 4 {
+            return Err(ProtocolError::HeaderTooLarge { len: header_len, frame, limit: MAX_HEADER_BYTES });
+        }
+        let header_bytes = &self.buf[8..8 + header_len];
+        let (header, used): (Header, usize) =
+            bincode::serde::decode_from_slice(header_bytes, bincode_config())
+                .map_err(|e| ProtocolError::BadHeader(e.to_string()))?;
+        if used != header_len {
+            return Err(ProtocolError::BadHeader(format!(
+                "{} trailing bytes after the header",
+                header_len - used
+            )));
+        }
+        let body = self.buf[8 + header_len..4 + frame].to_vec();
+        check_body(&header, body.len())?;
+        let message = Message { header, body };
+        // Validate tensor contents (bools) before handing the message out.
+        message.tensors()?;
+        self.buf.drain(..4 + frame);
+        Ok(Some(message))
+    }
+}

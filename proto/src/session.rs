@@ -1,0 +1,492 @@
+//! The handheld's side of one connection as a state machine, with no I/O:
+//! feed it each decoded [`Message`] (or the decoder's error), and it answers
+//! with [`Action`]s for the I/O shell to carry out (send, load a model, run a
+//! suffix, close).
+//!
+//! ```text
+//! AwaitHello --Hello (model known)----------> Loading --model_loaded--> Ready
+//!            --Hello (model unknown)--------> Receiving --last chunk, digest ok--> Loading
+//!            --Hello (other version)--------> Closed (Error{Version})
+//! Receiving  --chunk out of order / digest mismatch--> Closed (Error{...})
+//! Ready      --RunSuffix{frame}-------------> Ready (Run; frames must increase)
+//! any        --Probe------------------------> same (Echo)
+//! any        --Bye / error------------------> Closed
+//! ```
+
+use tract_onnx::prelude::Tensor;
+
+use crate::protocol::{
+    model_digest, Digest, ErrorCode, Header, LatencySummary, Message, ProtocolError, StatusReport,
+    TensorMeta, PROTOCOL_VERSION,
+};
+
+/// Largest model a wearable may push (bytes).
+pub const MAX_MODEL_BYTES: u64 = 1 << 30;
+
+/// What the I/O shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Send this message to the peer.
+    Send(Message),
+    /// Load the model with this digest from local storage, then call
+    /// [`HandheldSession::model_loaded`] (or [`HandheldSession::model_failed`]).
+    LoadKnown(Digest),
+    /// Store and load these pushed bytes (their digest is verified), then
+    /// call [`HandheldSession::model_loaded`] (or [`HandheldSession::model_failed`]).
+    LoadPushed {
+        /// The model's digest.
+        digest: Digest,
+        /// The ONNX bytes.
+        bytes: Vec<u8>,
+    },
+    /// Run the suffix of the cut on these tensors and reply with
+    /// [`HandheldSession::result`].
+    Run {
+        /// The frame.
+        frame: u64,
+        /// The cut's key ([`tandem_core::Cut::from_key`]).
+        cut: String,
+        /// The message carrying the tensors (split them with [`Message::tensors`]).
+        message: Message,
+    },
+    /// Close the connection (after sending anything queued before it).
+    Close,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    AwaitHello,
+    Receiving { digest: Digest, size: u64, bytes: Vec<u8> },
+    Loading { digest: Digest },
+    Ready { digest: Digest, last_frame: Option<u64> },
+    Closed,
+}
+
+/// One connection's protocol state on the handheld.
+#[derive(Clone, Debug)]
+pub struct HandheldSession {
+    device: String,
+    status: StatusReport,
+    state: State,
+}
+
+fn error(code: ErrorCode, reason: impl Into<String>) -> Vec<Action> {
+    vec![Action::Send(Message::new(Header::Error { code, reason: reason.into() })), Action::Close]
+}
+
+fn name(h: &Header) -> &'static str {
+    match h {
+        Header::Hello { .. } => "Hello",
+        Header::Welcome { .. } => "Welcome",
+        Header::ModelChunk { .. } => "ModelChunk",
+        Header::ModelReady { .. } => "ModelReady",
+        Header::RunSuffix { .. } => "RunSuffix",
+        Header::Result { .. } => "Result",
+        Header::Status(_) => "Status",
+        Header::Probe { .. } => "Probe",
+        Header::Echo { .. } => "Echo",
+        Header::Error { .. } => "Error",
+        Header::Bye => "Bye",
+    }
+}
+
+impl HandheldSession {
+    /// A new connection to a handheld with this profile name and status.
+    pub fn new(device: impl Into<String>, status: StatusReport) -> HandheldSession {
+        HandheldSession { device: device.into(), status, state: State::AwaitHello }
+    }
+
+    /// Whether the session has closed.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Whether the model is loaded and suffixes can run.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, State::Ready { .. })
+    }
+
+    /// The digest of the session's model, once announced.
+    pub fn digest(&self) -> Option<Digest> {
+        match &self.state {
+            State::Receiving { digest, .. } | State::Loading { digest } | State::Ready { digest, .. } => {
+                Some(*digest)
+            }
+            _ => None,
+        }
+    }
+
+    /// The latest status to report in `Welcome` and `Status` messages.
+    pub fn set_status(&mut self, status: StatusReport) {
+        self.status = status;
+    }
+
+    /// A periodic status message (nothing once closed).
+    pub fn status_message(&self) -> Option<Message> {
+        (!self.is_closed()).then(|| Message::new(Header::Status(self.status)))
+    }
+
+    /// The bytes from the peer did not decode: answer with the error and close.
+    pub fn on_decode_error(&mut self, e: &ProtocolError) -> Vec<Action> {
+        self.state = State::Closed;
+        error(ErrorCode::Malformed, e.to_string())
+    }
+
+    /// Handles one message; `has_model` tells whether a model with this
+    /// digest is stored locally.
+    pub fn on_message(&mut self, message: Message, has_model: impl Fn(&Digest) -> bool) -> Vec<Action> {
+        if self.is_closed() {
+            return vec![Action::Close];
+        }
+        let out = match (&mut self.state, message.header) {
+            (_, Header::Bye) => {
+                self.state = State::Closed;
+                return vec![Action::Close];
+            }
+            (_, Header::Probe { id, echo_payload }) => {
+                let received = message.body.len() as u64;
+                let body = if echo_payload { message.body } else { vec![] };
+                return vec![Action::Send(Message { header: Header::Echo { id, received }, body })];
+            }
+            (_, Header::Error { .. }) => {
+                self.state = State::Closed;
+                return vec![Action::Close];
+            }
+            (State::AwaitHello, Header::Hello { version, model_digest, model_bytes, device: _ }) => {
+                if version != PROTOCOL_VERSION {
+                    Err((
+                        ErrorCode::Version,
+                        format!("protocol version {version} is not supported (this handheld speaks {PROTOCOL_VERSION})"),
+                    ))
+                } else if model_bytes > MAX_MODEL_BYTES {
+                    Err((
+                        ErrorCode::Model,
+                        format!("a model of {model_bytes} bytes exceeds {MAX_MODEL_BYTES}"),
+                    ))
+                } else {
+                    let known = has_model(&model_digest);
+                    let welcome = Message::new(Header::Welcome {
+                        version: PROTOCOL_VERSION,
+                        device: self.device.clone(),
+                        has_model: known,
+                        status: self.status,
+                    });
+                    if known {
+                        self.state = State::Loading { digest: model_digest };
+                        Ok(vec![Action::Send(welcome), Action::LoadKnown(model_digest)])
+                    } else {
+                        self.state =
+                            State::Receiving { digest: model_digest, size: model_bytes, bytes: vec![] };
+                        Ok(vec![Action::Send(welcome)])
+                    }
+                }
+            }
+            (State::Receiving { digest, size, bytes }, Header::ModelChunk { offset }) => {
+                if offset != bytes.len() as u64 {
+                    Err((ErrorCode::Unexpected, format!("model chunk at {offset}, expected {}", bytes.len())))
+                } else if bytes.len() as u64 + message.body.len() as u64 > *size {
+                    Err((ErrorCode::Model, format!("model push exceeds the announced {size} bytes")))
+                } else {
+                    bytes.extend_from_slice(&message.body);
+                    if (bytes.len() as u64) < *size {
+                        Ok(vec![])
+                    } else if model_digest(bytes) != *digest {
+                        Err((
+                            ErrorCode::Digest,
+                            "the pushed model's SHA-256 differs from the announced digest".into(),
+                        ))
+                    } else {
+                        let (digest, bytes) = (*digest, std::mem::take(bytes));
+                        self.state = State::Loading { digest };
+                        Ok(vec![Action::LoadPushed { digest, bytes }])
+                    }
+                }
+            }
+            (State::Ready { last_frame, .. }, Header::RunSuffix { frame, cut, tensors }) => {
+                if last_frame.is_some_and(|l| frame <= l) {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!(
+                            "frame {frame} after frame {}: frames must increase",
+                            last_frame.unwrap_or(0)
+                        ),
+                    ))
+                } else {
+                    *last_frame = Some(frame);
+                    let message = Message {
+                        header: Header::RunSuffix { frame, cut: cut.clone(), tensors },
+                        body: message.body,
+                    };
+                    Ok(vec![Action::Run { frame, cut, message }])
+                }
+            }
+            (state, header) => {
+                let when = match state {
+                    State::AwaitHello => "before the handshake",
+                    State::Receiving { .. } => "during the model push",
+                    State::Loading { .. } => "while the model loads",
+                    State::Ready { .. } => "in a ready session",
+                    State::Closed => "after close",
+                };
+                Err((ErrorCode::Unexpected, format!("unexpected {} {when}", name(&header))))
+            }
+        };
+        out.unwrap_or_else(|(code, reason)| {
+            self.state = State::Closed;
+            error(code, reason)
+        })
+    }
+
+    /// The model is loaded: tell the wearable, with this side's latency summary.
+    pub fn model_loaded(&mut self, latency: LatencySummary) -> Vec<Action> {
+        match self.state {
+            State::Loading { digest } => {
+                self.state = State::Ready { digest, last_frame: None };
+                vec![Action::Send(Message::new(Header::ModelReady { latency }))]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// The model failed to load: tell the wearable why and close.
+    pub fn model_failed(&mut self, reason: impl Into<String>) -> Vec<Action> {
+        self.state = State::Closed;
+        error(ErrorCode::Model, reason)
+    }
+
+    /// A suffix ran: its result message.
+    pub fn result(
+        frame: u64,
+        handheld_compute_us: u64,
+        outputs: &[(String, &Tensor)],
+    ) -> Result<Message, ProtocolError> {
+        Message::with_tensors(
+            |tensors: Vec<TensorMeta>| Header::Result { frame, handheld_compute_us, tensors },
+            outputs,
+        )
+    }
+}
+
+/// What the wearable's I/O shell and runtime must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WearableAction {
+    /// Send this message to the handheld.
+    Send(Message),
+    /// The handheld has the model loaded: offloading can start. Its latency
+    /// summary prices the handheld's part of any cut.
+    Ready {
+        /// The handheld's profile name.
+        device: String,
+        /// Its latency summary for the model.
+        latency: LatencySummary,
+    },
+    /// The handheld's status changed.
+    Status(StatusReport),
+    /// A probe came back: `received` bytes reached the handheld.
+    Echo {
+        /// The probe's id.
+        id: u64,
+        /// Bytes the probe carried.
+        received: u64,
+        /// Bytes echoed back.
+        echoed: u64,
+    },
+    /// A frame's outputs arrived.
+    Delivered {
+        /// The frame.
+        frame: u64,
+        /// Handheld compute time (µs).
+        handheld_compute_us: u64,
+        /// The message carrying the outputs.
+        message: Message,
+    },
+    /// These offloaded frames will not be answered (the link failed or the
+    /// handheld refused): run them on the wearable, in this order.
+    RunLocally(Vec<u64>),
+    /// Close the connection.
+    Close,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum WearableState {
+    Start,
+    AwaitWelcome,
+    AwaitReady,
+    Ready,
+    Closed,
+}
+
+/// One connection's protocol state on the wearable: the handshake, the
+/// model push, and the frames offloaded but not yet answered (so that none
+/// is lost when the link fails).
+#[derive(Clone, Debug)]
+pub struct WearableSession {
+    device: String,
+    digest: Digest,
+    model: std::sync::Arc<Vec<u8>>,
+    chunk_bytes: usize,
+    state: WearableState,
+    in_flight: std::collections::VecDeque<u64>,
+    handheld: Option<String>,
+}
+
+impl WearableSession {
+    /// A session for the model `model` (its ONNX bytes), pushing it in
+    /// chunks of `chunk_bytes` if the handheld lacks it.
+    pub fn new(
+        device: impl Into<String>,
+        model: std::sync::Arc<Vec<u8>>,
+        chunk_bytes: usize,
+    ) -> WearableSession {
+        WearableSession {
+            device: device.into(),
+            digest: model_digest(&model),
+            model,
+            chunk_bytes: chunk_bytes.max(1),
+            state: WearableState::Start,
+            in_flight: Default::default(),
+            handheld: None,
+        }
+    }
+
+    /// Starts the handshake.
+    pub fn start(&mut self) -> Vec<WearableAction> {
+        if self.state != WearableState::Start {
+            return vec![];
+        }
+        self.state = WearableState::AwaitWelcome;
+        vec![WearableAction::Send(Message::new(Header::Hello {
+            version: PROTOCOL_VERSION,
+            model_digest: self.digest,
+            model_bytes: self.model.len() as u64,
+            device: self.device.clone(),
+        }))]
+    }
+
+    /// Whether suffixes can be offloaded.
+    pub fn is_ready(&self) -> bool {
+        self.state == WearableState::Ready
+    }
+
+    /// Whether the session has closed.
+    pub fn is_closed(&self) -> bool {
+        self.state == WearableState::Closed
+    }
+
+    /// Frames offloaded and not yet answered, oldest first.
+    pub fn in_flight(&self) -> Vec<u64> {
+        self.in_flight.iter().copied().collect()
+    }
+
+    /// Offloads `frame`'s suffix: the message to send (`None` unless ready).
+    pub fn offload(
+        &mut self,
+        frame: u64,
+        cut: String,
+        tensors: &[(String, &Tensor)],
+    ) -> Result<Option<Message>, ProtocolError> {
+        if !self.is_ready() {
+            return Ok(None);
+        }
+        let m = Message::with_tensors(|tensors| Header::RunSuffix { frame, cut, tensors }, tensors)?;
+        self.in_flight.push_back(frame);
+        Ok(Some(m))
+    }
+
+    /// The link failed: every unanswered frame runs locally.
+    pub fn on_disconnect(&mut self) -> Vec<WearableAction> {
+        self.state = WearableState::Closed;
+        let lost: Vec<u64> = self.in_flight.drain(..).collect();
+        if lost.is_empty() {
+            vec![]
+        } else {
+            vec![WearableAction::RunLocally(lost)]
+        }
+    }
+
+    /// The bytes from the handheld did not decode: close, and run every
+    /// unanswered frame locally.
+    pub fn on_decode_error(&mut self, e: &ProtocolError) -> Vec<WearableAction> {
+        let mut out = vec![WearableAction::Send(Message::new(Header::Error {
+            code: ErrorCode::Malformed,
+            reason: e.to_string(),
+        }))];
+        out.extend(self.on_disconnect());
+        out.push(WearableAction::Close);
+        out
+    }
+
+    fn fail(&mut self, code: ErrorCode, reason: String) -> Vec<WearableAction> {
+        let mut out = vec![WearableAction::Send(Message::new(Header::Error { code, reason }))];
+        out.extend(self.on_disconnect());
+        out.push(WearableAction::Close);
+        out
+    }
+
+    /// Handles one message from the handheld.
+    pub fn on_message(&mut self, message: Message) -> Vec<WearableAction> {
+        if self.is_closed() {
+            return vec![WearableAction::Close];
+        }
+        match (&self.state, message.header) {
+            (_, Header::Bye) | (_, Header::Error { .. }) => {
+                let mut out = self.on_disconnect();
+                out.push(WearableAction::Close);
+                out
+            }
+            (_, Header::Status(s)) => vec![WearableAction::Status(s)],
+            (_, Header::Echo { id, received }) => {
+                vec![WearableAction::Echo { id, received, echoed: message.body.len() as u64 }]
+            }
+            (_, Header::Probe { id, echo_payload }) => {
+                let received = message.body.len() as u64;
+                let body = if echo_payload { message.body } else { vec![] };
+                vec![WearableAction::Send(Message { header: Header::Echo { id, received }, body })]
+            }
+            (WearableState::AwaitWelcome, Header::Welcome { version, device, has_model, status }) => {
+                if version != PROTOCOL_VERSION {
+                    return self.fail(
+                        ErrorCode::Version,
+                        format!("the handheld speaks protocol {version}, this wearable {PROTOCOL_VERSION}"),
+                    );
+                }
+                self.handheld = Some(device);
+                self.state = WearableState::AwaitReady;
+                let mut out = vec![WearableAction::Status(status)];
+                if !has_model {
+                    for (i, chunk) in self.model.chunks(self.chunk_bytes).enumerate() {
+                        out.push(WearableAction::Send(Message {
+                            header: Header::ModelChunk { offset: (i * self.chunk_bytes) as u64 },
+                            body: chunk.to_vec(),
+                        }));
+                    }
+                }
+                out
+            }
+            (WearableState::AwaitReady, Header::ModelReady { latency }) => {
+                self.state = WearableState::Ready;
+                vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
+            }
+            (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
+                // The handheld answers in order: the result must be for the oldest frame.
+                if self.in_flight.front() != Some(&frame) {
+                    let expected = self.in_flight.front().copied();
+                    return self.fail(
+                        ErrorCode::Unexpected,
+                        format!("result for frame {frame}, expected {expected:?}"),
+                    );
+                }
+                self.in_flight.pop_front();
+                let message = Message {
+                    header: Header::Result { frame, handheld_compute_us, tensors },
+                    body: message.body,
+                };
+                vec![WearableAction::Delivered { frame, handheld_compute_us, message }]
+            }
+            (state, header) => {
+                let reason = format!("unexpected {} in state {state:?}", name(&header));
+                self.fail(ErrorCode::Unexpected, reason)
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Both sides' session state machines, driven message by message: the
+//! handshake with and without a model push, digest and version refusals,
+//! messages out of order, frame ordering, probes, close; and the two
+//! sessions talking over encoded bytes, where a dropped link hands every
+//! unanswered frame back to the wearable, in order.
+
+use std::sync::Arc;
+
+use tandem_proto::protocol::{
+    encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
+    StatusReport, PROTOCOL_VERSION,
+};
+use tandem_proto::session::{Action, HandheldSession, WearableAction, WearableSession};
+use tandem_core::Tensor;
+
+fn status() -> StatusReport {
+    StatusReport { load: 0.1, queue: 0, battery: 0.9, charging: true }
+}
+
+fn hello(digest: [u8; 32], size: u64) -> Message {
+    Message::new(Header::Hello {
+        version: PROTOCOL_VERSION,
+        model_digest: digest,
+        model_bytes: size,
+        device: "watch-w5".into(),
+    })
+}
+
+fn summary() -> LatencySummary {
+    LatencySummary { per_layer_s: vec![1e-3; 3], overhead_s: 1e-4 }
+}
+
+fn error_code(actions: &[Action]) -> Option<ErrorCode> {
+    actions.iter().find_map(|a| match a {
+        Action::Send(Message { header: Header::Error { code, .. }, .. }) => Some(*code),
+        _ => None,
+    })
+}
+
+fn run(frame: u64) -> Message {
+    let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
+    Message::with_tensors(
+        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors },
+        &[("x".into(), &x)],
+    )
+    .expect("message")
+}
+
+#[test]
+fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
+    let model = b"pretend these are ONNX bytes".repeat(10);
+    let digest = model_digest(&model);
+    let mut s = HandheldSession::new("pixel-8-pro", status());
+    let a = s.on_message(hello(digest, model.len() as u64), |_| false);
+    assert!(
+        matches!(&a[..], [Action::Send(Message { header: Header::Welcome { has_model: false, .. }, .. })]),
+        "{a:?}"
+    );
+    // Two chunks; nothing happens until the last byte.
+    let (first, second) = model.split_at(100);
+    assert_eq!(
+        s.on_message(Message { header: Header::ModelChunk { offset: 0 }, body: first.to_vec() }, |_| false),
+        vec![]
+    );
+    let a = s
+        .on_message(Message { header: Header::ModelChunk { offset: 100 }, body: second.to_vec() }, |_| false);
+    assert_eq!(a, vec![Action::LoadPushed { digest, bytes: model.clone() }]);
+    assert!(!s.is_ready());
+    let a = s.model_loaded(summary());
+    assert!(matches!(&a[..], [Action::Send(Message { header: Header::ModelReady { .. }, .. })]));
+    assert!(s.is_ready());
+    for frame in [1, 2, 5] {
+        let a = s.on_message(run(frame), |_| false);
+        match &a[..] {
+            [Action::Run { frame: f, cut, message }] => {
+                assert_eq!((*f, cut.as_str()), (frame, "1"));
+                assert_eq!(message.tensors().expect("tensors")[0].0, "x");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A repeated or older frame is refused: no frame runs twice.
+    let a = s.on_message(run(5), |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected));
+    assert_eq!(a.last(), Some(&Action::Close));
+    assert!(s.is_closed());
+}
+
+#[test]
+fn a_known_model_is_loaded_without_a_push() {
+    let digest = [9; 32];
+    let mut s = HandheldSession::new("pixel-8-pro", status());
+    let a = s.on_message(hello(digest, 1234), |d| *d == digest);
+    assert!(
+        matches!(&a[..], [Action::Send(Message { header: Header::Welcome { has_model: true, .. }, .. }), Action::LoadKnown(d)] if *d == digest),
+        "{a:?}"
+    );
+    assert_eq!(s.digest(), Some(digest));
+    s.model_loaded(summary());
+    assert!(s.is_ready());
+}
+
+#[test]
+fn refusals_name_what_went_wrong_and_close() {
+    // Another protocol version.
+    let mut s = HandheldSession::new("p", status());
+    let mut m = hello([0; 32], 10);
+    if let Header::Hello { version, .. } = &mut m.header {
+        *version = PROTOCOL_VERSION + 1;
+    }
+    let a = s.on_message(m, |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Version));
+    assert!(s.is_closed());
+    // A pushed model whose bytes do not match the digest.
+    let mut s = HandheldSession::new("p", status());
+    s.on_message(hello(model_digest(b"right"), 5), |_| false);
+    let a = s
+        .on_message(Message { header: Header::ModelChunk { offset: 0 }, body: b"wrong".to_vec() }, |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Digest));
+    // A chunk out of order, and a push longer than announced.
+    let mut s = HandheldSession::new("p", status());
+    s.on_message(hello([1; 32], 5), |_| false);
+    let a = s.on_message(Message { header: Header::ModelChunk { offset: 3 }, body: vec![0; 2] }, |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected));
+    let mut s = HandheldSession::new("p", status());
+    s.on_message(hello([1; 32], 5), |_| false);
+    let a = s.on_message(Message { header: Header::ModelChunk { offset: 0 }, body: vec![0; 6] }, |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Model));
+    // A run before the handshake.
+    let mut s = HandheldSession::new("p", status());
+    let a = s.on_message(run(1), |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected));
+    // Bytes that did not decode.
+    let mut s = HandheldSession::new("p", status());
+    let a = s.on_decode_error(&ProtocolError::BadHeader("garbage".into()));
+    assert_eq!(error_code(&a), Some(ErrorCode::Malformed));
+    assert!(s.is_closed());
+    // A model that fails to load.
+    let mut s = HandheldSession::new("p", status());
+    s.on_message(hello([2; 32], 5), |_| true);
+    assert_eq!(error_code(&s.model_failed("unsupported op Foo")), Some(ErrorCode::Model));
+}
+
+#[test]
+fn probes_echo_in_any_state_and_bye_closes() {
+    let mut s = HandheldSession::new("p", status());
+    let a = s.on_message(
+        Message { header: Header::Probe { id: 4, echo_payload: true }, body: vec![3; 50] },
+        |_| false,
+    );
+    assert_eq!(
+        a,
+        vec![Action::Send(Message { header: Header::Echo { id: 4, received: 50 }, body: vec![3; 50] })]
+    );
+    let a = s.on_message(
+        Message { header: Header::Probe { id: 5, echo_payload: false }, body: vec![3; 50] },
+        |_| false,
+    );
+    assert_eq!(a, vec![Action::Send(Message::new(Header::Echo { id: 5, received: 50 }))]);
+    assert!(s.status_message().is_some());
+    assert_eq!(s.on_message(Message::new(Header::Bye), |_| false), vec![Action::Close]);
+    assert!(s.is_closed() && s.status_message().is_none());
+}
+
+#[test]
+fn results_carry_the_outputs() {
+    let y = Tensor::from_shape(&[1, 3], &[0.2f32, 0.3, 0.5]).expect("tensor");
+    let m = HandheldSession::result(9, 1500, &[("y".into(), &y)]).expect("result");
+    assert!(matches!(m.header, Header::Result { frame: 9, handheld_compute_us: 1500, .. }));
+    assert_eq!(m.tensors().expect("tensors"), vec![("y".to_string(), y)]);
+}
+
+/// Carries messages between the two sessions as encoded bytes, as a link would.
+fn deliver(m: &Message) -> Message {
+    let mut d = FrameDecoder::default();
+    d.push(&encode(m).expect("encodes"));
+    d.next_message().expect("decodes").expect("whole frame")
+}
+
+#[test]
+fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
+    let model = Arc::new((0..10_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>());
+    let mut w = WearableSession::new("watch-w5", model.clone(), 4096);
+    let mut h = HandheldSession::new("pixel-8-pro", status());
+    let mut to_handheld: Vec<Message> = w
+        .start()
+        .into_iter()
+        .filter_map(|a| if let WearableAction::Send(m) = a { Some(m) } else { None })
+        .collect();
+    let mut ready = None;
+    let mut loads = 0;
+    // Pump messages both ways until the handshake settles.
+    for _ in 0..10 {
+        let mut to_wearable = vec![];
+        for m in to_handheld.drain(..) {
+            for a in h.on_message(deliver(&m), |_| false) {
+                match a {
+                    Action::Send(m) => to_wearable.push(m),
+                    Action::LoadPushed { bytes, .. } => {
+                        assert_eq!(&bytes, model.as_ref(), "the pushed model arrives intact");
+                        loads += 1;
+                        for a in h.model_loaded(summary()) {
+                            if let Action::Send(m) = a {
+                                to_wearable.push(m);
+                            }
+                        }
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        for m in to_wearable {
+            for a in w.on_message(deliver(&m)) {
+                match a {
+                    WearableAction::Send(m) => to_handheld.push(m),
+                    WearableAction::Ready { device, latency } => ready = Some((device, latency)),
+                    WearableAction::Status(_) => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+    assert_eq!(loads, 1);
+    assert_eq!(ready, Some(("pixel-8-pro".to_string(), summary())));
+    assert!(w.is_ready() && h.is_ready());
+    // Three frames out, answered in order.
+    let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
+    for frame in 1..=3 {
+        let m = w.offload(frame, "1".into(), &[("x".into(), &x)]).expect("encodes").expect("ready");
+        match &h.on_message(deliver(&m), |_| false)[..] {
+            [Action::Run { frame: f, .. }] => assert_eq!(*f, frame),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(w.in_flight(), vec![1, 2, 3]);
+    let y = HandheldSession::result(1, 100, &[("y".into(), &x)]).expect("result");
+    assert!(matches!(&w.on_message(deliver(&y))[..], [WearableAction::Delivered { frame: 1, .. }]));
+    // The link drops: frames 2 and 3 run locally, in order, and none is lost.
+    assert_eq!(w.on_disconnect(), vec![WearableAction::RunLocally(vec![2, 3])]);
+    assert!(w.in_flight().is_empty() && w.is_closed());
+}
+
+#[test]
+fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), 2);
+    w.start();
+    w.on_message(Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
+    for frame in [10, 11] {
+        w.offload(frame, "1".into(), &[("x".into(), &x)]).expect("ok").expect("ready");
+    }
+    let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)]).expect("result");
+    let a = w.on_message(wrong);
+    assert!(a.contains(&WearableAction::RunLocally(vec![10, 11])), "{a:?}");
+    assert_eq!(a.last(), Some(&WearableAction::Close));
+    // A handheld error also returns what was in flight.
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
+    w.start();
+    w.on_message(Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    w.offload(1, String::new(), &[]).expect("ok");
+    let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
+    assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
+    // Not ready: nothing is offloaded.
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
+    assert_eq!(w.offload(1, String::new(), &[]).expect("ok"), None);
+    // Another version in the Welcome.
+    w.start();
+    let a = w.on_message(Message::new(Header::Welcome {
+        version: 99,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    assert!(
+        matches!(
+            &a[0],
+            WearableAction::Send(Message { header: Header::Error { code: ErrorCode::Version, .. }, .. })
+        ),
+        "{a:?}"
+    );
+}

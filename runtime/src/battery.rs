@@ -1,0 +1,87 @@
+//! The battery as the kernel's fuel gauge reports it (sysfs `power_supply`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tandem_plan::device::BatteryInfo;
+
+/// A battery's state as the kernel's fuel gauge reports it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatteryStatus {
+    /// The power-supply directory's name (`battery`, `BAT0`).
+    pub supply: String,
+    /// State of charge, in percent.
+    pub capacity_pct: Option<f64>,
+    /// `Charging`, `Discharging`, `Full`, ...
+    pub status: Option<String>,
+    /// Battery voltage, in volts (`voltage_now` is in µV).
+    pub voltage_v: Option<f64>,
+    /// Battery current, in amperes (`current_now` is in µA; its sign
+    /// convention differs between drivers).
+    pub current_a: Option<f64>,
+}
+
+impl BatteryStatus {
+    /// Battery power `V · |I|`, in watts, when both are known.
+    pub fn power_w(&self) -> Option<f64> {
+        Some(self.voltage_v? * self.current_a?.abs())
+    }
+}
+
+/// Parses a Linux CPU list such as `0-3`, `4,5` or `0-3,7`; `None` when
+/// malformed or empty.
+
+/// is `/` on a real device).
+pub fn battery_status(root: &Path) -> Option<BatteryStatus> {
+    read_battery(&root.join("sys/class/power_supply"), &mut vec![]).0
+}
+
+/// The first `Battery` supply: its live status and, from design values, the
+/// profile's battery info.
+pub fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatus>, Option<BatteryInfo>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        notes.push(format!("no {}: no battery", dir.display()));
+        return (None, None);
+    };
+    let mut supplies: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    supplies.sort();
+    for s in supplies {
+        let is_battery = std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery");
+        if !is_battery {
+            continue;
+        }
+        let number = |file: &str, notes: &mut Vec<String>| -> Option<f64> {
+            let path = s.join(file);
+            let text = std::fs::read_to_string(&path).ok()?;
+            match text.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() => Some(v),
+                _ => {
+                    notes.push(format!("ignored malformed {}: '{}'", path.display(), text.trim()));
+                    None
+                }
+            }
+        };
+        let status = BatteryStatus {
+            supply: s.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            capacity_pct: number("capacity", notes),
+            status: std::fs::read_to_string(s.join("status")).ok().map(|t| t.trim().to_string()),
+            voltage_v: number("voltage_now", notes).map(|uv| uv / 1e6),
+            current_a: number("current_now", notes).map(|ua| ua / 1e6),
+        };
+        notes.push(format!(
+            "battery {}: {}% {}, {} V, {} A",
+            s.display(),
+            status.capacity_pct.map_or("?".into(), |v| v.to_string()),
+            status.status.as_deref().unwrap_or("?"),
+            status.voltage_v.map_or("?".into(), |v| format!("{v:.3}")),
+            status.current_a.map_or("?".into(), |v| format!("{v:.3}")),
+        ));
+        // sysfs has no nominal voltage (only min/max design values).
+        let capacity_mah = number("charge_full_design", notes).filter(|v| *v > 0.0).map(|uah| uah / 1e3);
+        let info = capacity_mah.map(|c| BatteryInfo { capacity_mah: Some(c), nominal_voltage_v: None });
+        return (Some(status), info);
+    }
+    notes.push(format!("no Battery supply in {}", dir.display()));
+    (None, None)
+}
+

@@ -1,0 +1,5 @@
+//! The integration tests of this crate, in one binary (linking tract into
+//! one test binary per file cost build time).
+
+mod link;
+mod paired_session;

@@ -1,0 +1,43 @@
+//! What the command-line tools share: one line for an error and its causes.
+
+/// An error and its chain of causes on one line, `a: b: c`, leaving out a
+/// cause whose text the message already holds (many errors print their
+/// source in their own message).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read {path}: {source}")]
+    struct Inner {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("loading the model")]
+    struct Outer(#[source] Inner);
+
+    #[test]
+    fn causes_are_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let inner = Inner { path: "m.onnx".into(), source: io() };
+        assert_eq!(error_chain(&inner), "cannot read m.onnx: No such file");
+        let outer = Outer(Inner { path: "m.onnx".into(), source: io() });
+        assert_eq!(error_chain(&outer), "loading the model: cannot read m.onnx: No such file");
+    }
+}
