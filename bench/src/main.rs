@@ -328,8 +328,8 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
 }
 
 fn oracle(models: Vec<PathBuf>, runs: usize, stream: bool, remeasure: bool) -> anyhow::Result<()> {
-    use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
     use tandem::partition::{EnergyWeights, Method, Mode};
+    use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleGrid, PairSetup};
     let models =
         if models.is_empty() { default_models()? } else { models.into_iter().map(|m| (m, None)).collect() };
     let setup = PairSetup::new(

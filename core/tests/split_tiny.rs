@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tandem_core::check::{check_cuts, random_inputs};
-use tandem_models::tiny as testing;
 use tandem_core::{enumerate_cuts, sample_cuts, Cut, Error, InputShapes, Model, SplitExecutor};
+use tandem_models::tiny as testing;
 
 fn load(bytes: &[u8]) -> Model {
     Model::from_bytes(bytes, &InputShapes::none()).expect("model loads")

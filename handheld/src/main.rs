@@ -102,9 +102,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ble,
         } => {
             let _quota = match cpu_quota {
-                Some(pct) => {
-                    Some(tandem_tools::quota::CpuQuota::apply(std::path::Path::new("/sys/fs/cgroup/cpu"), pct)?)
-                }
+                Some(pct) => Some(tandem_tools::quota::CpuQuota::apply(
+                    std::path::Path::new("/sys/fs/cgroup/cpu"),
+                    pct,
+                )?),
                 None => None,
             };
             serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble)

@@ -15,8 +15,8 @@ use tandem::link::{TcpTransport, Transport};
 use tandem::protocol::{
     encode, model_digest, ErrorCode, FrameDecoder, Header, Message, TensorMeta, WireType, PROTOCOL_VERSION,
 };
-use tandem_tools::testing::HandheldProcess;
 use tandem::{Cut, InputShapes, Values};
+use tandem_tools::testing::HandheldProcess;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tandem-handheld");
 
@@ -121,9 +121,11 @@ fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a
     let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
     let dir = models_dir("kill", &path);
     let dir_arg = dir.to_string_lossy().to_string();
-    // A slowed handheld: its suffix takes longer than the frame period, so frames are in flight at the kill.
+    // A slowed handheld: its suffix takes longer than the frame period, so
+    // frames are in flight at the kill (MNIST's suffix takes ~0.3 ms on a
+    // fast host: 60x makes it ~18 ms, beyond the 10 ms period).
     let first =
-        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--slowdown", "6"]).expect("server");
+        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--slowdown", "60"]).expect("server");
     let addr = first.addr.clone();
     let server = Arc::new(Mutex::new(Some(first)));
     let mut c = config(Placement::Fixed(Cut::at_flops_fraction(model.model.graph(), 0.3)));

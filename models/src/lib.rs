@@ -17,8 +17,8 @@ use anyhow::{anyhow, Context, Result};
 mod builder;
 pub mod layers;
 pub mod light;
-pub mod tiny;
 mod randomize;
+pub mod tiny;
 pub mod zoo;
 
 pub use builder::{IR_VERSION, OPSET};

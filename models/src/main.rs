@@ -67,8 +67,12 @@ fn main() -> Result<()> {
             let mut specs = if names.is_empty() { zoo_specs() } else { Vec::new() };
             for name in &names {
                 let spec = ZooSpec::from_name(name).ok_or_else(|| {
-                    let known: Vec<String> =
-                        zoo_specs().iter().chain(&mobilenet_variants()).chain(&pruned_variants()).map(|s| s.name()).collect();
+                    let known: Vec<String> = zoo_specs()
+                        .iter()
+                        .chain(&mobilenet_variants())
+                        .chain(&pruned_variants())
+                        .map(|s| s.name())
+                        .collect();
                     anyhow::anyhow!("unknown zoo model '{name}'; known: {}", known.join(", "))
                 })?;
                 if !specs.contains(&spec) {

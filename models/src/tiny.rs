@@ -191,4 +191,3 @@ pub fn random_dag_onnx(ops: &[(u8, usize, usize)]) -> Vec<u8> {
     }
     g.build()
 }
-

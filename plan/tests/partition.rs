@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
+use tandem_core::{enumerate_cuts, Cut, InputShapes, LayerGraph, Model};
 use tandem_plan::energy::EnergyModel;
 use tandem_plan::partition::stream::{search, StreamGoal};
 use tandem_plan::partition::{
@@ -14,7 +15,6 @@ use tandem_plan::partition::{
     Simplified,
 };
 use tandem_plan::predict::{LatencyModel, NodeCosts};
-use tandem_core::{enumerate_cuts, Cut, InputShapes, LayerGraph, Model};
 
 fn load(bytes: &[u8]) -> Model {
     Model::from_bytes(bytes, &InputShapes::none()).expect("random DAG loads")

@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
+use tandem_core::{InputShapes, LayerGraph, Model};
+use tandem_models::ZooSpec;
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
 use tandem_plan::partition::{
     Conditions, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Mode, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::FlopsModel;
-use tandem_core::{InputShapes, LayerGraph, Model};
-use tandem_models::ZooSpec;
 
 struct Pair {
     model: Model,

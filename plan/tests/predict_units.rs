@@ -3,9 +3,9 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tandem_plan::predict::features::graph_features;
 use tandem_core::{InputShapes, Model};
 use tandem_models::layers::{sample_generic, LayerSpec};
+use tandem_plan::predict::features::graph_features;
 
 fn class_of(spec: &LayerSpec) -> &'static str {
     match spec {

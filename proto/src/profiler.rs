@@ -16,8 +16,8 @@
 
 use std::time::Duration;
 
-use tandem_plan::partition::{EnergyWeights, HandheldStatus, LinkEstimate};
 use crate::protocol::StatusReport;
+use tandem_plan::partition::{EnergyWeights, HandheldStatus, LinkEstimate};
 
 /// An exponentially weighted average with outlier rejection.
 #[derive(Clone, Debug)]

@@ -3,11 +3,11 @@
 //! never a panic, and a failed stream stays failed.
 
 use proptest::prelude::*;
+use tandem_core::Tensor;
 use tandem_proto::protocol::{
     encode, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError, StatusReport,
     TensorMeta, WireType, MAX_FRAME_BYTES, MAX_HEADER_BYTES, PROTOCOL_VERSION,
 };
-use tandem_core::Tensor;
 
 fn status() -> StatusReport {
     StatusReport { load: 0.25, queue: 2, battery: 0.8, charging: false }
@@ -174,13 +174,27 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), cut in 0usize..512) {
-        let mut d = FrameDecoder::new(4096);
-        let cut = cut.min(bytes.len());
-        d.push(&bytes[..cut]);
-        let first = d.next_message();
-        d.push(&bytes[cut..]);
-        let _ = (first, d.next_message(), d.next_message());
+    fn mutated_frames_decode_or_get_a_named_error(
+        which in 0usize..64,
+        edits in proptest::collection::vec((any::<u32>(), 0u8..4, any::<u8>()), 1..5),
+    ) {
+        let messages = samples();
+        let bytes = mutate(&encode(&messages[which % messages.len()]).expect("encodes"), &edits);
+        let mut d = FrameDecoder::default();
+        d.push(&bytes);
+        match d.next_message() {
+            Ok(Some(m)) => {
+                // Exactly one frame, and what was accepted is a valid message.
+                prop_assert_eq!(d.next_message(), Ok(None));
+                prop_assert_eq!(decode_all(&encode(&m).expect("a decoded message re-encodes")), Ok(vec![m]));
+            }
+            Ok(None) => prop_assert!(false, "a whole frame was fed, none decoded"),
+            Err(e) => {
+                // The length prefix stays valid, so the error is in the header or the tensors.
+                prop_assert!(!matches!(e, ProtocolError::FrameTooLarge { .. } | ProtocolError::Failed), "{e}");
+                prop_assert_eq!(d.next_message(), Err(ProtocolError::Failed));
+            }
+        }
     }
 
     #[test]
@@ -200,6 +214,58 @@ proptest! {
             }
         }
         prop_assert_eq!(got, messages);
+    }
+}
+
+/// A valid frame with `edits` applied past its length prefix: each edit
+/// (position, kind, value) flips bits of a byte, sets a byte, deletes a byte
+/// or inserts one; the length prefix is then fixed to the new length, so a
+/// decoder reads the mutated header and tensors instead of stopping at the
+/// length.
+fn mutate(frame: &[u8], edits: &[(u32, u8, u8)]) -> Vec<u8> {
+    let mut bytes = frame.to_vec();
+    for &(pos, kind, value) in edits {
+        let at = 4 + pos as usize % (bytes.len() - 4);
+        match kind {
+            0 => bytes[at] ^= value.max(1),
+            1 => bytes[at] = value,
+            2 if bytes.len() > 9 => {
+                bytes.remove(at);
+            }
+            _ => bytes.insert(at, value),
+        }
+    }
+    let len = (bytes.len() - 4) as u32;
+    bytes[..4].copy_from_slice(&len.to_le_bytes());
+    bytes
+}
+
+/// Mutated frames reach every decoding stage: some still decode, and the
+/// others fail in the header length, the header, a tensor or the body size,
+/// each named. A check that random bytes only ever stop at the length prefix
+/// would fail here.
+#[test]
+fn mutations_reach_the_header_and_the_tensors() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let messages = samples();
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    for i in 0..4000 {
+        let m = &messages[i % messages.len()];
+        let edits: Vec<(u32, u8, u8)> =
+            (0..rng.gen_range(1..3)).map(|_| (rng.gen(), rng.gen_range(0..4), rng.gen())).collect();
+        let outcome = match decode_all(&mutate(&encode(m).expect("encodes"), &edits)) {
+            Ok(_) => "decoded",
+            Err(ProtocolError::HeaderTooLarge { .. }) => "header length",
+            Err(ProtocolError::BadHeader(_)) => "header",
+            Err(ProtocolError::BadTensor { .. }) => "tensor",
+            Err(ProtocolError::BodyMismatch { .. }) => "body size",
+            Err(e) => panic!("unexpected error for a frame with a valid length: {e}"),
+        };
+        *seen.entry(outcome).or_default() += 1;
+    }
+    for stage in ["decoded", "header length", "header", "tensor", "body size"] {
+        assert!(seen.get(stage).is_some_and(|&n| n > 0), "no mutation reached '{stage}': {seen:?}");
     }
 }
 

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
+use tandem_core::Tensor;
 use tandem_proto::protocol::{
     encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
     StatusReport, PROTOCOL_VERSION,
 };
 use tandem_proto::session::{Action, HandheldSession, WearableAction, WearableSession};
-use tandem_core::Tensor;
 
 fn status() -> StatusReport {
     StatusReport { load: 0.1, queue: 0, battery: 0.9, charging: true }

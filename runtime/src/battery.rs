@@ -84,4 +84,3 @@ pub fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatu
     notes.push(format!("no Battery supply in {}", dir.display()));
     (None, None)
 }
-

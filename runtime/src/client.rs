@@ -29,18 +29,20 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use crate::link::{Link, Transport};
+use crate::{Cut, Error, InputShapes, Model, Result, SplitExecutor, Tensor, Values};
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, EnergyModel, PowerModel};
-use crate::link::{Link, Transport};
 use tandem_plan::partition::{
     beats, evaluate, Conditions, Decision, EnergyWeights, Evaluation, HandheldStatus, LatencyHint,
     LinkEstimate, Method, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::ProfiledLatency;
 use tandem_proto::profiler::LinkProfiler;
-use tandem_proto::protocol::{encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES};
+use tandem_proto::protocol::{
+    encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
+};
 use tandem_proto::session::{WearableAction, WearableSession};
-use crate::{Cut, Error, InputShapes, Model, Result, SplitExecutor, Tensor, Values};
 
 /// A model with the ONNX bytes it came from (their digest identifies it to
 /// the handheld, which may need them pushed).

@@ -22,12 +22,12 @@ use tracing::{debug, info, warn};
 
 use crate::emulate::{self, LinkControl, LinkProfile, Role};
 use crate::link::{Acceptor, Link};
+use crate::{Cut, InputShapes, Model, SplitExecutor, Values};
 use tandem_plan::predict::ProfiledLatency;
 use tandem_proto::protocol::{
     encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
 };
 use tandem_proto::session::{Action, HandheldSession};
-use crate::{Cut, InputShapes, Model, SplitExecutor, Values};
 
 /// How the handheld serves.
 #[derive(Clone, Debug)]

@@ -24,7 +24,10 @@ fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
     let transport = EmulatedTransport::new(server, profile.clone(), control.clone(), 9);
     let mut config = SessionConfig::watch_and_phone().expect("profiles");
     config.placement = Placement::Auto;
-    config.dilation = 8.0;
+    // A watch slow enough that offloading MNIST pays over 5 Mbit/s whatever
+    // this host's speed (at 8x, a fast host runs it locally in ~3 ms, below
+    // the link's 6 ms round trip alone), and far from paying at 50 kbit/s.
+    config.dilation = 60.0;
     config.link_default = profile.nominal_estimate();
     let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
     assert!(s.is_ready());
@@ -56,7 +59,12 @@ fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
     }
     let early: Vec<_> = delivered[..30].iter().map(|(r, _)| r).collect();
     let late: Vec<_> = delivered[n as usize - 20..].iter().map(|(r, _)| r).collect();
-    assert!(early.iter().any(|r| r.offloaded), "nothing was offloaded over the fast link");
+    assert!(
+        early.iter().any(|r| r.offloaded),
+        "nothing was offloaded over the fast link: {:?} {:?}",
+        early.first(),
+        s.decision()
+    );
     assert!(
         late.iter().all(|r| !r.offloaded && r.prefix_layers == r.layers),
         "after the collapse the last frames should run on the watch: {:?}",

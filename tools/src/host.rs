@@ -35,7 +35,6 @@ pub struct HostDetection {
     pub battery: Option<BatteryStatus>,
 }
 
-
 /// Parses a Linux CPU list such as `0-3`, `4,5` or `0-3,7`; `None` when
 /// malformed or empty.
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
@@ -393,4 +392,3 @@ mod tests {
         assert!(!d.notes.is_empty());
     }
 }
-

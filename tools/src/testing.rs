@@ -89,4 +89,3 @@ impl Drop for HandheldProcess {
         self.kill();
     }
 }
-

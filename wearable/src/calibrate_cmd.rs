@@ -9,10 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tandem_tools::measure::{
-    self, ActivationMode, BusyLoop, FreqChoice, MeasureConfig, Step, SystemClock,
-};
 use tandem::calibrate::{fit, parse_cluster_cores, parse_cpu_list, trace};
+use tandem_tools::measure::{self, ActivationMode, BusyLoop, FreqChoice, MeasureConfig, Step, SystemClock};
 
 /// The `calibrate` subcommands.
 #[derive(clap::Subcommand)]

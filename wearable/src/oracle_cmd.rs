@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tandem::device::DeviceProfile;
-use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleCase, OracleGrid, PairSetup};
 use tandem::partition::{EnergyWeights, Method, Mode};
 use tandem::predict::{LatencyModel, ProfiledLatency};
 use tandem::{InputShapes, Model};
+use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleCase, OracleGrid, PairSetup};
 
 use crate::predict_cmd::load_predictors;
 use crate::sweep_cmd::parse_duration;

@@ -11,8 +11,8 @@ use tandem::device::DeviceProfile;
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{TcpTransport, Transport};
 use tandem::partition::{LatencyHint, Method};
-use tandem_tools::quota::CpuQuota;
 use tandem::InputShapes;
+use tandem_tools::quota::CpuQuota;
 
 /// Where frames run.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

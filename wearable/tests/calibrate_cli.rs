@@ -19,7 +19,7 @@ fn json_lines(o: &Output) -> Vec<serde_json::Value> {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/calibrate").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../plan/tests/fixtures/calibrate").join(name)
 }
 
 /// A fresh temp folder for one test.

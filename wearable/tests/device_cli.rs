@@ -13,7 +13,7 @@ fn temp_dir() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/sysfs").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/fixtures/sysfs").join(name)
 }
 
 fn s(p: &Path) -> &str {

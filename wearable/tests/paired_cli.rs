@@ -6,8 +6,8 @@ use crate::common;
 use std::path::PathBuf;
 
 use common::{stderr, stdout, wearable};
-use tandem_tools::testing::HandheldProcess;
 use tandem_models::ensure_models;
+use tandem_tools::testing::HandheldProcess;
 
 /// The handheld binary, built beside this one by `cargo test --workspace`.
 fn handheld_bin() -> PathBuf {
@@ -69,8 +69,22 @@ fn stream_reports_throughput_percentiles_and_placement_counts() {
     let server = HandheldProcess::start(&handheld_bin(), &[]).expect("server");
     let m = model();
     for pipeline in [true, false] {
-        let mut args =
-            vec!["stream", "--model", &m, "--connect", &server.addr, "--frames", "12", "--link", "wifi-good"];
+        let frames_out =
+            std::env::temp_dir().join(format!("tandem-frames-{}-{pipeline}.jsonl", std::process::id()));
+        let frames_arg = frames_out.to_string_lossy().into_owned();
+        let mut args = vec![
+            "stream",
+            "--model",
+            &m,
+            "--connect",
+            &server.addr,
+            "--frames",
+            "12",
+            "--link",
+            "wifi-good",
+            "--frames-out",
+            &frames_arg,
+        ];
         if !pipeline {
             args.push("--no-pipeline");
         }
@@ -78,8 +92,28 @@ fn stream_reports_throughput_percentiles_and_placement_counts() {
         assert!(out.contains("throughput (frames/s)") && out.contains("latency p95 (ms)"), "{out}");
         assert_eq!(j["frames"], 12, "{j}");
         assert_eq!(j["pipeline"], pipeline, "{j}");
-        let (off, local) = (j["offloaded"].as_u64().unwrap_or(99), j["local"].as_u64().unwrap_or(99));
-        assert_eq!(off + local, 12, "{j}");
+        // The per-frame records, written as each frame was delivered: every
+        // frame once, in order, and the summary's counts agree with them.
+        let text = std::fs::read_to_string(&frames_out).expect("frames-out");
+        let _ = std::fs::remove_file(&frames_out);
+        let frames: Vec<serde_json::Value> =
+            text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+        let ids: Vec<u64> = frames.iter().map(|f| f["frame"].as_u64().expect("frame")).collect();
+        assert_eq!(ids.len(), 12, "{text}");
+        assert!(ids.windows(2).all(|w| w[0] + 1 == w[1]), "{ids:?}");
+        let offloaded = frames.iter().filter(|f| f["offloaded"] == true).count();
+        assert_eq!(j["offloaded"].as_u64(), Some(offloaded as u64), "{j}");
+        assert_eq!(j["local"].as_u64(), Some((12 - offloaded) as u64), "{j}");
+        for f in &frames {
+            // An offloaded frame sent bytes and ran layers on the handheld; a
+            // local one ran every layer on the wearable and sent nothing.
+            let (prefix, layers) = (f["prefix_layers"].as_u64(), f["layers"].as_u64());
+            if f["offloaded"] == true {
+                assert!(f["up_bytes"].as_u64() > Some(0) && prefix < layers, "{f}");
+            } else {
+                assert!(f["up_bytes"] == 0 && prefix == layers, "{f}");
+            }
+        }
         let (p50, p99) = (j["p50_ms"].as_f64().unwrap_or(-1.0), j["p99_ms"].as_f64().unwrap_or(-1.0));
         assert!(p50 > 0.0 && p50 <= p99, "{j}");
         assert!(j["throughput_fps"].as_f64().unwrap_or(0.0) > 0.0, "{j}");

@@ -4,7 +4,6 @@ use std::path::Path;
 
 use super::{DeviceError, DeviceProfile};
 
-
 /// The profiles shipped in `profiles/`, embedded at build time.
 const SHIPPED: &[(&str, &str)] = &[
     ("pixel-8-pro", include_str!("../../../profiles/pixel-8-pro.toml")),
@@ -132,4 +131,3 @@ fn line_col(text: &str, offset: usize) -> String {
 
 // ---------------------------------------------------------------------------
 // Host detection.
-

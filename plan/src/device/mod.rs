@@ -632,7 +632,6 @@ fn non_negative(v: f64) -> Result<(), String> {
 
 /// Rewrites the floats of one `key = value` TOML line whose value is a number
 /// or an array of numbers in exponent form when they are below 1e-3 or at
-
 mod format;
 
 #[cfg(test)]
@@ -807,5 +806,4 @@ epsilon = 1.0e-27
             .expect("should succeed");
         assert!(text.contains("c_eff_farads = 1.247e-9") && text.contains("[3e8, 0.75]"), "{text}");
     }
-
 }

@@ -264,7 +264,10 @@ impl ProfiledLatency {
     }
 
     /// Profiles `model` on this host (2 warm-up runs, median of 7).
-    pub fn measure(model: &tandem_core::Model, inputs: &tandem_core::Values) -> tandem_core::Result<ProfiledLatency> {
+    pub fn measure(
+        model: &tandem_core::Model,
+        inputs: &tandem_core::Values,
+    ) -> tandem_core::Result<ProfiledLatency> {
         Ok(Self::from_profile(&tandem_core::profile::profile(model, inputs, 2, 7)?))
     }
 }
