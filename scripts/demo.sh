@@ -57,6 +57,9 @@ for m in $MODELS; do
   done
 done
 
+# Also kept per link, for scripts/readme-tables.py.
+cp "$OUT/demo.jsonl" "$OUT/demo-${LINK//-/}.jsonl"
+
 python3 - "$OUT/demo.jsonl" "$LINK" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Refreshes the README's paired-runtime tables from the JSON lines the
-demo and the benches wrote (target/demo, target/paired)."""
+"""Refreshes the paired-runtime tables of docs/results.md (and the README's
+headline demo table) from the JSON lines the demo and the benches wrote
+(target/demo, target/paired). A table whose JSON lines are missing is left
+as it is."""
 import json, re, sys
 from pathlib import Path
 
@@ -52,17 +54,24 @@ def loopback(path):
 
 
 t = root / "target"
+def maybe(f, *paths):
+    return f(*paths) if all(Path(p).exists() for p in (paths[0] if isinstance(paths[0], list) else paths)) else None
+
+
 tables = {
-    "demo-ble": demo(t / "demo/demo-ble2m.jsonl"),
-    "demo-wifi": demo(t / "demo/demo-wifigood.jsonl"),
-    "loopback": loopback(t / "paired/loopback.jsonl"),
-    "emulation": emulation(t / "paired/emulation.jsonl"),
-    "pipe": pipe([t / f"paired/pipeline-{l}.jsonl" for l in ["none", "wifi-good", "ble-2m"]]),
+    "demo-ble": maybe(demo, t / "demo/demo-ble2m.jsonl"),
+    "demo-wifi": maybe(demo, t / "demo/demo-wifigood.jsonl"),
+    "loopback": maybe(loopback, t / "paired/loopback.jsonl"),
+    "emulation": maybe(emulation, t / "paired/emulation.jsonl"),
+    "pipe": maybe(pipe, [t / f"paired/pipeline-{l}.jsonl" for l in ["none", "wifi-good", "ble-2m"]]),
 }
-readme = root / "README.md"
-text = readme.read_text()
-for key, table in tables.items():
-    text, n = re.subn(rf"<!-- {key} -->.*?<!-- /{key} -->", f"<!-- {key} -->\n{table}\n<!-- /{key} -->", text, flags=re.S)
-    if n != 1:
-        sys.exit(f"marker {key} found {n} times")
-readme.write_text(text)
+for page, keys in [(root / "docs/results.md", list(tables)), (root / "README.md", ["demo-ble"])]:
+    text = page.read_text()
+    for key in keys:
+        table = tables[key]
+        if table is None:
+            continue
+        text, n = re.subn(rf"<!-- {key} -->.*?<!-- /{key} -->", f"<!-- {key} -->\n{table}\n<!-- /{key} -->", text, flags=re.S)
+        if n != 1:
+            sys.exit(f"marker {key} found {n} times in {page}")
+    page.write_text(text)

@@ -110,7 +110,7 @@ fn split_runs_over_tcp_match_the_unsplit_model_and_a_pushed_model_is_kept() {
             assert_same(&model, &got, &reference(&model, &inputs), what);
         }
     }
-    let digest: String = model_digest(&model.bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let digest = hex::encode(model_digest(&model.bytes));
     assert!(dir.join(format!("{digest}.onnx")).exists(), "the pushed model was not stored under its digest");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -272,6 +272,6 @@ fn mutations_reach_the_header_and_the_tensors() {
 #[test]
 fn model_digest_is_sha256() {
     let d = tandem_proto::protocol::model_digest(b"abc");
-    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(d);
     assert_eq!(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }

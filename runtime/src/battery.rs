@@ -28,9 +28,7 @@ impl BatteryStatus {
     }
 }
 
-/// Parses a Linux CPU list such as `0-3`, `4,5` or `0-3,7`; `None` when
-/// malformed or empty.
-
+/// The first battery under `root/sys/class/power_supply`, if any (`root`
 /// is `/` on a real device).
 pub fn battery_status(root: &Path) -> Option<BatteryStatus> {
     read_battery(&root.join("sys/class/power_supply"), &mut vec![]).0

@@ -85,7 +85,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn hex(d: &Digest) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(d)
 }
 
 impl Shared {

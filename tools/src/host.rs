@@ -35,25 +35,12 @@ pub struct HostDetection {
     pub battery: Option<BatteryStatus>,
 }
 
-/// Parses a Linux CPU list such as `0-3`, `4,5` or `0-3,7`; `None` when
+/// A sysfs CPU list (`0-3`, `4,5`, `0-3,7`) as CPU indices, by the one
+/// CPU-list parser ([`tandem::calibrate::parse_cpu_list`]); `None` when
 /// malformed or empty.
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a || b - a > 4096 {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().ok()?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    (!cpus.is_empty()).then_some(cpus)
+    let cpus = tandem::calibrate::parse_cpu_list(text).ok()?;
+    cpus.into_iter().map(|c| u32::try_from(c).ok()).collect()
 }
 
 /// One cpufreq policy as read from sysfs.
@@ -303,8 +290,6 @@ fn fallback_cluster(root: &Path, cpu_dir: &Path, notes: &mut Vec<String>) -> Res
     notes.push(format!("assumed: f_min {f_min_hz} Hz (no cpufreq)"));
     Ok(assumed_cluster("cpu".into(), cpus, f_min_hz, f_max_hz))
 }
-
-/// The first battery under `root/sys/class/power_supply`, if any (`root`
 
 #[cfg(test)]
 mod tests {

@@ -60,19 +60,14 @@ pub struct SweepArgs {
     pub quiet: bool,
 }
 
-/// Parses `90s`, `5m`, `1h`, `250ms` or a bare number of seconds.
+/// Parses a duration as humantime does (`90s`, `5m`, `1h 30m`, `250ms`), or
+/// a bare number of seconds (`1.5`).
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map(|i| s.split_at(i)).unwrap_or((s, "s"));
-    let v: f64 = num.trim().parse().map_err(|_| format!("bad duration '{s}' (e.g. 90s, 5m, 250ms)"))?;
-    let secs = match unit {
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(format!("bad duration unit in '{s}' (ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("bad duration '{s}'"))
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| format!("bad duration '{s}'"));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("bad duration '{s}': {e} (e.g. 90s, 5m, 250ms)"))
 }
 
 /// Runs the sweep.

@@ -211,7 +211,7 @@ pub fn parse_cpu_list(spec: &str) -> Result<Vec<usize>, CalibrateError> {
                 if lo > hi {
                     return Err(bad(format!("range {item} runs backwards")));
                 }
-                // As device.rs's sysfs parser: no real machine has more CPUs.
+                // No real machine has more CPUs.
                 if hi - lo > 4096 {
                     return Err(bad(format!("range {item} is too wide")));
                 }

@@ -6,17 +6,14 @@
 //! The tree is grown greedily: a split is kept only when it lowers the
 //! cross-validated (weighted) error of the per-leaf regressions, so sub-types
 //! are learned from the data rather than fixed by hand. The regressions are
-//! fitted with `linfa-linear` (QR least squares) on rows weighted by
+//! least squares solved by QR (modified Gram–Schmidt, dropping dependent
+//! columns; a leaf has a handful of regressors) on rows weighted by
 //! 1/max(latency, 10 µs): a middle way between plain least squares, where the biggest
 //! layers decide everything, and relative error, where the smallest do. On
 //! held-out sweep layers it gave the best R² of the three.
 
 use std::collections::BTreeMap;
 
-use linfa::traits::Fit;
-use linfa::Dataset;
-use linfa_linear::LinearRegression;
-use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
 use super::features::{split_attributes, LayerFeatures, CLASSES};
@@ -168,62 +165,83 @@ fn fit_linear(rows: &[&LayerSample]) -> LinearFit {
     LinearFit { coefficients: vec![if den > 0.0 { num / den } else { FLOOR_US }] }
 }
 
-/// Column indices of `x` that are linearly independent (modified
-/// Gram–Schmidt, relative tolerance `tol`), in order.
-fn independent_columns(x: &Array2<f64>, tol: f64) -> Vec<usize> {
-    let mut basis: Vec<Array1<f64>> = vec![];
+/// Least squares `min ‖X·b − y‖` for `X` given by its columns, by QR with
+/// modified Gram–Schmidt: a column whose part orthogonal to the previous
+/// ones is below `tol` × its norm is dropped (its coefficient is 0). `None`
+/// when no column is left or there are fewer rows than kept columns.
+fn least_squares(columns: &[Vec<f64>], y: &[f64], tol: f64) -> Option<Vec<f64>> {
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let mut q: Vec<Vec<f64>> = vec![]; // orthonormal basis
+    let mut r: Vec<Vec<f64>> = vec![]; // r[k]: column k of R (kept columns only)
     let mut keep = vec![];
-    for j in 0..x.ncols() {
-        let col = x.column(j).to_owned();
-        let norm = col.dot(&col).sqrt();
+    for (j, col) in columns.iter().enumerate() {
+        let norm = dot(col, col).sqrt();
         if norm <= 0.0 {
             continue;
         }
-        let mut v = col;
-        for q in &basis {
-            let p = q.dot(&v);
-            v.scaled_add(-p, q);
+        let mut v = col.clone();
+        let mut rk = Vec::with_capacity(q.len() + 1);
+        for qi in &q {
+            let p = dot(qi, &v);
+            v.iter_mut().zip(qi).for_each(|(x, qx)| *x -= p * qx);
+            rk.push(p);
         }
-        let rest = v.dot(&v).sqrt();
+        let rest = dot(&v, &v).sqrt();
         if rest > tol * norm {
-            basis.push(v / rest);
+            v.iter_mut().for_each(|x| *x /= rest);
+            rk.push(rest);
+            q.push(v);
+            r.push(rk);
             keep.push(j);
         }
     }
-    keep
+    if keep.is_empty() || y.len() < keep.len() {
+        return None;
+    }
+    // z = Qᵀ·y, then back-substitution in R·b = z.
+    let mut res = y.to_vec();
+    let mut z = Vec::with_capacity(q.len());
+    for qi in &q {
+        let p = dot(qi, &res);
+        res.iter_mut().zip(qi).for_each(|(x, qx)| *x -= p * qx);
+        z.push(p);
+    }
+    let n = q.len();
+    let mut b = vec![0.0; n];
+    for i in (0..n).rev() {
+        let s: f64 = (i + 1..n).map(|k| r[k][i] * b[k]).sum();
+        b[i] = (z[i] - s) / r[i][i];
+    }
+    let mut out = vec![0.0; columns.len()];
+    for (&j, v) in keep.iter().zip(b) {
+        out[j] = v;
+    }
+    Some(out)
 }
 
 fn try_fit(rows: &[&LayerSample], cols: usize) -> Option<LinearFit> {
-    let mut x = Array2::<f64>::zeros((rows.len(), cols));
-    let mut y = Array1::<f64>::zeros(rows.len());
+    let mut x = vec![vec![0.0; rows.len()]; cols];
+    let mut y = vec![0.0; rows.len()];
     for (i, r) in rows.iter().enumerate() {
         let t = target(r);
         let w = 1.0 / t.max(WEIGHT_FLOOR_US).sqrt();
-        x[(i, 0)] = w;
+        x[0][i] = w;
         for (j, v) in r.features.regressors().iter().take(cols - 1).enumerate() {
-            x[(i, j + 1)] = v * w;
+            x[j + 1][i] = v * w;
         }
         y[i] = t * w;
     }
     // Scale columns to unit max so QR sees comparable magnitudes.
     let mut scale = vec![1.0; cols];
-    for (j, s) in scale.iter_mut().enumerate() {
-        let m = x.column(j).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for (col, s) in x.iter_mut().zip(&mut scale) {
+        let m = col.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         if m > 0.0 {
             *s = m;
-            x.column_mut(j).mapv_inplace(|v| v / m);
+            col.iter_mut().for_each(|v| *v /= m);
         }
     }
-    let keep = independent_columns(&x, 1e-6);
-    if keep.is_empty() || rows.len() < keep.len() {
-        return None;
-    }
-    let reduced = x.select(ndarray::Axis(1), &keep);
-    let fitted = LinearRegression::new().with_intercept(false).fit(&Dataset::new(reduced, y)).ok()?;
-    let mut coefficients = vec![0.0; cols];
-    for (&j, c) in keep.iter().zip(fitted.params()) {
-        coefficients[j] = c / scale[j];
-    }
+    let fitted = least_squares(&x, &y, 1e-6)?;
+    let coefficients: Vec<f64> = fitted.iter().zip(&scale).map(|(c, s)| c / s).collect();
     if coefficients.iter().any(|c| !c.is_finite()) {
         return None;
     }
@@ -277,6 +295,8 @@ fn grow(rows: &[&LayerSample], attributes: &[&str], depth: usize) -> TreeNode {
         return node;
     }
     let base = cv_error(rows);
+    // Gains below rounding (exact fits on both sides) are not gains.
+    let scale: f64 = rows.iter().map(|r| target(r).powi(2) / target(r).max(WEIGHT_FLOOR_US)).sum();
     let mut best: Option<(f64, &str, Groups)> = None;
     for &attribute in attributes {
         let groups = partition(rows, attribute);
@@ -287,7 +307,10 @@ fn grow(rows: &[&LayerSample], attributes: &[&str], depth: usize) -> TreeNode {
         let leftover: Vec<&LayerSample> =
             rows.iter().filter(|r| !groups.contains_key(&r.features.category(attribute))).copied().collect();
         let err = groups.values().map(|g| cv_error(g)).sum::<f64>() + weighted_sse(&node.fit, &leftover);
-        if err < base * (1.0 - MIN_GAIN) && best.as_ref().is_none_or(|(e, _, _)| err < *e) {
+        if err < base * (1.0 - MIN_GAIN)
+            && base - err > 1e-9 * scale
+            && best.as_ref().is_none_or(|(e, _, _)| err < *e)
+        {
             best = Some((err, attribute, groups));
         }
     }
@@ -302,6 +325,24 @@ fn grow(rows: &[&LayerSample], attributes: &[&str], depth: usize) -> TreeNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn least_squares_recovers_an_exact_fit_and_drops_a_dependent_column() {
+        // y = 2 + 3·a, with a third column equal to 2·a (dependent).
+        let a = [1.0, 2.0, 4.0, 7.0, 11.0];
+        let cols = vec![vec![1.0; 5], a.to_vec(), a.iter().map(|v| 2.0 * v).collect()];
+        let y: Vec<f64> = a.iter().map(|v| 2.0 + 3.0 * v).collect();
+        let b = least_squares(&cols, &y, 1e-9).expect("fits");
+        assert!((b[0] - 2.0).abs() < 1e-9 && (b[1] - 3.0).abs() < 1e-9 && b[2] == 0.0, "{b:?}");
+        // Noisy: the residual is orthogonal to every column (normal equations).
+        let y: Vec<f64> = y.iter().zip([0.3, -0.1, 0.2, -0.4, 0.1]).map(|(v, e)| v + e).collect();
+        let b = least_squares(&cols[..2], &y, 1e-9).expect("fits");
+        for c in &cols[..2] {
+            let r: f64 = (0..5).map(|i| c[i] * (y[i] - b[0] * cols[0][i] - b[1] * cols[1][i])).sum();
+            assert!(r.abs() < 1e-9, "residual·column = {r}");
+        }
+        assert_eq!(least_squares(&[vec![0.0; 3]], &[1.0, 2.0, 3.0], 1e-9), None);
+    }
 
     fn sample(kind: &str, kernel: u32, macs: f64, latency_us: f64) -> LayerSample {
         LayerSample {
