@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the predictor results in the README on this machine:
+# Reproduces the predictor results in docs/results.md on this machine:
 #   1. a generic layer sweep (BUDGET, default 240 s),
 #   2. a model-specific sweep (EvoLP's layer pool) around each family's base
 #      model (MODEL_BUDGET each, default 10 s); held-out variants are never swept,

@@ -98,7 +98,7 @@ fn sweep_then_predictors_beat_the_flops_baseline_on_held_out_models() {
     // On this noisy VM any single predictor on the small quick set can lose
     // to FLOPs by chance (clean-clone runs saw EvoLP at 1.27 vs 1.20 ms RMSE,
     // evolved EvoLP at 42 vs 38% RMSPE, DT+LR at 2.5 vs 1.4 ms RMSE), so the
-    // best trained predictor must beat it on each metric. The README's full
+    // best trained predictor must beat it on each metric. docs/results.md's full
     // evaluation compares each one on 31 models.
     for (set, m) in [("held-out whole models", "rmspe_pct"), ("held-out, all", "rmse_ms")] {
         let flops = metric(set, "flops", m);

@@ -23,7 +23,7 @@
 //!    to a cut of the layer DAG.
 //!
 //! The paper mined repeated subgraphs with GRAMI; the width rule finds the
-//! same blocks in these models in linear time (see the README for the node
+//! same blocks in these models in linear time (see docs/results.md for the node
 //! counts before and after, per model).
 
 use std::collections::HashMap;
