@@ -13,7 +13,8 @@
 # Latency and throughput are measured wall-clock times of the emulated run;
 # energy is model-based (busy time x profile power + radio time x radio power).
 #
-# Environment: LINK (default ble-2m), FRAMES (default 30), MODELS (zoo names).
+# Environment: LINK (default ble-2m), FRAMES (default 30), MODELS (zoo names),
+# BUILD_ONLY=1 (build, then stop: CI checks that this compiles nothing after the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LINK=${LINK:-ble-2m}
@@ -23,6 +24,7 @@ MODELS=${MODELS:-"text_rnn_lstm mnist deepear mobilenet_v1_1.0_128"}
 # The dev profile (dependencies at opt-level 2, ours at 1, see Cargo.toml):
 # the same artifacts as `scripts/test.sh`, so tract is built once for both.
 cargo build --locked -p tandem-wearable -p tandem-models -p tandem-handheld
+[ -z "${BUILD_ONLY:-}" ] || exit 0
 T=target/debug
 $T/tandem-models gen --out models/cache/zoo $MODELS >/dev/null
 

@@ -54,15 +54,16 @@ def loopback(path):
 
 
 t = root / "target"
-def maybe(f, *paths):
-    return f(*paths) if all(Path(p).exists() for p in (paths[0] if isinstance(paths[0], list) else paths)) else None
+def maybe(table, paths):
+    """The table from `paths`, or None when one of them is missing."""
+    return table(paths) if all(p.exists() for p in paths) else None
 
 
 tables = {
-    "demo-ble": maybe(demo, t / "demo/demo-ble2m.jsonl"),
-    "demo-wifi": maybe(demo, t / "demo/demo-wifigood.jsonl"),
-    "loopback": maybe(loopback, t / "paired/loopback.jsonl"),
-    "emulation": maybe(emulation, t / "paired/emulation.jsonl"),
+    "demo-ble": maybe(lambda p: demo(p[0]), [t / "demo/demo-ble2m.jsonl"]),
+    "demo-wifi": maybe(lambda p: demo(p[0]), [t / "demo/demo-wifigood.jsonl"]),
+    "loopback": maybe(lambda p: loopback(p[0]), [t / "paired/loopback.jsonl"]),
+    "emulation": maybe(lambda p: emulation(p[0]), [t / "paired/emulation.jsonl"]),
     "pipe": maybe(pipe, [t / f"paired/pipeline-{l}.jsonl" for l in ["none", "wifi-good", "ble-2m"]]),
 }
 for page, keys in [(root / "docs/results.md", list(tables)), (root / "README.md", ["demo-ble"])]:

@@ -155,3 +155,31 @@ if bad:
     run_python(&py, script, &args)?;
     Ok(())
 }
+
+/// `tandem-models gen NAME...` writes exactly the named models (a variant
+/// included) and refuses an unknown name, listing the known ones.
+#[test]
+fn gen_writes_the_named_models_only() -> Result<()> {
+    let bin = env!("CARGO_BIN_EXE_tandem-models");
+    let dir = std::env::temp_dir().join(format!("tandem-gen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(bin)
+        .args(["gen", "--out"])
+        .arg(&dir)
+        .args(["mnist", "mobilenet_v1_0.25_128"])
+        .output()?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut written: Vec<String> = std::fs::read_dir(&dir)?
+        .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_>>()?;
+    written.sort();
+    assert_eq!(written, ["mnist.onnx", "mobilenet_v1_0.25_128.onnx"]);
+    let out = std::process::Command::new(bin).args(["gen", "--out"]).arg(&dir).arg("mnist_v9").output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("unknown zoo model 'mnist_v9'") && err.contains("wavenet"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

@@ -138,6 +138,8 @@ fn assert_bad_input(o: &Output, needle: &str) {
 fn bad_input_gets_one_line_and_exit_2() {
     let o = wearable(&["inspect", "--model", "/no/such/model.onnx"]);
     assert_bad_input(&o, "/no/such/model.onnx");
+    // The OS's reason is said once, not once per error in the chain.
+    assert_eq!(stderr(&o).matches("No such file or directory").count(), 1, "{}", stderr(&o));
 
     let text = temp_file("notes.onnx", b"these are my notes, not a model\n");
     assert_bad_input(&wearable(&["inspect", "--model", s(&text)]), "not an ONNX model");
