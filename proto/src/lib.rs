@@ -5,8 +5,10 @@
 //! # Layout
 //! - [`protocol`]: the wire format (framing, bincode 2 headers, raw tensor bodies, limits, `FrameDecoder`).
 //! - [`session`]: both sides' protocol state machines (handshake, model push, frames in flight).
+//! - [`pipeline`]: the wearable's frames in flight, handed back and delivered in order, with time passed in.
 //! - [`profiler`]: bandwidth, RTT, the handheld's status and batteries, for the planner.
 
+pub mod pipeline;
 pub mod profiler;
 pub mod protocol;
 pub mod session;

@@ -14,12 +14,16 @@
 //! inputs until answered. A frame whose link drops, whose handheld refuses
 //! it, or whose answer misses its deadline runs on the wearable instead;
 //! an answer arriving after that is dropped. Results leave in frame order.
+//! That bookkeeping is `tandem_proto::pipeline::FramePipeline`, a state
+//! machine without I/O or clocks tested under a virtual clock; this module
+//! feeds it events (frame started, answer, link lost, the time) and does
+//! what it says (run a frame here, deliver).
 //!
 //! **Re-partitioning** happens between frames: the [`Planner`] is polled
 //! before each frame starts, with the profiler's estimates; frames already
 //! in flight keep their cut (each message names its cut).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +42,7 @@ use tandem_plan::partition::{
     LinkEstimate, Method, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::ProfiledLatency;
+use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
 use tandem_proto::protocol::{
     encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
@@ -293,40 +298,29 @@ enum Event {
     Disconnected(String),
 }
 
-/// A frame started and not yet delivered.
+/// What the wearable keeps of an offloaded frame until it is answered (or
+/// handed back and run here).
 struct InFlight {
     inputs: Values,
     local_outputs: Values,
     cut: Cut,
     started: Instant,
     sent_at: Instant,
-    deadline: Instant,
     wearable: Duration,
     up_bytes: u64,
     predicted_ms: Option<f64>,
 }
 
-impl InFlight {
-    /// The frame goes back to the wearable, with why.
-    fn hand_back(self, reason: String) -> Slot {
-        Slot::Local { inputs: self.inputs, started: self.started, reason, up_bytes: self.up_bytes }
-    }
-}
+/// The frames started and not yet delivered: the pure state machine of
+/// `tandem_proto::pipeline`, with what this shell keeps per frame.
+type Pipe = FramePipeline<Box<InFlight>, (FrameReport, Values)>;
 
-/// Hands `frame` back to the wearable if it is still in flight (a frame
-/// already handed back or done is left as it is: no frame runs twice).
-fn hand_back(slots: &mut BTreeMap<u64, Slot>, frame: u64, reason: &str) {
-    if matches!(slots.get(&frame), Some(Slot::InFlight(_))) {
-        if let Some(Slot::InFlight(f)) = slots.remove(&frame) {
-            slots.insert(frame, f.hand_back(reason.to_string()));
-        }
+/// Puts a finished frame into the pipeline. It cannot be refused (the frame
+/// was just taken out of it); if it were, the frame would be lost, so say so.
+fn complete(pipe: &mut Pipe, frame: u64, done: (FrameReport, Values)) {
+    if pipe.complete(frame, done).is_err() {
+        warn!(frame, "the frame pipeline refused a finished frame");
     }
-}
-
-enum Slot {
-    InFlight(Box<InFlight>),
-    Local { inputs: Values, started: Instant, reason: String, up_bytes: u64 },
-    Done(Box<FrameReport>, Values),
 }
 
 /// A paired inference session on the wearable.
@@ -452,7 +446,7 @@ impl Session {
                         );
                         break;
                     }
-                    Ok(ev) => s.on_event(ev, &mut BTreeMap::new()),
+                    Ok(ev) => s.on_event(ev, &mut Pipe::new(1, false)),
                     Err(_) => break,
                 }
             }
@@ -571,7 +565,7 @@ impl Session {
         self.origin.elapsed()
     }
 
-    fn on_event(&mut self, ev: Event, slots: &mut BTreeMap<u64, Slot>) {
+    fn on_event(&mut self, ev: Event, pipe: &mut Pipe) {
         match ev {
             Event::Ready { device, latency } => {
                 info!(handheld = %device, "the handheld is ready");
@@ -608,20 +602,19 @@ impl Session {
                 }
             }
             Event::Delivered { frame, handheld_us, message, at } => {
-                if !matches!(slots.get(&frame), Some(Slot::InFlight(_))) {
+                let lone = pipe.is_lone(frame);
+                let Some(f) = pipe.answer(frame) else {
                     // Already handed back (a missed deadline): its local
                     // run, pending or done, is the one delivered.
                     debug!(frame, "late answer dropped");
                     return;
-                }
-                let lone = slots.values().filter(|s| matches!(s, Slot::InFlight(_))).count() == 1;
-                let Some(Slot::InFlight(f)) = slots.remove(&frame) else { return };
+                };
                 let handheld = Duration::from_micros(handheld_us);
                 let down_bytes = message.body.len() as u64;
                 let outputs = match message.tensors() {
                     Ok(t) => t,
                     Err(e) => {
-                        slots.insert(frame, f.hand_back(format!("bad answer: {e}")));
+                        let _ = pipe.return_local(frame, f, &format!("bad answer: {e}"));
                         return;
                     }
                 };
@@ -647,11 +640,11 @@ impl Session {
                     (f.up_bytes, down_bytes),
                     f.predicted_ms,
                 );
-                slots.insert(frame, Slot::Done(Box::new(report), values));
+                complete(pipe, frame, (report, values));
             }
             Event::RunLocally { frames, reason } => {
                 for frame in frames {
-                    hand_back(slots, frame, &reason);
+                    pipe.hand_back(frame, &reason);
                 }
             }
             Event::Disconnected(reason) => {
@@ -790,7 +783,14 @@ impl Session {
     }
 
     /// Starts a frame: runs its prefix and offloads it, or runs it whole.
-    fn start_frame(&mut self, frame: u64, inputs: Values, started: Instant, mode: Mode) -> Result<Slot> {
+    fn start_frame(
+        &mut self,
+        pipe: &mut Pipe,
+        frame: u64,
+        inputs: Values,
+        started: Instant,
+        mode: Mode,
+    ) -> Result<()> {
         let (cut, predicted_ms) = self.next_cut(mode);
         let g = self.model.model.graph();
         if cut.is_wearable_only() {
@@ -807,7 +807,9 @@ impl Session {
                 (0, 0),
                 predicted_ms,
             );
-            return Ok(Slot::Done(Box::new(report), outputs));
+            return pipe
+                .start_done(frame, (report, outputs))
+                .map_err(|_| Error::Session(format!("frame {frame} was already started")));
         }
         let plan = self.executor.plan(&cut)?;
         let t0 = Instant::now();
@@ -831,32 +833,33 @@ impl Session {
         let up_bytes = tensors.iter().map(|(_, t)| (t.len() * t.datum_type().size_of()) as u64).sum();
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
-        let deadline = sent_at
-            + Duration::from_secs_f64(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
+        let budget =
+            Duration::from_secs_f64(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
         let key = cut.key();
         debug!(
             frame,
             prefix = cut.prefix_len(),
             predicted_ms = ?predicted_ms,
-            deadline_s = deadline.duration_since(sent_at).as_secs_f64(),
+            deadline_s = budget.as_secs_f64(),
             link = ?self.profiler.estimate(),
             "offloading"
         );
-        let slot = Slot::InFlight(Box::new(InFlight {
+        let in_flight = Box::new(InFlight {
             inputs,
             local_outputs,
             cut,
             started,
             sent_at,
-            deadline,
             wearable,
             up_bytes,
             predicted_ms,
-        }));
+        });
+        pipe.start_offloaded(frame, in_flight, self.now() + budget)
+            .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
         if self.commands.send(Command::Offload { frame, cut: key, tensors }).is_err() {
             return Err(Error::Session("the link task stopped".into()));
         }
-        Ok(slot)
+        Ok(())
     }
 
     /// The stream engine: see the module docs.
@@ -869,64 +872,44 @@ impl Session {
         mut deliver: impl FnMut(FrameReport, Values),
     ) -> Result<()> {
         let mut frames = frames.into_iter().peekable();
-        let mut slots: BTreeMap<u64, Slot> = BTreeMap::new();
-        let mut order: VecDeque<u64> = VecDeque::new();
-        let bound = if pipeline { self.config.max_in_flight.max(1) } else { 1 };
+        let mut pipe = Pipe::new(self.config.max_in_flight, pipeline);
         let first_release = Instant::now();
         let mut released = 0u64;
         loop {
             while let Ok(ev) = self.events.try_recv() {
-                self.on_event(ev, &mut slots);
+                self.on_event(ev, &mut pipe);
             }
             // Late answers: run those frames here.
-            let now = Instant::now();
-            let late: Vec<u64> = slots
-                .iter()
-                .filter_map(|(&f, s)| matches!(s, Slot::InFlight(x) if x.deadline <= now).then_some(f))
-                .collect();
-            for f in late {
+            for f in pipe.tick(self.now()) {
                 warn!(frame = f, "the handheld missed the deadline; running the frame here");
-                hand_back(&mut slots, f, "deadline missed");
             }
-            // Deliver in order.
-            while let Some(&f) = order.front() {
-                if !matches!(slots.get(&f), Some(Slot::Done(..))) {
-                    break;
-                }
-                order.pop_front();
-                if let Some(Slot::Done(r, v)) = slots.remove(&f) {
-                    deliver(*r, v);
-                }
+            while let Some((_, (report, values))) = pipe.pop_deliverable() {
+                deliver(report, values);
             }
             // Work: frames handed back first (oldest first), then a new frame.
-            let fallback = slots.iter().find_map(|(&f, s)| matches!(s, Slot::Local { .. }).then_some(f));
-            if let Some(f) = fallback {
-                if let Some(Slot::Local { inputs, started, reason, up_bytes }) = slots.remove(&f) {
-                    let (outputs, took) = self.run_local(&inputs)?;
-                    let g = self.model.model.graph();
-                    let report = self.report(
-                        f,
-                        &Cut::wearable_only(g),
-                        false,
-                        Some(reason),
-                        took,
-                        Duration::ZERO,
-                        Duration::ZERO,
-                        started.elapsed(),
-                        (up_bytes, 0),
-                        None,
-                    );
-                    slots.insert(f, Slot::Done(Box::new(report), outputs));
-                }
+            if let Some((f, back, reason)) = pipe.next_local() {
+                let (outputs, took) = self.run_local(&back.inputs)?;
+                let g = self.model.model.graph();
+                let report = self.report(
+                    f,
+                    &Cut::wearable_only(g),
+                    false,
+                    Some(reason),
+                    took,
+                    Duration::ZERO,
+                    Duration::ZERO,
+                    back.started.elapsed(),
+                    (back.up_bytes, 0),
+                    None,
+                );
+                complete(&mut pipe, f, (report, outputs));
                 continue;
             }
-            let in_flight = slots.values().filter(|s| matches!(s, Slot::InFlight(_))).count();
-            let busy = if pipeline { in_flight >= bound } else { !slots.is_empty() };
-            if !busy && frames.peek().is_some() {
+            if pipe.can_start() && frames.peek().is_some() {
                 let release = fps.map(|f| first_release + Duration::from_secs_f64(released as f64 / f));
                 match release {
                     Some(r) if r > Instant::now() => {
-                        self.wait(&mut slots, r.min(Instant::now() + Duration::from_millis(50)));
+                        self.wait(&mut pipe, r.min(Instant::now() + Duration::from_millis(50)));
                         continue;
                     }
                     _ => {}
@@ -936,28 +919,23 @@ impl Session {
                 let frame = self.next_frame;
                 self.next_frame += 1;
                 let started = release.unwrap_or_else(Instant::now);
-                let slot = self.start_frame(frame, inputs, started, mode)?;
-                slots.insert(frame, slot);
-                order.push_back(frame);
+                self.start_frame(&mut pipe, frame, inputs, started, mode)?;
                 continue;
             }
-            if slots.is_empty() && frames.peek().is_none() {
+            if pipe.is_empty() && frames.peek().is_none() {
                 return Ok(());
             }
-            self.maybe_probe(in_flight == 0);
-            let next_deadline = slots
-                .values()
-                .filter_map(|s| if let Slot::InFlight(x) = s { Some(x.deadline) } else { None })
-                .min();
+            self.maybe_probe(pipe.in_flight() == 0);
             let until = Instant::now() + Duration::from_millis(50);
-            self.wait(&mut slots, next_deadline.map_or(until, |d| d.min(until)));
+            let deadline = pipe.next_deadline().map(|d| self.origin + d);
+            self.wait(&mut pipe, deadline.map_or(until, |d| d.min(until)));
         }
     }
 
     /// Waits for one event until `until`.
-    fn wait(&mut self, slots: &mut BTreeMap<u64, Slot>, until: Instant) {
+    fn wait(&mut self, pipe: &mut Pipe, until: Instant) {
         if let Ok(ev) = self.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            self.on_event(ev, slots);
+            self.on_event(ev, pipe);
         }
     }
 

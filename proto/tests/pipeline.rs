@@ -1,0 +1,266 @@
+//! The frame pipeline under a virtual clock: deadlines, late answers,
+//! out-of-order answers, link loss with frames in flight, reconnection, and
+//! random event sequences, each checked for exactly-once, in-order delivery.
+//! No sleeps, no sockets: every test runs in microseconds.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tandem_proto::pipeline::{FramePipeline, DEADLINE_MISSED};
+
+/// A result names its frame and where it ran.
+#[derive(Clone, Debug, PartialEq)]
+enum Ran {
+    Handheld(u64),
+    Wearable(u64, String),
+}
+
+type Pipe = FramePipeline<u64, Ran>;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Runs every handed-back frame on the "wearable".
+fn run_locals(p: &mut Pipe) {
+    while let Some((f, payload, reason)) = p.next_local() {
+        assert_eq!(payload, f, "a frame keeps its own payload");
+        p.complete(f, Ran::Wearable(f, reason)).expect("a taken-out frame completes");
+    }
+}
+
+fn deliver_all(p: &mut Pipe) -> Vec<(u64, Ran)> {
+    std::iter::from_fn(|| p.pop_deliverable()).collect()
+}
+
+fn answer(p: &mut Pipe, f: u64) -> bool {
+    match p.answer(f) {
+        Some(payload) => {
+            assert_eq!(payload, f);
+            p.complete(f, Ran::Handheld(f)).expect("completes");
+            true
+        }
+        None => false,
+    }
+}
+
+#[test]
+fn a_missed_deadline_runs_the_frame_here_and_its_late_answer_is_dropped() {
+    let mut p = Pipe::new(4, true);
+    p.start_offloaded(1, 1, ms(100)).expect("starts");
+    p.start_offloaded(2, 2, ms(150)).expect("starts");
+    assert_eq!(p.next_deadline(), Some(ms(100)));
+    assert_eq!(p.tick(ms(99)), Vec::<u64>::new());
+    assert_eq!(p.tick(ms(100)), vec![1]);
+    assert_eq!(p.in_flight(), 1);
+    run_locals(&mut p);
+    // Frame 1's answer arrives after all: dropped, and frame 1 stays the local run.
+    assert!(!answer(&mut p, 1));
+    assert!(answer(&mut p, 2));
+    assert_eq!(
+        deliver_all(&mut p),
+        vec![(1, Ran::Wearable(1, DEADLINE_MISSED.into())), (2, Ran::Handheld(2))]
+    );
+    assert!(p.is_empty());
+}
+
+#[test]
+fn answers_out_of_order_are_delivered_in_order() {
+    let mut p = Pipe::new(8, true);
+    for f in 1..=4 {
+        p.start_offloaded(f, f, ms(1000)).expect("starts");
+    }
+    for f in [3, 1, 4] {
+        assert!(answer(&mut p, f));
+    }
+    // Frame 2 holds back 3 and 4.
+    assert_eq!(deliver_all(&mut p), vec![(1, Ran::Handheld(1))]);
+    assert!(answer(&mut p, 2));
+    let frames: Vec<u64> = deliver_all(&mut p).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(frames, [2, 3, 4]);
+}
+
+#[test]
+fn a_lost_link_hands_back_every_frame_in_flight_and_new_frames_offload_after_reconnection() {
+    let mut p = Pipe::new(3, true);
+    p.start_done(1, Ran::Wearable(1, "local cut".into())).expect("starts");
+    for f in 2..=4 {
+        p.start_offloaded(f, f, ms(500)).expect("starts");
+    }
+    assert!(!p.can_start(), "three in flight is the bound");
+    assert!(answer(&mut p, 2));
+    p.link_lost("connection reset");
+    assert_eq!(p.in_flight(), 0);
+    assert!(p.can_start());
+    run_locals(&mut p);
+    // Reconnected: the next frame goes to the handheld again.
+    p.start_offloaded(5, 5, ms(900)).expect("starts");
+    assert!(p.is_lone(5));
+    assert!(answer(&mut p, 5));
+    assert_eq!(
+        deliver_all(&mut p),
+        vec![
+            (1, Ran::Wearable(1, "local cut".into())),
+            (2, Ran::Handheld(2)),
+            (3, Ran::Wearable(3, "connection reset".into())),
+            (4, Ran::Wearable(4, "connection reset".into())),
+            (5, Ran::Handheld(5)),
+        ]
+    );
+}
+
+#[test]
+fn a_bad_answer_goes_back_to_the_wearable_once() {
+    let mut p = Pipe::new(2, true);
+    p.start_offloaded(1, 1, ms(10)).expect("starts");
+    let payload = p.answer(1).expect("in flight");
+    p.return_local(1, payload, "bad answer").expect("taken out");
+    // Neither the deadline nor a duplicate answer touch it now.
+    assert_eq!(p.tick(ms(50)), Vec::<u64>::new());
+    assert!(!answer(&mut p, 1));
+    run_locals(&mut p);
+    assert_eq!(deliver_all(&mut p), vec![(1, Ran::Wearable(1, "bad answer".into()))]);
+}
+
+#[test]
+fn one_at_a_time_waits_for_delivery_and_frames_must_increase() {
+    let mut p = Pipe::new(8, false);
+    p.start_offloaded(1, 1, ms(10)).expect("starts");
+    assert!(!p.can_start());
+    assert!(answer(&mut p, 1));
+    assert!(!p.can_start(), "done but not delivered");
+    assert_eq!(deliver_all(&mut p).len(), 1);
+    assert!(p.can_start());
+    assert_eq!(p.start_offloaded(1, 1, ms(10)), Err(1), "a frame number is used once");
+    p.start_offloaded(3, 3, ms(10)).expect("starts");
+    assert_eq!(p.start_done(2, Ran::Handheld(2)), Err(Ran::Handheld(2)), "older than the last");
+    assert_eq!(p.complete(9, Ran::Handheld(9)), Err(Ran::Handheld(9)), "never started");
+    assert_eq!(p.complete(3, Ran::Handheld(3)), Err(Ran::Handheld(3)), "still in flight");
+}
+
+/// One event of a random run.
+#[derive(Clone, Debug)]
+enum Ev {
+    Start { offload: bool, budget_ms: u64 },
+    Answer(usize),
+    BadAnswer(usize),
+    HandBack(usize),
+    LinkLost,
+    Tick(u64),
+    RunLocal,
+    Deliver,
+}
+
+fn event() -> impl Strategy<Value = Ev> {
+    prop_oneof![
+        3 => (any::<bool>(), 1u64..200).prop_map(|(offload, budget_ms)| Ev::Start { offload, budget_ms }),
+        3 => any::<usize>().prop_map(Ev::Answer),
+        1 => any::<usize>().prop_map(Ev::BadAnswer),
+        1 => any::<usize>().prop_map(Ev::HandBack),
+        1 => Just(Ev::LinkLost),
+        2 => (0u64..100).prop_map(Ev::Tick),
+        2 => Just(Ev::RunLocal),
+        2 => Just(Ev::Deliver),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Whatever happens, every started frame is delivered exactly once, in
+    /// order, with the result of the one place it finished; the in-flight
+    /// bound holds; answers to frames no longer in flight are refused.
+    #[test]
+    fn every_frame_is_delivered_once_and_in_order(
+        events in proptest::collection::vec(event(), 0..120),
+        bound in 1usize..5,
+        overlap in any::<bool>(),
+    ) {
+        let mut p = Pipe::new(bound, overlap);
+        let mut now = Duration::ZERO;
+        let mut started: Vec<u64> = vec![];
+        let mut finished: std::collections::BTreeMap<u64, Ran> = Default::default();
+        let mut delivered: Vec<(u64, Ran)> = vec![];
+        let mut next = 1u64;
+        let pick = |started: &[u64], i: usize| (!started.is_empty()).then(|| started[i % started.len()]);
+        for ev in events {
+            match ev {
+                Ev::Start { offload, budget_ms } => {
+                    if !p.can_start() {
+                        continue;
+                    }
+                    let f = next;
+                    next += 1 + (budget_ms % 3); // frame numbers increase, not always by one
+                    if offload {
+                        prop_assert!(p.start_offloaded(f, f, now + ms(budget_ms)).is_ok());
+                    } else {
+                        prop_assert!(p.start_done(f, Ran::Wearable(f, "local cut".into())).is_ok());
+                        finished.insert(f, Ran::Wearable(f, "local cut".into()));
+                    }
+                    started.push(f);
+                    let limit = if overlap { bound } else { 1 };
+                    prop_assert!(p.in_flight() <= limit, "{} in flight, bound {}", p.in_flight(), limit);
+                }
+                Ev::Answer(i) => {
+                    if let Some(f) = pick(&started, i) {
+                        if let Some(payload) = p.answer(f) {
+                            prop_assert_eq!(payload, f);
+                            prop_assert!(!finished.contains_key(&f), "frame {} answered after it finished", f);
+                            prop_assert!(p.complete(f, Ran::Handheld(f)).is_ok());
+                            finished.insert(f, Ran::Handheld(f));
+                        }
+                    }
+                }
+                Ev::BadAnswer(i) => {
+                    if let Some(f) = pick(&started, i) {
+                        if let Some(payload) = p.answer(f) {
+                            prop_assert!(p.return_local(f, payload, "bad answer").is_ok());
+                        }
+                    }
+                }
+                Ev::HandBack(i) => {
+                    if let Some(f) = pick(&started, i) {
+                        p.hand_back(f, "refused");
+                    }
+                }
+                Ev::LinkLost => p.link_lost("link lost"),
+                Ev::Tick(step) => {
+                    now += ms(step);
+                    for f in p.tick(now) {
+                        prop_assert!(!finished.contains_key(&f), "frame {} expired after it finished", f);
+                    }
+                    prop_assert!(p.next_deadline().is_none_or(|d| d > now));
+                }
+                Ev::RunLocal => {
+                    if let Some((f, payload, reason)) = p.next_local() {
+                        prop_assert_eq!(payload, f);
+                        prop_assert!(!finished.contains_key(&f), "frame {} ran twice", f);
+                        prop_assert!(p.complete(f, Ran::Wearable(f, reason.clone())).is_ok());
+                        finished.insert(f, Ran::Wearable(f, reason));
+                    }
+                }
+                Ev::Deliver => {
+                    while let Some(d) = p.pop_deliverable() {
+                        delivered.push(d);
+                    }
+                }
+            }
+        }
+        // The link goes; everything left runs here and leaves.
+        p.link_lost("end");
+        while let Some((f, _, reason)) = p.next_local() {
+            prop_assert!(!finished.contains_key(&f), "frame {} ran twice", f);
+            prop_assert!(p.complete(f, Ran::Wearable(f, reason.clone())).is_ok());
+            finished.insert(f, Ran::Wearable(f, reason));
+        }
+        while let Some(d) = p.pop_deliverable() {
+            delivered.push(d);
+        }
+        prop_assert!(p.is_empty());
+        let frames: Vec<u64> = delivered.iter().map(|(f, _)| *f).collect();
+        prop_assert_eq!(&frames, &started, "every started frame once, in order");
+        for (f, r) in &delivered {
+            prop_assert_eq!(Some(r), finished.get(f), "frame {} delivered what it finished with", f);
+        }
+    }
+}
