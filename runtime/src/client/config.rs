@@ -1,0 +1,131 @@
+//! A session's configuration: the model file, where frames run, reconnection, devices and limits.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Cut, Error, InputShapes, Model, Result};
+use tandem_plan::device::DeviceProfile;
+use tandem_plan::partition::{LatencyHint, LinkEstimate, Method};
+
+/// A model with the ONNX bytes it came from (their digest identifies it to
+/// the handheld, which may need them pushed).
+#[derive(Clone)]
+pub struct ModelFile {
+    /// The ONNX bytes.
+    pub bytes: Arc<Vec<u8>>,
+    /// The loaded model.
+    pub model: Model,
+}
+
+impl ModelFile {
+    /// Loads an ONNX file (with input-shape overrides, which the handheld
+    /// cannot know: models served to a handheld need concrete shapes).
+    pub fn load(path: impl AsRef<Path>, shapes: &InputShapes) -> Result<ModelFile> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        let model = Model::from_path(path, shapes)?;
+        Ok(ModelFile { bytes: Arc::new(bytes), model })
+    }
+
+    /// From ONNX bytes.
+    pub fn from_bytes(bytes: Vec<u8>, shapes: &InputShapes) -> Result<ModelFile> {
+        let model = Model::from_bytes(&bytes, shapes)?;
+        Ok(ModelFile { bytes: Arc::new(bytes), model })
+    }
+}
+
+/// Where frames run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Placement {
+    /// The planner decides, frame by frame.
+    Auto,
+    /// Everything on the wearable (no link needed).
+    WearableOnly,
+    /// Everything on the handheld (the wearable only sends the inputs).
+    HandheldOnly,
+    /// Always this cut.
+    Fixed(Cut),
+}
+
+/// Reconnection backoff: the first wait, doubled after each failure up to the cap.
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    /// First wait.
+    pub initial: Duration,
+    /// Longest wait.
+    pub max: Duration,
+}
+
+/// How a [`Session`] behaves.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// The wearable's device profile (name, powers) for pricing and energy.
+    pub wearable: DeviceProfile,
+    /// The handheld profile to price with when the handheld's own name is unknown.
+    pub handheld_fallback: DeviceProfile,
+    /// Compute dilation: the wearable runs this many times slower than the host (≥ 1).
+    pub dilation: f64,
+    /// Where frames run.
+    pub placement: Placement,
+    /// The latency hint.
+    pub hint: LatencyHint,
+    /// Candidate search of the planner.
+    pub method: Method,
+    /// The planner's switching margin.
+    pub margin: f64,
+    /// Pipeline streams (several frames in flight); off: one at a time.
+    pub pipeline: bool,
+    /// Most frames offloaded and unanswered at once, when pipelining.
+    pub max_in_flight: usize,
+    /// A frame's answer is late after `deadline_factor` × its predicted
+    /// remote time, and never before `deadline_floor`; then it runs locally.
+    pub deadline_factor: f64,
+    /// See `deadline_factor`.
+    pub deadline_floor: Duration,
+    /// How long [`Session::open`] waits for the handheld to be ready.
+    pub ready_timeout: Duration,
+    /// Reconnection backoff.
+    pub backoff: Backoff,
+    /// The link estimate before anything is measured.
+    pub link_default: LinkEstimate,
+    /// The wearable's battery level in [0, 1]; `None`: read sysfs (else full).
+    pub battery: Option<f64>,
+    /// Model push chunk size (bytes).
+    pub chunk_bytes: usize,
+}
+
+impl SessionConfig {
+    /// Defaults for a wearable with this profile: no dilation, the planner
+    /// deciding with the fastest objective, pipelined streams.
+    pub fn new(wearable: DeviceProfile, handheld_fallback: DeviceProfile) -> SessionConfig {
+        SessionConfig {
+            wearable,
+            handheld_fallback,
+            dilation: 1.0,
+            placement: Placement::Auto,
+            hint: LatencyHint::Fastest,
+            method: Method::MinCut,
+            margin: 0.1,
+            pipeline: true,
+            max_in_flight: 8,
+            deadline_factor: 4.0,
+            deadline_floor: Duration::from_secs(2),
+            ready_timeout: Duration::from_secs(60),
+            backoff: Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(2) },
+            link_default: LinkEstimate {
+                up_bytes_per_s: 1e6 / 8.0,
+                down_bytes_per_s: 1e6 / 8.0,
+                rtt: Duration::from_millis(30),
+            },
+            battery: None,
+            chunk_bytes: 64 << 10,
+        }
+    }
+
+    /// Shipped profiles: a Wear OS watch and a Pixel 8 Pro.
+    pub fn watch_and_phone() -> Result<SessionConfig> {
+        let load = |n: &str| DeviceProfile::shipped(n).map_err(|e| Error::Session(e.to_string()));
+        Ok(Self::new(load("watch-w5")?, load("pixel-8-pro")?))
+    }
+}

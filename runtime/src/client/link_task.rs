@@ -1,0 +1,241 @@
+//! The link task: connect, handshake, carry frames, reconnect with backoff; it talks to the app thread by channels.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel as cb;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use crate::link::{Link, Transport};
+use crate::Tensor;
+use tandem_proto::protocol::{
+    encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
+};
+use tandem_proto::session::{WearableAction, WearableSession};
+
+use super::Backoff;
+
+/// From the app thread to the link task.
+pub(super) enum Command {
+    Offload { frame: u64, cut: String, tensors: Vec<(String, Tensor)> },
+    Probe { id: u64, bytes: usize },
+    Shutdown,
+}
+
+/// From the link task to the app thread.
+pub(super) enum Event {
+    Ready { device: String, latency: LatencySummary },
+    Status(StatusReport),
+    Echo { id: u64, received: u64, echoed: u64, at: Instant },
+    Delivered { frame: u64, handheld_us: u64, message: Message, at: Instant },
+    Sent { bytes: u64, took: Duration },
+    RunLocally { frames: Vec<u64>, reason: String },
+    Disconnected(String),
+}
+
+/// The link task: connect, handshake, carry frames, reconnect with backoff.
+pub(super) async fn manage_link(
+    transport: Box<dyn Transport>,
+    model: Arc<Vec<u8>>,
+    device: String,
+    chunk_bytes: usize,
+    backoff: Backoff,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    events: cb::Sender<Event>,
+) {
+    let mut wait = backoff.initial;
+    loop {
+        let connect = tokio::time::timeout(Duration::from_secs(5), transport.connect());
+        tokio::pin!(connect);
+        let link = loop {
+            tokio::select! {
+                r = &mut connect => break r,
+                c = commands.recv() => if !refuse(c, &events) { return },
+            }
+        };
+        let reason = match link {
+            Ok(Ok(link)) => {
+                wait = backoff.initial;
+                let session = WearableSession::new(device.clone(), model.clone(), chunk_bytes);
+                match run_link(link, session, &mut commands, &events).await {
+                    Ok(()) => return,
+                    Err(reason) => reason,
+                }
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("connecting to {} timed out", transport.describe()),
+        };
+        if events.send(Event::Disconnected(reason)).is_err() {
+            return;
+        }
+        let sleep = tokio::time::sleep(wait);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                c = commands.recv() => if !refuse(c, &events) { return },
+            }
+        }
+        wait = (wait * 2).min(backoff.max);
+    }
+}
+
+/// A command while disconnected: offloads come straight back. False: shut down.
+fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
+    match c {
+        None | Some(Command::Shutdown) => false,
+        Some(Command::Offload { frame, .. }) => events
+            .send(Event::RunLocally { frames: vec![frame], reason: "the handheld is not connected".into() })
+            .is_ok(),
+        Some(Command::Probe { .. }) => true,
+    }
+}
+
+/// One connection; `Ok` on shutdown, else why it ended.
+async fn run_link(
+    link: Link,
+    mut session: WearableSession,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    events: &cb::Sender<Event>,
+) -> std::result::Result<(), String> {
+    let Link { mut tx, mut rx, name } = link;
+    debug!(link = %name, "connected");
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (dead_tx, mut dead_rx) = mpsc::unbounded_channel::<String>();
+    let writer_events = events.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(bytes) = out_rx.recv().await {
+            let n = bytes.len() as u64;
+            let started = Instant::now();
+            if let Err(e) = tx.send(bytes).await {
+                let _ = dead_tx.send(format!("sending failed: {e}"));
+                return;
+            }
+            let _ = writer_events.send(Event::Sent { bytes: n, took: started.elapsed() });
+        }
+        let _ = tx.close().await;
+    });
+    let send = |m: &Message| -> std::result::Result<(), String> {
+        let bytes = encode(m).map_err(|e| format!("encoding: {e}"))?;
+        out_tx.send(bytes).map_err(|_| "the writer stopped".to_string())
+    };
+    let mut decoder = FrameDecoder::new(MAX_FRAME_BYTES);
+    let mut pending = session.start();
+    let mut why: Option<String> = None;
+    let result = 'conn: loop {
+        for a in pending.drain(..) {
+            match a {
+                WearableAction::Send(m) => {
+                    if let Err(e) = send(&m) {
+                        why = Some(e);
+                    }
+                }
+                WearableAction::Ready { device, latency } => {
+                    let _ = events.send(Event::Ready { device, latency });
+                }
+                WearableAction::Status(s) => {
+                    let _ = events.send(Event::Status(s));
+                }
+                WearableAction::Echo { id, received, echoed } => {
+                    let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
+                }
+                WearableAction::Delivered { frame, handheld_compute_us, message } => {
+                    let _ = events.send(Event::Delivered {
+                        frame,
+                        handheld_us: handheld_compute_us,
+                        message,
+                        at: Instant::now(),
+                    });
+                }
+                WearableAction::RunLocally(frames) => {
+                    let reason = why.clone().unwrap_or_else(|| "the link failed".into());
+                    let _ = events.send(Event::RunLocally { frames, reason });
+                }
+                WearableAction::Close => {
+                    break 'conn Err(why.take().unwrap_or_else(|| "the handheld closed the session".into()));
+                }
+            }
+        }
+        if let Some(reason) = why.take() {
+            pending = session.on_disconnect();
+            why = Some(reason);
+            pending.push(WearableAction::Close);
+            continue;
+        }
+        tokio::select! {
+            r = rx.recv() => match r {
+                Ok(Some(bytes)) => {
+                    let (messages, failed) = decoder.push_and_decode(&bytes);
+                    for m in messages {
+                        match &m.header {
+                            Header::Error { code, reason } => {
+                                warn!(?code, "the handheld refused: {reason}");
+                                why = Some(format!("the handheld refused ({code:?}): {reason}"));
+                            }
+                            Header::Bye => why = Some("the handheld said bye".into()),
+                            _ => {}
+                        }
+                        pending.extend(session.on_message(m));
+                    }
+                    if let Some(e) = failed {
+                        why = Some(format!("bad bytes from the handheld: {e}"));
+                        pending.extend(session.on_decode_error(&e));
+                    }
+                }
+                Ok(None) => {
+                    why = Some("the handheld closed the link".into());
+                    pending = session.on_disconnect();
+                    pending.push(WearableAction::Close);
+                }
+                Err(e) => {
+                    why = Some(format!("receiving failed: {e}"));
+                    pending = session.on_disconnect();
+                    pending.push(WearableAction::Close);
+                }
+            },
+            Some(reason) = dead_rx.recv() => {
+                why = Some(reason);
+                pending = session.on_disconnect();
+                pending.push(WearableAction::Close);
+            },
+            c = commands.recv() => match c {
+                None | Some(Command::Shutdown) => {
+                    let _ = send(&Message::new(Header::Bye));
+                    break 'conn Ok(());
+                }
+                Some(Command::Offload { frame, cut, tensors }) => {
+                    let refs: Vec<(String, &Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
+                    match session.offload(frame, cut, &refs) {
+                        Ok(Some(m)) => {
+                            if let Err(e) = send(&m) {
+                                why = Some(e);
+                            }
+                        }
+                        Ok(None) => {
+                            let _ = events.send(Event::RunLocally {
+                                frames: vec![frame],
+                                reason: "the handheld is not ready".into(),
+                            });
+                        }
+                        Err(e) => {
+                            let _ = events.send(Event::RunLocally {
+                                frames: vec![frame],
+                                reason: format!("cannot send its tensors: {e}"),
+                            });
+                        }
+                    }
+                }
+                Some(Command::Probe { id, bytes }) => {
+                    let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
+                    if let Err(e) = send(&m) {
+                        why = Some(e);
+                    }
+                }
+            },
+        }
+    };
+    drop(out_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    result
+}

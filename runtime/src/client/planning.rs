@@ -1,0 +1,73 @@
+//! The cut for the next frame: the planner polled between frames, and offloading checked against running alone.
+
+use super::*;
+
+impl Session {
+    /// The cut for the next frame (polling the planner between frames).
+    pub(super) fn next_cut(&mut self, mode: Mode) -> (Cut, Option<f64>) {
+        let g = self.model.model.graph();
+        match &self.config.placement {
+            Placement::WearableOnly => return (Cut::wearable_only(g), None),
+            _ if !self.ready => return (Cut::wearable_only(g), None),
+            Placement::HandheldOnly => return (Cut::handheld_only(g), None),
+            Placement::Fixed(c) => return (c.clone(), None),
+            Placement::Auto => {}
+        }
+        let est = self.profiler.estimate();
+        let moved = |a: f64, b: f64| (a - b).abs() > 0.1 * b.max(1e-9);
+        if moved(est.up_bytes_per_s, self.fed_link.up_bytes_per_s)
+            || moved(est.down_bytes_per_s, self.fed_link.down_bytes_per_s)
+            || moved(est.rtt.as_secs_f64(), self.fed_link.rtt.as_secs_f64())
+        {
+            self.fed_link = est;
+            self.planner.handle_link(est);
+        }
+        self.planner.handle_mode(mode);
+        let Some(handheld_latency) = &self.handheld_latency else {
+            return (Cut::wearable_only(g), None);
+        };
+        let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
+        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        match self.planner.poll_decision(g, wearable, handheld) {
+            Ok(Some(d)) => info!(cut = %d.chosen.describe(g), reason = %d.reason, "partition"),
+            Ok(None) => {}
+            Err(e) => warn!("the planner failed ({e}); running on the wearable"),
+        }
+        let Some(d) = self.planner.current() else {
+            return (Cut::wearable_only(g), None);
+        };
+        if d.chosen.is_wearable_only() {
+            return (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3));
+        }
+        // Offloading must beat running alone by the planner's margin, with
+        // the stream's period bounded by the frames in flight (a frame's
+        // latency over the in-flight bound) as this runtime pipelines.
+        // Checked once per decision and conditions, not per frame.
+        let c = *self.planner.conditions();
+        let key = d.chosen.key();
+        if let Some((k, cond, m, local_ms)) = &self.offload_check {
+            if *k == key && *cond == c && *m == mode {
+                return match local_ms {
+                    None => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3)),
+                    Some(ms) => (Cut::wearable_only(g), Some(*ms)),
+                };
+            }
+        }
+        let prices = NodePrices::new(g, wearable, handheld, &c.link, &c.status, c.weights);
+        let local_cut = Cut::wearable_only(g);
+        let local = evaluate(g, &prices, &local_cut, c.link.rtt);
+        let in_flight = if self.config.pipeline { self.config.max_in_flight.max(1) } else { 1 } as f64;
+        let bounded = |e: &Evaluation| {
+            let mut e = e.clone();
+            e.stream_period_s = e.stream_period_s.max(e.latency_s / in_flight);
+            e
+        };
+        if beats(&bounded(&d.evaluation), &bounded(&local), c.hint, mode, self.config.margin) {
+            self.offload_check = Some((key, c, mode, None));
+            (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3))
+        } else {
+            self.offload_check = Some((key, c, mode, Some(local.latency_s * 1e3)));
+            (local_cut, Some(local.latency_s * 1e3))
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! What a frame and a stream report: measured times, bytes, placement and model-based energy.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// One frame's outcome, with real wall-clock times.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameReport {
+    /// Frame number.
+    pub frame: u64,
+    /// Whether the handheld answered it.
+    pub offloaded: bool,
+    /// Why it ran on the wearable after being offloaded (link loss, refusal, deadline).
+    pub fallback: Option<String>,
+    /// The cut's key (`Cut::key`) it ran under.
+    pub cut: String,
+    /// Layers run on the wearable / in the model.
+    pub prefix_layers: usize,
+    /// Layers in the model.
+    pub layers: usize,
+    /// Wearable compute (ms), dilation included.
+    pub wearable_ms: f64,
+    /// From sending to the answer, minus the handheld's compute (ms): the link both ways and queueing.
+    pub link_ms: f64,
+    /// Handheld compute (ms), as it reported.
+    pub handheld_ms: f64,
+    /// From the frame's start to its delivery (ms).
+    pub latency_ms: f64,
+    /// Bytes sent up.
+    pub up_bytes: u64,
+    /// Bytes received.
+    pub down_bytes: u64,
+    /// The planner's predicted latency for the cut (ms), when it decided it.
+    pub predicted_ms: Option<f64>,
+    /// Model-based energy on the wearable (J): busy time × compute power + radio time × radio power.
+    pub wearable_j: f64,
+    /// Model-based energy on the handheld (J).
+    pub handheld_j: f64,
+}
+
+/// A stream's summary.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamReport {
+    /// Frames delivered.
+    pub frames: usize,
+    /// Frames the handheld answered.
+    pub offloaded: usize,
+    /// Frames run on the wearable.
+    pub local: usize,
+    /// Of those, frames offloaded first and then run locally.
+    pub fallbacks: usize,
+    /// Times the cut changed between consecutive frames.
+    pub cut_switches: usize,
+    /// Wall-clock seconds from the first frame's start to the last delivery.
+    pub wall_s: f64,
+    /// Frames per second.
+    pub throughput_fps: f64,
+    /// Latency percentiles (ms).
+    pub p50_ms: f64,
+    /// 95th percentile (ms).
+    pub p95_ms: f64,
+    /// 99th percentile (ms).
+    pub p99_ms: f64,
+    /// Mean wearable compute per frame (ms).
+    pub mean_wearable_ms: f64,
+    /// Mean handheld compute per offloaded frame (ms).
+    pub mean_handheld_ms: f64,
+    /// Model-based wearable energy per frame (J).
+    pub wearable_j_per_frame: f64,
+    /// Model-based handheld energy per frame (J).
+    pub handheld_j_per_frame: f64,
+    /// Bytes up in all.
+    pub up_bytes: u64,
+    /// Bytes down in all.
+    pub down_bytes: u64,
+}
+
+impl StreamReport {
+    /// Summarizes frame reports (in delivery order) over `wall`.
+    pub fn from_frames(frames: &[FrameReport], wall: Duration) -> StreamReport {
+        let n = frames.len();
+        if n == 0 {
+            return StreamReport::default();
+        }
+        let mut lat: Vec<f64> = frames.iter().map(|f| f.latency_ms).collect();
+        lat.sort_by(f64::total_cmp);
+        let pct = |p: f64| lat[((p * (n - 1) as f64).round() as usize).min(n - 1)];
+        let offloaded = frames.iter().filter(|f| f.offloaded).count();
+        let wall_s = wall.as_secs_f64();
+        StreamReport {
+            frames: n,
+            offloaded,
+            local: n - offloaded,
+            fallbacks: frames.iter().filter(|f| f.fallback.is_some()).count(),
+            cut_switches: frames.windows(2).filter(|w| w[0].cut != w[1].cut).count(),
+            wall_s,
+            throughput_fps: if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 },
+            p50_ms: pct(0.5),
+            p95_ms: pct(0.95),
+            p99_ms: pct(0.99),
+            mean_wearable_ms: frames.iter().map(|f| f.wearable_ms).sum::<f64>() / n as f64,
+            mean_handheld_ms: if offloaded > 0 {
+                frames.iter().map(|f| f.handheld_ms).sum::<f64>() / offloaded as f64
+            } else {
+                0.0
+            },
+            wearable_j_per_frame: frames.iter().map(|f| f.wearable_j).sum::<f64>() / n as f64,
+            handheld_j_per_frame: frames.iter().map(|f| f.handheld_j).sum::<f64>() / n as f64,
+            up_bytes: frames.iter().map(|f| f.up_bytes).sum(),
+            down_bytes: frames.iter().map(|f| f.down_bytes).sum(),
+        }
+    }
+}
