@@ -242,9 +242,9 @@ pub struct ProfileUpdate {
 /// clusters by name (ASCII case ignored, so `little` fits `LITTLE`). When the
 /// measurements hold one device, its fits apply whatever the profile's name;
 /// when they hold several, only the device named like the profile applies.
-/// A TOML profile is edited line by line: each updated value replaces its line,
-/// and the comment block right above it becomes `# calibrated: ...` naming
-/// `source`; everything else stays as written.
+/// A TOML profile is edited in place (`toml_edit`): each updated value is
+/// replaced, the comment block right above it becomes `# calibrated: ...`
+/// naming `source`, and everything else stays as written.
 pub fn update_profile(
     text: &str,
     format: ProfileFormat,
@@ -304,87 +304,28 @@ pub fn update_profile(
 }
 
 /// Replaces `c_eff_farads` and `epsilon` in the `[[clusters]]` tables named in
-/// `values` (name → C_eff, ε, points); `None` when the file's shape is not the
-/// plain one this understands.
+/// `values` (name → C_eff, ε, points), with `toml_edit` so that everything
+/// else (comments, layout, number spellings) stays as written; each replaced
+/// key's comment block becomes `# calibrated: ...`. `None` when the text is
+/// not TOML or a named cluster is missing.
 fn edit_toml(text: &str, values: &BTreeMap<String, (f64, f64, usize)>, source: &str) -> Option<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let key_of = |line: &str| -> Option<(String, toml::Value)> {
-        let t = line.trim();
-        if t.starts_with('#') || !t.contains('=') {
-            return None;
-        }
-        toml::from_str::<toml::Table>(t).ok()?.into_iter().next()
-    };
-    let mut blocks = Vec::new();
-    let mut open: Option<usize> = None;
-    for (i, l) in lines.iter().enumerate() {
-        if l.trim_start().starts_with('[') {
-            if let Some(start) = open.take() {
-                blocks.push((start, i));
-            }
-            if l.trim_start().starts_with("[[clusters]]") {
-                open = Some(i);
-            }
-        }
-    }
-    if let Some(start) = open {
-        blocks.push((start, lines.len()));
-    }
-    let mut replace: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    let mut dropped = BTreeSet::new();
+    let mut doc: toml_edit::DocumentMut = text.parse().ok()?;
+    let clusters = doc.get_mut("clusters")?.as_array_of_tables_mut()?;
     let mut done = 0;
-    for (start, end) in blocks {
-        let mut name = None;
-        let (mut c_line, mut e_line) = (None, None);
-        for (i, line) in lines.iter().enumerate().take(end).skip(start + 1) {
-            match key_of(line) {
-                Some((k, toml::Value::String(v))) if k == "name" => name = Some(v),
-                Some((k, _)) if k == "c_eff_farads" => c_line = Some(i),
-                Some((k, _)) if k == "epsilon" => e_line = Some(i),
-                _ => {}
-            }
-        }
-        let Some(&(c_eff, epsilon, points)) = name.as_ref().and_then(|n| values.get(n)) else { continue };
-        let c_line = c_line?;
-        let indent = &lines[c_line][..lines[c_line].len() - lines[c_line].trim_start().len()];
+    for table in clusters.iter_mut() {
+        let Some(name) = table.get("name").and_then(|v| v.as_str()) else { continue };
+        let Some(&(c_eff, epsilon, points)) = values.get(name) else { continue };
         let plural = if points == 1 { "" } else { "s" };
-        let note =
-            |what: &str| format!("{indent}# calibrated: mean {what} over {points} point{plural} of {source}");
-        let mut edit = |at: usize, lines_out: Vec<String>| {
-            let mut above = at;
-            while above > start + 1 && lines[above - 1].trim_start().starts_with('#') {
-                above -= 1;
-                dropped.insert(above);
-            }
-            replace.insert(at, lines_out);
-        };
-        let c_text = vec![note("C_eff"), format!("{indent}c_eff_farads = {c_eff:e}")];
-        let e_text = vec![note("epsilon"), format!("{indent}epsilon = {epsilon:e}")];
-        match e_line {
-            Some(e_line) => {
-                edit(c_line, c_text);
-                edit(e_line, e_text);
-            }
-            None => edit(c_line, c_text.into_iter().chain(e_text).collect()),
+        for (key, what, v) in [("c_eff_farads", "C_eff", c_eff), ("epsilon", "epsilon", epsilon)] {
+            let value: toml_edit::Value = format!("{v:e}").parse().ok()?;
+            table.insert(key, toml_edit::Item::Value(value));
+            let mut k = table.key_mut(key)?;
+            k.leaf_decor_mut()
+                .set_prefix(format!("# calibrated: mean {what} over {points} point{plural} of {source}\n"));
         }
         done += 1;
     }
-    if done != values.len() {
-        return None;
-    }
-    let mut out = String::new();
-    for (i, l) in lines.iter().enumerate() {
-        if let Some(new) = replace.get(&i) {
-            for n in new {
-                out.push_str(n);
-                out.push('\n');
-            }
-        } else if !dropped.contains(&i) {
-            out.push_str(l);
-            out.push('\n');
-        }
-    }
-    Some(out)
+    (done == values.len()).then(|| doc.to_string())
 }
 
 /// A CSV read with named columns: the small shared reader behind
