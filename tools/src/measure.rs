@@ -26,7 +26,6 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -536,11 +535,9 @@ pub fn regulators_path(trace: &Path) -> PathBuf {
     }
 }
 
-/// The effective uid of this process, from `/proc/self/status`.
+/// The effective uid of this process.
 pub fn current_uid() -> Option<u32> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
+    Some(rustix::process::geteuid().as_raw())
 }
 
 /// Refuses to drive the real `/sys` (a root that resolves to `/`) unless `uid`
@@ -590,8 +587,8 @@ pub trait Stress {
     fn stop(&mut self);
 }
 
-/// Busy-loop threads, each pinned to its CPU with `taskset -p -c` on its own
-/// thread id (from `/proc/thread-self`). Where `taskset` is missing or fails
+/// Busy-loop threads, each pinned to its CPU with `sched_setaffinity`.
+/// Where that fails
 /// (e.g. the CPU does not exist on this machine), the worker runs unpinned and
 /// its CPU is listed in [`BusyLoop::unpinned`]; with the other cores offline
 /// the scheduler has only the target cores to run it on anyway.
@@ -663,17 +660,15 @@ impl Drop for BusyLoop {
     }
 }
 
-/// Pins the calling thread to `cpu` with `taskset`; false when that fails.
+/// Pins the calling thread to `cpu`; false when that fails.
 fn pin_this_thread(cpu: usize) -> bool {
-    let Ok(link) = fs::read_link("/proc/thread-self") else { return false };
-    let Some(tid) = link.file_name().and_then(|t| t.to_str()).map(String::from) else { return false };
-    Command::new("taskset")
-        .args(["-p", "-c", &cpu.to_string(), &tid])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    use rustix::thread::{sched_setaffinity, CpuSet};
+    if cpu >= CpuSet::MAX_CPU {
+        return false;
+    }
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    sched_setaffinity(None, &set).is_ok()
 }
 
 /// What a run recorded.

@@ -68,7 +68,11 @@ impl HandheldProcess {
         &mut self,
         timeout: std::time::Duration,
     ) -> std::io::Result<(Option<std::process::ExitStatus>, Vec<String>)> {
-        std::process::Command::new("kill").args(["-TERM", &self.pid().to_string()]).status()?;
+        let pid = i32::try_from(self.pid())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| std::io::Error::other("the handheld's pid is not a valid pid"))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)?;
         let deadline = std::time::Instant::now() + timeout;
         let status = loop {
             if let Some(s) = self.child.try_wait()? {
