@@ -319,12 +319,18 @@ fn random_topological_order(graph: &LayerGraph, rng: &mut ChaCha8Rng) -> Vec<Nod
     order
 }
 
-/// The cuts a split check should cover: every cut when there are at most
-/// `count` of them (always so for chains), else `count` sampled cuts plus the
-/// two trivial ones.
+/// The cuts a split check should cover: every cut of a chain, else as
+/// [`sampled_cuts_to_check`].
 pub fn cuts_to_check(graph: &LayerGraph, count: usize, seed: u64) -> Vec<Cut> {
-    let limit = if graph.is_chain() { graph.nodes().len() + 1 } else { count.max(2) };
-    if let Some(all) = enumerate_cuts(graph, limit) {
+    let count = if graph.is_chain() { graph.nodes().len() + 1 } else { count };
+    sampled_cuts_to_check(graph, count, seed)
+}
+
+/// Every cut when there are at most `count` of them, else `count` sampled
+/// cuts plus the two trivial ones, chain or not (for big models, where each
+/// cut costs two tract optimizations).
+pub fn sampled_cuts_to_check(graph: &LayerGraph, count: usize, seed: u64) -> Vec<Cut> {
+    if let Some(all) = enumerate_cuts(graph, count.max(2)) {
         return all;
     }
     let mut cuts = vec![Cut::handheld_only(graph), Cut::wearable_only(graph)];

@@ -40,7 +40,7 @@ pub mod model;
 pub mod profile;
 pub mod split;
 
-pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, Cut};
+pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut};
 pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
 pub use model::{InputShapes, Model};

@@ -68,6 +68,6 @@ pub use tandem_proto::{profiler, protocol, session};
 
 pub use client::{ModelFile, Placement, Session, SessionConfig};
 pub use tandem_core::{
-    cuts_to_check, enumerate_cuts, sample_cuts, Cut, Error, InputShapes, LayerGraph, LayerKind, LayerNode,
-    Model, NodeId, Result, SplitExecutor, SplitPlan, TValue, Tensor, TensorId, Values,
+    cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, Error, InputShapes, LayerGraph,
+    LayerKind, LayerNode, Model, NodeId, Result, SplitExecutor, SplitPlan, TValue, Tensor, TensorId, Values,
 };

@@ -1,0 +1,3 @@
+//! No build step: the build-dependencies only unify host features (see Cargo.toml).
+
+fn main() {}
