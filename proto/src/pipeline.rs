@@ -119,7 +119,7 @@ impl<P, R> FramePipeline<P, R> {
     /// [`FramePipeline::next_local`] took it out. A frame not taken out, or
     /// not started, is refused.
     pub fn complete(&mut self, frame: u64, result: R) -> Result<(), R> {
-        if self.slots.contains_key(&frame) || !self.order.contains(&frame) {
+        if !self.taken_out(frame) {
             return Err(result);
         }
         self.slots.insert(frame, Slot::Done(result));
@@ -138,7 +138,7 @@ impl<P, R> FramePipeline<P, R> {
     /// A frame taken out by [`FramePipeline::answer`] whose answer was
     /// unusable goes back to the wearable with `payload`.
     pub fn return_local(&mut self, frame: u64, payload: P, reason: &str) -> Result<(), P> {
-        if self.slots.contains_key(&frame) || !self.order.contains(&frame) {
+        if !self.taken_out(frame) {
             return Err(payload);
         }
         self.slots.insert(frame, Slot::Local { payload, reason: reason.to_string() });
@@ -199,6 +199,12 @@ impl<P, R> FramePipeline<P, R> {
             Some(Slot::Done(r)) => Some((frame, r)),
             _ => None,
         }
+    }
+
+    /// Whether `frame` was started, is not yet delivered, and has no slot:
+    /// the shell holds it (after `answer` or `next_local`).
+    fn taken_out(&self, frame: u64) -> bool {
+        !self.slots.contains_key(&frame) && self.order.contains(&frame)
     }
 
     /// Queues `frame` for delivery if its number is past every started one.
