@@ -164,12 +164,26 @@ fn event() -> impl Strategy<Value = Ev> {
     ]
 }
 
+/// Where the test's model says a frame stands.
+#[derive(Clone, Debug, PartialEq)]
+enum St {
+    InFlight(Duration),
+    Local,
+    Done,
+}
+
+fn in_flight(model: &std::collections::BTreeMap<u64, St>) -> usize {
+    model.values().filter(|st| matches!(st, St::InFlight(_))).count()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
-    /// Whatever happens, every started frame is delivered exactly once, in
-    /// order, with the result of the one place it finished; the in-flight
-    /// bound holds; answers to frames no longer in flight are refused.
+    /// Whatever happens, the pipeline agrees after every event with a model
+    /// of the documented rules (answers only for frames in flight, deadlines,
+    /// hand-backs, local runs oldest first, the in-flight bound), and every
+    /// started frame is delivered exactly once, in order, with the result of
+    /// the one place it finished.
     #[test]
     fn every_frame_is_delivered_once_and_in_order(
         events in proptest::collection::vec(event(), 0..120),
@@ -181,70 +195,108 @@ proptest! {
         let mut started: Vec<u64> = vec![];
         let mut finished: std::collections::BTreeMap<u64, Ran> = Default::default();
         let mut delivered: Vec<(u64, Ran)> = vec![];
+        // A model of where each undelivered frame stands, by the documented
+        // rules; the pipeline must agree with it after every event.
+        let mut model: std::collections::BTreeMap<u64, St> = Default::default();
         let mut next = 1u64;
         let pick = |started: &[u64], i: usize| (!started.is_empty()).then(|| started[i % started.len()]);
         for ev in events {
             match ev {
                 Ev::Start { offload, budget_ms } => {
-                    if !p.can_start() {
+                    let limit = if overlap { bound } else { 1 };
+                    let may = if overlap { in_flight(&model) < limit } else { model.is_empty() };
+                    prop_assert_eq!(p.can_start(), may);
+                    if !may {
                         continue;
                     }
                     let f = next;
                     next += 1 + (budget_ms % 3); // frame numbers increase, not always by one
                     if offload {
                         prop_assert!(p.start_offloaded(f, f, now + ms(budget_ms)).is_ok());
+                        model.insert(f, St::InFlight(now + ms(budget_ms)));
                     } else {
                         prop_assert!(p.start_done(f, Ran::Wearable(f, "local cut".into())).is_ok());
                         finished.insert(f, Ran::Wearable(f, "local cut".into()));
+                        model.insert(f, St::Done);
                     }
                     started.push(f);
-                    let limit = if overlap { bound } else { 1 };
-                    prop_assert!(p.in_flight() <= limit, "{} in flight, bound {}", p.in_flight(), limit);
                 }
                 Ev::Answer(i) => {
                     if let Some(f) = pick(&started, i) {
-                        if let Some(payload) = p.answer(f) {
+                        let expected = matches!(model.get(&f), Some(St::InFlight(_)));
+                        let got = p.answer(f);
+                        prop_assert_eq!(got.is_some(), expected, "answer to frame {} in state {:?}", f, model.get(&f));
+                        if let Some(payload) = got {
                             prop_assert_eq!(payload, f);
-                            prop_assert!(!finished.contains_key(&f), "frame {} answered after it finished", f);
                             prop_assert!(p.complete(f, Ran::Handheld(f)).is_ok());
                             finished.insert(f, Ran::Handheld(f));
+                            model.insert(f, St::Done);
                         }
                     }
                 }
                 Ev::BadAnswer(i) => {
                     if let Some(f) = pick(&started, i) {
-                        if let Some(payload) = p.answer(f) {
+                        let expected = matches!(model.get(&f), Some(St::InFlight(_)));
+                        let got = p.answer(f);
+                        prop_assert_eq!(got.is_some(), expected);
+                        if let Some(payload) = got {
                             prop_assert!(p.return_local(f, payload, "bad answer").is_ok());
+                            model.insert(f, St::Local);
                         }
                     }
                 }
                 Ev::HandBack(i) => {
                     if let Some(f) = pick(&started, i) {
                         p.hand_back(f, "refused");
+                        if let Some(st @ St::InFlight(_)) = model.get_mut(&f) {
+                            *st = St::Local;
+                        }
                     }
                 }
-                Ev::LinkLost => p.link_lost("link lost"),
+                Ev::LinkLost => {
+                    p.link_lost("link lost");
+                    for st in model.values_mut() {
+                        if matches!(st, St::InFlight(_)) {
+                            *st = St::Local;
+                        }
+                    }
+                }
                 Ev::Tick(step) => {
                     now += ms(step);
-                    for f in p.tick(now) {
-                        prop_assert!(!finished.contains_key(&f), "frame {} expired after it finished", f);
+                    let expired: Vec<u64> = model
+                        .iter()
+                        .filter_map(|(&f, st)| matches!(st, St::InFlight(d) if *d <= now).then_some(f))
+                        .collect();
+                    prop_assert_eq!(p.tick(now), expired.clone());
+                    for f in expired {
+                        model.insert(f, St::Local);
                     }
-                    prop_assert!(p.next_deadline().is_none_or(|d| d > now));
+                    let next_deadline =
+                        model.values().filter_map(|st| if let St::InFlight(d) = st { Some(*d) } else { None }).min();
+                    prop_assert_eq!(p.next_deadline(), next_deadline);
                 }
                 Ev::RunLocal => {
-                    if let Some((f, payload, reason)) = p.next_local() {
+                    let expected = model.iter().find_map(|(&f, st)| matches!(st, St::Local).then_some(f));
+                    let got = p.next_local();
+                    prop_assert_eq!(got.as_ref().map(|(f, _, _)| *f), expected);
+                    if let Some((f, payload, reason)) = got {
                         prop_assert_eq!(payload, f);
                         prop_assert!(!finished.contains_key(&f), "frame {} ran twice", f);
                         prop_assert!(p.complete(f, Ran::Wearable(f, reason.clone())).is_ok());
                         finished.insert(f, Ran::Wearable(f, reason));
+                        model.insert(f, St::Done);
                     }
                 }
                 Ev::Deliver => {
                     while let Some(d) = p.pop_deliverable() {
+                        prop_assert_eq!(model.first_key_value().map(|(f, st)| (*f, st.clone())), Some((d.0, St::Done)));
+                        model.remove(&d.0);
                         delivered.push(d);
                     }
+                    prop_assert!(!matches!(model.first_key_value(), Some((_, St::Done))), "a deliverable frame held back");
                 }
             }
+            prop_assert_eq!(p.in_flight(), in_flight(&model));
         }
         // The link goes; everything left runs here and leaves.
         p.link_lost("end");
