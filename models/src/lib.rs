@@ -204,8 +204,33 @@ pub fn ensure_light_models(cache: &Path) -> Result<Vec<LightEntry>> {
     Ok(light)
 }
 
-/// Materializes every model under `cache` (see [`ensure_models`]).
+/// Holds an exclusive lock on `<cache>/.lock` while it lives, so that
+/// processes filling the same cache at once (test runners that start one
+/// process per test) generate each file once instead of racing.
+pub struct CacheLock {
+    _file: std::fs::File,
+}
+
+impl CacheLock {
+    /// Blocks until this process holds the lock on `cache`.
+    pub fn acquire(cache: &Path) -> Result<CacheLock> {
+        std::fs::create_dir_all(cache).with_context(|| format!("creating {}", cache.display()))?;
+        let path = cache.join(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        file.lock().with_context(|| format!("locking {}", path.display()))?;
+        Ok(CacheLock { _file: file })
+    }
+}
+
+/// Materializes every model under `cache` (see [`ensure_models`]), holding
+/// the cache's [`CacheLock`] meanwhile.
 pub fn ensure_models_in(cache: &Path) -> Result<ModelPaths> {
+    let _lock = CacheLock::acquire(cache)?;
     let seed = DEFAULT_SEED;
 
     let (zoo, mobilenet_variants, pruned_variants) = ensure_zoo_in(cache)?;

@@ -92,6 +92,7 @@ fn main() -> Result<()> {
         }
         Cmd::FetchLight { cache } => {
             let cache = cache.unwrap_or_else(cache_dir);
+            let _lock = tandem_models::CacheLock::acquire(&cache)?;
             for e in ensure_light_models(&cache)? {
                 println!("{}", e.model.display());
             }

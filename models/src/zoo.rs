@@ -132,7 +132,7 @@ pub fn mobilenet_variants() -> Vec<ZooSpec> {
 }
 
 fn alpha_str(alpha_percent: u32) -> String {
-    if alpha_percent % 100 == 0 {
+    if alpha_percent.is_multiple_of(100) {
         format!("{}.0", alpha_percent / 100)
     } else {
         let s = format!("{}.{:02}", alpha_percent / 100, alpha_percent % 100);

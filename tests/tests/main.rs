@@ -4,3 +4,9 @@
 mod oracle;
 mod partition_zoo;
 mod split_zoo;
+
+/// jemalloc with transparent huge pages (see `.cargo/config.toml`): the
+/// split checks build plans holding hundreds of MB of weights, and glibc's
+/// allocator spends half their time in page faults and unmapping.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

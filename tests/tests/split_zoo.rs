@@ -82,10 +82,12 @@ fn wavenet_cuts_cross_residual_and_skip_branches() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn light_case(name: &str) -> anyhow::Result<()> {
+/// The light model as the wheel ships it: its unsplit output against the
+/// shipped expected output, then split runs (crossing tensors included) on
+/// the shipped input.
+fn light_shipped(name: &str) -> anyhow::Result<()> {
     let paths = ensure_models()?;
     let entry = paths.light(name).with_context(|| format!("light model {name}"))?;
-    // Unsplit run against the shipped expected output.
     let model = Model::from_path(&entry.model, &InputShapes::none())?;
     let g = model.graph();
     let inputs = inputs_from_pb(&model, &entry.input)?;
@@ -93,21 +95,34 @@ fn light_case(name: &str) -> anyhow::Result<()> {
     let got = &out[&g.tensor(g.outputs()[0]).name];
     let worst = onnx_closeness(&load_tensor_pb(&entry.expected_output)?, got, 1e-3, 1e-7)?;
     assert!(worst <= 1.0, "{name}: unsplit output differs from the shipped one (worst ratio {worst})");
-    // Split runs, crossing tensors included, on the shipped input.
     let cuts = if model.graph().is_chain() { LIGHT_CHAIN_CUTS } else { DAG_CUTS };
     check_model(&entry.model, Some(&entry.input), Cuts::Sampled(cuts))?;
-    // And on the copy with random weights, whose outputs depend on the input,
-    // fed a uniform [0, 1) input (its BN statistics are calibrated for that).
+    Ok(())
+}
+
+/// The copy with random weights, whose outputs depend on the input, fed a
+/// uniform [0, 1) input (its BN statistics are calibrated for that). A test
+/// of its own so that the two halves of a big model run side by side.
+fn light_randomized(name: &str) -> anyhow::Result<()> {
+    let paths = ensure_models()?;
+    let entry = paths.light(name).with_context(|| format!("light model {name}"))?;
     check_model(&entry.randomized, None, Cuts::Sampled(RANDOMIZED_CUTS))?;
     Ok(())
 }
 
 macro_rules! light_tests {
-    ($($test:ident => $name:literal),* $(,)?) => {
+    ($($module:ident => $name:literal),* $(,)?) => {
         $(
-            #[test]
-            fn $test() -> anyhow::Result<()> {
-                light_case($name)
+            mod $module {
+                #[test]
+                fn shipped() -> anyhow::Result<()> {
+                    super::light_shipped($name)
+                }
+
+                #[test]
+                fn randomized() -> anyhow::Result<()> {
+                    super::light_randomized($name)
+                }
             }
         )*
     };
