@@ -151,13 +151,33 @@ fn mean(frames: &[FrameReport], f: impl Fn(&FrameReport) -> f64) -> f64 {
     frames.iter().map(f).sum::<f64>() / frames.len().max(1) as f64
 }
 
+/// Frames per second between the first and the last delivery: the steady
+/// rate of a pipeline, without its fill (the first frame's whole latency,
+/// which a 30-frame run would otherwise spread over every frame).
+fn steady_fps(delivered: &[Instant]) -> f64 {
+    match (delivered.first(), delivered.last()) {
+        (Some(first), Some(last)) if delivered.len() > 1 => {
+            (delivered.len() - 1) as f64 / last.duration_since(*first).as_secs_f64().max(1e-9)
+        }
+        _ => 0.0,
+    }
+}
+
+/// One stream: its frames, their summary, its cut, and the steady rate.
+struct StreamRun {
+    frames: Vec<FrameReport>,
+    summary: StreamReport,
+    cut: Option<tandem::Cut>,
+    steady_fps: f64,
+}
+
 fn run_stream(
     model: &ModelFile,
     transport: Box<dyn Transport>,
     mut config: SessionConfig,
     pipeline: bool,
     frames: usize,
-) -> anyhow::Result<(Vec<FrameReport>, StreamReport, Option<tandem::Cut>)> {
+) -> anyhow::Result<StreamRun> {
     config.pipeline = pipeline;
     let mut s = Session::open(model.clone(), transport, config)?;
     anyhow::ensure!(s.is_ready(), "the in-process handheld did not become ready");
@@ -167,11 +187,15 @@ fn run_stream(
     // Two warm-up frames build the plans.
     s.stream(inputs[..2].to_vec())?;
     let mut reports = vec![];
+    let mut delivered = vec![];
     let started = Instant::now();
-    s.stream_with(inputs, None, |r, _| reports.push(r))?;
+    s.stream_with(inputs, None, |r, _| {
+        delivered.push(Instant::now());
+        reports.push(r)
+    })?;
     let summary = StreamReport::from_frames(&reports, started.elapsed());
     let cut = s.decision().map(|d| d.chosen.clone());
-    Ok((reports, summary, cut))
+    Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered) })
 }
 
 /// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
@@ -214,18 +238,18 @@ pub fn pipeline(
         config.max_in_flight = max_in_flight.max(1);
         config.link_default = profile.nominal_estimate();
         // The planner's stream choice, then that cut fixed for both runs.
-        let (_, _, cut) = run_stream(&model, transport(), config.clone(), true, 4)?;
-        let cut = cut.context("no decision")?;
+        let cut = run_stream(&model, transport(), config.clone(), true, 4)?.cut.context("no decision")?;
         config.placement = Placement::Fixed(cut.clone());
-        let (_, seq, _) = run_stream(&model, transport(), config.clone(), false, frames)?;
-        let (pipe_frames, pipe, _) = run_stream(&model, transport(), config.clone(), true, frames)?;
+        let seq = run_stream(&model, transport(), config.clone(), false, frames)?;
+        let pipe = run_stream(&model, transport(), config.clone(), true, frames)?;
+        let pipe_frames = &pipe.frames;
         // Stages as measured in the pipelined run itself.
-        let w = mean(&pipe_frames, |f| f.wearable_ms);
-        let h = mean(&pipe_frames, |f| f.handheld_ms);
+        let w = mean(pipe_frames, |f| f.wearable_ms);
+        let h = mean(pipe_frames, |f| f.handheld_ms);
         // Time on the air each way (none for the unshaped in-memory link).
         let air = |bytes: f64, bps: f64| if link == "none" { 0.0 } else { bytes * 8.0 / bps * 1e3 };
-        let up = air(mean(&pipe_frames, |f| f.up_bytes as f64), profile.up_bps);
-        let down = air(mean(&pipe_frames, |f| f.down_bytes as f64), profile.down_bps);
+        let up = air(mean(pipe_frames, |f| f.up_bytes as f64), profile.up_bps);
+        let down = air(mean(pipe_frames, |f| f.down_bytes as f64), profile.down_bps);
         let slowest = w.max(h).max(up).max(down);
         let ideal_fps = 1e3 / slowest;
         println!(
@@ -239,12 +263,17 @@ pub fn pipeline(
                 "layers": model.model.graph().nodes().len(),
                 "stage_ms": {"wearable": w, "up": up, "handheld": h, "down": down},
                 "frames": frames,
-                "sequential_fps": seq.throughput_fps,
-                "pipelined_fps": pipe.throughput_fps,
+                // Whole run: frames / (first start → last delivery), fill included.
+                "sequential_fps": seq.summary.throughput_fps,
+                "pipelined_fps": pipe.summary.throughput_fps,
+                // Steady: between the first and the last delivery.
+                "sequential_steady_fps": seq.steady_fps,
+                "pipelined_steady_fps": pipe.steady_fps,
                 "ideal_fps": ideal_fps,
-                "pipelined_over_ideal": pipe.throughput_fps / ideal_fps,
-                "pipelined_over_sequential": pipe.throughput_fps / seq.throughput_fps,
-                "offloaded": pipe.offloaded,
+                "pipelined_over_ideal": pipe.summary.throughput_fps / ideal_fps,
+                "steady_over_ideal": pipe.steady_fps / ideal_fps,
+                "pipelined_over_sequential": pipe.summary.throughput_fps / seq.summary.throughput_fps,
+                "offloaded": pipe.summary.offloaded,
                 "max_in_flight": max_in_flight,
                 "goal_over_ideal": 0.95,
             })
