@@ -189,10 +189,17 @@ fn run_stream(
     let mut reports = vec![];
     let mut delivered = vec![];
     let started = Instant::now();
-    s.stream_with(inputs, None, |r, _| {
+    let mut failed = None;
+    s.stream_with(inputs, None, |r| {
         delivered.push(Instant::now());
-        reports.push(r)
+        match r {
+            Ok(f) => reports.push(f.report),
+            Err(e) => failed = Some(e),
+        }
     })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
     let summary = StreamReport::from_frames(&reports, started.elapsed());
     let cut = s.decision().map(|d| d.chosen.clone());
     Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered) })

@@ -85,6 +85,9 @@ pub enum Error {
     /// The paired session could not do what was asked.
     #[error("session: {0}")]
     Session(String),
+    /// A device profile could not be read or is invalid (from `tandem-plan`'s `DeviceError`).
+    #[error("{0}")]
+    Device(String),
     /// tract failed while analysing, optimizing or running a model.
     #[error("tract failed while {context}: {message}")]
     Tract {

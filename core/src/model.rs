@@ -75,6 +75,11 @@ impl InputShapes {
     fn names(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(n, _)| n.as_str())
     }
+
+    /// Whether there are no overrides.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// A loaded ONNX model: its protobuf, its layer DAG, and where it came from.
@@ -174,6 +179,29 @@ impl Model {
             .map(str::to_string)
             .or_else(|| self.proto.graph.as_ref().map(|g| g.name.clone()))
             .unwrap_or_else(|| "model".into())
+    }
+
+    /// The ONNX bytes of this model with every overridden input declared
+    /// at its concrete shape, so that a peer loading the bytes without the
+    /// overrides (the handheld) sees the same shapes as this side.
+    pub fn bytes_with_input_shapes(&self) -> Vec<u8> {
+        use prost::Message as _;
+        use tract_onnx::pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
+        let mut proto = (*self.proto).clone();
+        if let Some(graph) = proto.graph.as_mut() {
+            for input in &mut graph.input {
+                let Some(dims) = self.input_shapes.shape(&input.name) else { continue };
+                if let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+                    input.r#type.as_mut().and_then(|t| t.value.as_mut())
+                {
+                    let dim = dims
+                        .iter()
+                        .map(|&d| Dimension { value: Some(Dim::DimValue(d as i64)), ..Default::default() });
+                    t.shape = Some(tract_onnx::pb::TensorShapeProto { dim: dim.collect() });
+                }
+            }
+        }
+        proto.encode_to_vec()
     }
 
     /// A metadata property of the ONNX file.

@@ -2,3 +2,4 @@
 //! one test binary per file cost build time).
 
 mod paired;
+mod status;

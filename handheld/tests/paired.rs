@@ -97,7 +97,7 @@ fn split_runs_over_tcp_match_the_unsplit_model_and_a_pushed_model_is_kept() {
             for (name, v) in &inputs {
                 s.feed(name, (**v).clone()).expect("feed");
             }
-            let report = s.run().expect("run").clone();
+            let report = s.run().expect("run");
             if what != "auto, emulated link" {
                 assert!(report.offloaded, "{what}: frame not offloaded: {report:?}");
                 assert!(report.up_bytes > 0 && report.down_bytes > 0, "{report:?}");
@@ -139,7 +139,9 @@ fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a
     let mut restarter = None;
     let mut killed_at = None;
     let started = Instant::now();
-    s.stream_with(inputs.clone(), Some(100.0), |report, outputs| {
+    s.stream_with(inputs.clone(), Some(100.0), |result| {
+        let frame = result.expect("every frame has a result");
+        let (report, outputs) = (frame.report, frame.outputs.into_values());
         let i = delivered.len();
         if i == 20 {
             // Kill the handheld with frames in flight, and restart it 0.5 s later on the same port.
@@ -272,9 +274,9 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
     assert!(good.is_ready());
     let check_good = |good: &mut Session, seed: u64| {
         let inputs = random_inputs(&model.model, seed).expect("inputs");
-        let got = good.stream(vec![inputs.clone()]).expect("stream").pop().expect("one frame");
-        assert!(got.0.offloaded, "the good client was not served: {:?}", got.0);
-        assert_same(&model, &got.1, &reference(&model, &inputs), "good client");
+        let got = good.stream(vec![inputs.clone()]).expect("stream").pop().expect("one frame").expect("runs");
+        assert!(got.report.offloaded, "the good client was not served: {:?}", got.report);
+        assert_same(&model, &got.outputs.into_values(), &reference(&model, &inputs), "good client");
     };
     check_good(&mut good, 1);
 
@@ -404,8 +406,9 @@ fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
     assert!(lines.iter().any(|l| l == "stopped"), "{lines:?}");
     // The session noticed, and runs the next frame itself.
     let inputs = random_inputs(&model.model, 1).expect("inputs");
-    let (r, out) = s.stream(vec![inputs.clone()]).expect("stream").pop().expect("frame");
-    assert!(!r.offloaded, "{r:?}");
-    assert_same(&model, &out, &reference(&model, &inputs), "after shutdown");
+    let f = s.stream(vec![inputs.clone()]).expect("stream").pop().expect("frame").expect("runs");
+    assert!(!f.report.offloaded, "{:?}", f.report);
+    assert!(f.report.local_reason.as_deref().is_some_and(|r| r.starts_with("no handheld")), "{:?}", f.report);
+    assert_same(&model, &f.outputs.into_values(), &reference(&model, &inputs), "after shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }

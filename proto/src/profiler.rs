@@ -203,8 +203,13 @@ impl LinkProfiler {
         if self.rtt.value().is_none() {
             return Some(ProbeRequest { bytes: 0 });
         }
-        let bytes = (self.estimate().up_bytes_per_s * 0.05).clamp(2048.0, 64.0 * 1024.0);
-        Some(ProbeRequest { bytes: bytes as usize })
+        Some(ProbeRequest { bytes: self.bandwidth_probe_bytes() })
+    }
+
+    /// The size of a bandwidth probe: about 50 ms of the current upload
+    /// estimate, from 2 KiB to 64 KiB.
+    pub fn bandwidth_probe_bytes(&self) -> usize {
+        (self.estimate().up_bytes_per_s * 0.05).clamp(2048.0, 64.0 * 1024.0) as usize
     }
 
     /// The handheld's latest status.

@@ -47,10 +47,11 @@
 //! let unsplit = tandem::split::full_plan(&model.model)?.run(model.model.graph(), &inputs)?;
 //! assert!(tandem::check::diff(&unsplit["y"], &y)?.ok());
 //!
-//! // A stream: results come back in order, pipelined.
+//! // A stream: results come back in order, pipelined, one result per frame.
 //! let frames: Vec<_> = (0..5).map(|i| tandem::check::random_inputs(&model.model, i)).collect::<Result<_, _>>()?;
 //! let results = s.stream(frames)?;
-//! assert!(results.windows(2).all(|w| w[0].0.frame < w[1].0.frame));
+//! let numbers: Vec<u64> = results.into_iter().map(|r| r.map(|f| f.report.frame)).collect::<Result<_, _>>()?;
+//! assert!(numbers.windows(2).all(|w| w[0] < w[1]));
 //! # Ok(())
 //! # }
 //! ```
@@ -61,13 +62,15 @@ pub mod client;
 pub mod emulate;
 pub mod link;
 pub mod server;
+pub mod tensor;
 
 pub use tandem_core::{check, cut, error, graph, model, profile, split};
 pub use tandem_plan::{calibrate, device, energy, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 
-pub use client::{ModelFile, Placement, Session, SessionConfig};
+pub use client::{Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};
 pub use tandem_core::{
     cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, Error, InputShapes, LayerGraph,
     LayerKind, LayerNode, Model, NodeId, Result, SplitExecutor, SplitPlan, TValue, Tensor, TensorId, Values,
 };
+pub use tensor::{frame, read_f32, tensor_f32, tensor_from_ndarray, tensor_from_slice, Outputs};

@@ -109,11 +109,9 @@ impl Shared {
         if let Some(l) = lock(&self.loaded).get(&digest) {
             return Ok(l.clone());
         }
+        let pushed = bytes.is_some();
         let bytes = match bytes {
-            Some(b) => {
-                self.store_pushed(digest, &b);
-                b
-            }
+            Some(b) => b,
             None => {
                 let path = lock(&self.files).get(&digest).cloned();
                 let pushed = lock(&self.pushed).get(&digest).cloned();
@@ -140,6 +138,10 @@ impl Shared {
             overhead_s: p.overhead_s * k,
         };
         info!(model = %model.name(), digest = %hex(&digest), took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
+        // Only a model that loaded and ran is kept: a refused push leaves nothing behind.
+        if pushed {
+            self.store_pushed(digest, &bytes);
+        }
         let loaded = Arc::new(Loaded { executor: SplitExecutor::new(model.clone()), model, latency });
         lock(&self.loaded).insert(digest, loaded.clone());
         Ok(loaded)

@@ -1,5 +1,6 @@
 //! The integration tests of this crate, in one binary (linking tract into
 //! one test binary per file cost build time).
 
+mod app_api;
 mod link;
 mod paired_session;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tandem::client::{FrameReport, ModelFile, Placement, Session, SessionConfig, StreamReport};
+use tandem::client::{FrameReport, ModelFile, Placement, Session, SessionConfig, Status, StreamReport};
 use tandem::device::DeviceProfile;
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{TcpTransport, Transport};
@@ -69,9 +69,14 @@ pub struct PairArgs {
     /// controller (root; /sys/fs/cgroup/cpu).
     #[arg(long, value_name = "PCT")]
     pub cpu_quota: Option<f64>,
-    /// Seconds to wait for the handheld to be ready.
+    /// Seconds to wait for the handheld to be ready (the wait ends at the
+    /// first connection error: frames then run here, saying why).
     #[arg(long, default_value_t = 60.0)]
     pub ready_timeout: f64,
+    /// Fail unless a handheld is ready within SECS (connection errors are
+    /// retried until then; a refused model fails at once).
+    #[arg(long, value_name = "SECS")]
+    pub require_handheld: Option<f64>,
 }
 
 /// `run`'s own arguments.
@@ -174,6 +179,12 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     config.max_in_flight = max_in_flight.max(1);
     config.battery = p.battery.map(|b| b / 100.0);
     config.ready_timeout = Duration::from_secs_f64(p.ready_timeout.max(0.0));
+    if let Some(t) = p.require_handheld {
+        if !(t.is_finite() && t > 0.0) {
+            bail!("--require-handheld {t}: must be a positive number of seconds");
+        }
+        config.require_handheld = Some(Duration::from_secs_f64(t));
+    }
     if let Some(name) = &p.link {
         let l = LinkProfile::named(name)?;
         config.link_default = l.nominal_estimate();
@@ -185,12 +196,12 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     };
     eprintln!("connecting to {} ({})", p.connect, transport.describe());
     let session = Session::open(model, transport, config)?;
-    match session.handheld_device() {
-        Some(d) => eprintln!("paired with {d}"),
-        None if !matches!(p.placement, PlacementArg::Wearable) => {
-            eprintln!("the handheld is not ready: running on the wearable, reconnecting in the background")
-        }
-        None => {}
+    match session.status() {
+        Status::Ready { handheld } => eprintln!("paired with {handheld}"),
+        Status::LocalOnly => {}
+        other => eprintln!(
+            "the handheld is not ready ({other}): running on the wearable, retrying in the background"
+        ),
     }
     Ok(session)
 }
@@ -206,7 +217,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     for (name, v) in inputs {
         s.feed(&name, (*v).clone())?;
     }
-    let report = s.run()?.clone();
+    let report = s.run()?;
     let g = s.model().graph();
     for &t in g.outputs() {
         let name = &g.tensor(t).name;
@@ -218,6 +229,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         "model": s.model().name(),
         "handheld": s.handheld_device(),
         "offloaded": report.offloaded,
+        "local_reason": report.local_reason,
         "fallback": report.fallback,
         "cut": report.cut,
         "prefix_layers": report.prefix_layers,
@@ -278,13 +290,20 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         None => None,
     };
     let mut reports: Vec<FrameReport> = vec![];
+    let mut errors = 0usize;
     let started = Instant::now();
-    s.stream_with(frames, args.fps, |r, _| {
-        if let Some(f) = &mut out {
-            use std::io::Write;
-            let _ = writeln!(f, "{}", serde_json::to_string(&r).unwrap_or_default());
+    s.stream_with(frames, args.fps, |r| match r {
+        Ok(frame) => {
+            if let Some(f) = &mut out {
+                use std::io::Write;
+                let _ = writeln!(f, "{}", serde_json::to_string(&frame.report).unwrap_or_default());
+            }
+            reports.push(frame.report);
         }
-        reports.push(r);
+        Err(e) => {
+            errors += 1;
+            eprintln!("error: {e}");
+        }
     })?;
     let wall = started.elapsed();
     let summary = StreamReport::from_frames(&reports, wall);
@@ -296,6 +315,15 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         obj.insert("link".into(), args.pair.link.clone().into());
         obj.insert("placement".into(), format!("{:?}", args.pair.placement).to_lowercase().into());
         obj.insert("handheld".into(), s.handheld_device().into());
+        obj.insert("status".into(), s.status().to_string().into());
+        obj.insert("frame_errors".into(), errors.into());
+        let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+        for r in &reports {
+            if let Some(why) = &r.local_reason {
+                *reasons.entry(why.clone()).or_default() += 1;
+            }
+        }
+        obj.insert("local_reasons".into(), serde_json::to_value(reasons)?);
         if let Some(last) = reports.last() {
             obj.insert("last_prefix_layers".into(), last.prefix_layers.into());
             obj.insert("layers".into(), last.layers.into());
@@ -306,7 +334,7 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         );
     }
     println!("{line}");
-    Ok(ExitCode::SUCCESS)
+    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn print_table(r: &StreamReport) {

@@ -19,19 +19,26 @@ pub struct ModelFile {
 }
 
 impl ModelFile {
-    /// Loads an ONNX file (with input-shape overrides, which the handheld
-    /// cannot know: models served to a handheld need concrete shapes).
+    /// Loads an ONNX file, with input-shape overrides for symbolic
+    /// dimensions. With overrides, the bytes sent to the handheld declare
+    /// the inputs at those shapes (the handheld cannot know the overrides),
+    /// so they differ from the file's: the handheld is pushed this copy.
     pub fn load(path: impl AsRef<Path>, shapes: &InputShapes) -> Result<ModelFile> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
         let model = Model::from_path(path, shapes)?;
-        Ok(ModelFile { bytes: Arc::new(bytes), model })
+        Ok(Self::with_shapes_baked(bytes, model, shapes))
     }
 
-    /// From ONNX bytes.
+    /// From ONNX bytes (see [`ModelFile::load`] for the overrides).
     pub fn from_bytes(bytes: Vec<u8>, shapes: &InputShapes) -> Result<ModelFile> {
         let model = Model::from_bytes(&bytes, shapes)?;
-        Ok(ModelFile { bytes: Arc::new(bytes), model })
+        Ok(Self::with_shapes_baked(bytes, model, shapes))
+    }
+
+    fn with_shapes_baked(bytes: Vec<u8>, model: Model, shapes: &InputShapes) -> ModelFile {
+        let bytes = if shapes.is_empty() { bytes } else { model.bytes_with_input_shapes() };
+        ModelFile { bytes: Arc::new(bytes), model }
     }
 }
 
@@ -83,8 +90,13 @@ pub struct SessionConfig {
     pub deadline_factor: f64,
     /// See `deadline_factor`.
     pub deadline_floor: Duration,
-    /// How long [`Session::open`] waits for the handheld to be ready.
+    /// How long [`Session::open`] waits for the handheld to be ready (it
+    /// stops waiting at the first connection error or refusal).
     pub ready_timeout: Duration,
+    /// `Some(t)`: [`Session::open`] fails unless a handheld is ready within
+    /// `t` (retrying connection errors meanwhile; a refusal fails at once).
+    /// See [`SessionConfig::require_handheld`].
+    pub require_handheld: Option<Duration>,
     /// Reconnection backoff.
     pub backoff: Backoff,
     /// The link estimate before anything is measured.
@@ -112,6 +124,7 @@ impl SessionConfig {
             deadline_factor: 4.0,
             deadline_floor: Duration::from_secs(2),
             ready_timeout: Duration::from_secs(60),
+            require_handheld: None,
             backoff: Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(2) },
             link_default: LinkEstimate {
                 up_bytes_per_s: 1e6 / 8.0,
@@ -123,9 +136,25 @@ impl SessionConfig {
         }
     }
 
-    /// Shipped profiles: a Wear OS watch and a Pixel 8 Pro.
+    /// Shipped profiles: a Wear OS watch and a Pixel 8 Pro, for an app
+    /// running on the watch itself (no dilation: the watch is slow already).
     pub fn watch_and_phone() -> Result<SessionConfig> {
-        let load = |n: &str| DeviceProfile::shipped(n).map_err(|e| Error::Session(e.to_string()));
-        Ok(Self::new(load("watch-w5")?, load("pixel-8-pro")?))
+        Ok(Self::new(DeviceProfile::shipped("watch-w5")?, DeviceProfile::shipped("pixel-8-pro")?))
+    }
+
+    /// [`SessionConfig::watch_and_phone`] for a watch emulated on a host
+    /// (a laptop, CI): the host's compute is dilated by the watch profile's
+    /// slowdown (8× for `watch-w5`), so that the "watch" is as much slower
+    /// than the phone as a real one and offloading can pay off.
+    pub fn emulated_watch_and_phone() -> Result<SessionConfig> {
+        let mut c = Self::watch_and_phone()?;
+        c.dilation = c.wearable.slowdown.max(1.0);
+        Ok(c)
+    }
+
+    /// Makes [`Session::open`] fail unless a handheld is ready within `timeout`.
+    pub fn require_handheld(mut self, timeout: Duration) -> SessionConfig {
+        self.require_handheld = Some(timeout);
+        self
     }
 }

@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel as cb;
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::link::{Link, Transport};
 use crate::Tensor;
 use tandem_proto::protocol::{
-    encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
+    encode, ErrorCode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
 };
 use tandem_proto::session::{WearableAction, WearableSession};
 
@@ -25,12 +25,33 @@ pub(super) enum Command {
 
 /// From the link task to the app thread.
 pub(super) enum Event {
-    Ready { device: String, latency: LatencySummary },
+    Ready {
+        device: String,
+        latency: LatencySummary,
+    },
     Status(StatusReport),
-    Echo { id: u64, received: u64, echoed: u64, at: Instant },
-    Delivered { frame: u64, handheld_us: u64, message: Message, at: Instant },
-    Sent { bytes: u64, took: Duration },
-    RunLocally { frames: Vec<u64>, reason: String },
+    Echo {
+        id: u64,
+        received: u64,
+        echoed: u64,
+        at: Instant,
+    },
+    Delivered {
+        frame: u64,
+        handheld_us: u64,
+        message: Message,
+        at: Instant,
+    },
+    Sent {
+        bytes: u64,
+        took: Duration,
+    },
+    RunLocally {
+        frames: Vec<u64>,
+        reason: String,
+    },
+    /// The handheld refused the model or the protocol (its reason).
+    Refused(String),
     Disconnected(String),
 }
 
@@ -170,7 +191,10 @@ async fn run_link(
                     for m in messages {
                         match &m.header {
                             Header::Error { code, reason } => {
-                                warn!(?code, "the handheld refused: {reason}");
+                                debug!(?code, "the handheld sent an error: {reason}");
+                                if matches!(code, ErrorCode::Model | ErrorCode::Version | ErrorCode::Digest) {
+                                    let _ = events.send(Event::Refused(reason.clone()));
+                                }
                                 why = Some(format!("the handheld refused ({code:?}): {reason}"));
                             }
                             Header::Bye => why = Some("the handheld said bye".into()),

@@ -47,10 +47,14 @@ mod config;
 mod link_task;
 mod planning;
 mod report;
+mod status;
 
 pub use config::{Backoff, ModelFile, Placement, SessionConfig};
 use link_task::{manage_link, Command, Event};
 pub use report::{FrameReport, StreamReport};
+pub use status::{Frame, Status};
+
+use crate::tensor::Outputs;
 
 /// What the wearable keeps of an offloaded frame until it is answered (or
 /// handed back and run here).
@@ -67,15 +71,20 @@ struct InFlight {
 
 /// The frames started and not yet delivered: the pure state machine of
 /// `tandem_proto::pipeline`, with what this shell keeps per frame.
-type Pipe = FramePipeline<Box<InFlight>, (FrameReport, Values)>;
+type Pipe = FramePipeline<Box<InFlight>, Result<(FrameReport, Values)>>;
 
 /// Puts a finished frame into the pipeline. It cannot be refused (the frame
 /// was just taken out of it); if it were, the frame would be lost, so say so.
-fn complete(pipe: &mut Pipe, frame: u64, done: (FrameReport, Values)) {
+fn complete(pipe: &mut Pipe, frame: u64, done: Result<(FrameReport, Values)>) {
     if pipe.complete(frame, done).is_err() {
         warn!(frame, "the frame pipeline refused a finished frame");
     }
 }
+
+/// The last check of an offloading decision against running alone: its cut
+/// key, the conditions, the mode, and `Some((local ms, why))` if running
+/// alone won.
+type OffloadCheck = (String, Conditions, Mode, Option<(f64, String)>);
 
 /// A paired inference session on the wearable.
 pub struct Session {
@@ -91,9 +100,11 @@ pub struct Session {
     handheld_latency: Option<ProfiledLatency>,
     handheld_device: Option<String>,
     /// The last check of an offloading decision against running alone:
-    /// (its cut key, the conditions, the mode, `Some(local ms)` if running alone wins).
-    offload_check: Option<(String, Conditions, Mode, Option<f64>)>,
+    /// (its cut key, the conditions, the mode, `Some((local ms, why))` if running alone wins).
+    offload_check: Option<OffloadCheck>,
     ready: bool,
+    status: Status,
+    transport_name: String,
     /// Runs the link task (kept alive with the session).
     _runtime: tokio::runtime::Runtime,
     commands: mpsc::UnboundedSender<Command>,
@@ -103,7 +114,7 @@ pub struct Session {
     next_probe: u64,
     probes: BTreeMap<u64, (Instant, u64)>,
     fed: Values,
-    fetched: Values,
+    fetched: Option<Outputs>,
     last: Option<FrameReport>,
 }
 
@@ -114,8 +125,12 @@ fn session_err(e: impl std::fmt::Display) -> Error {
 impl Session {
     /// Opens a session for `model` over `transport`: measures the wearable's
     /// layer times, connects (in the background, with reconnection), and
-    /// waits up to `ready_timeout` for the handheld to have the model ready.
-    /// If the handheld cannot be reached, frames run on the wearable until it can.
+    /// waits up to `ready_timeout` for the handheld to have the model ready,
+    /// then primes the link estimate with a probe. If the handheld cannot be
+    /// reached or refuses the model, `open` returns at the first such error
+    /// and frames run on the wearable (see [`Session::status`]), unless
+    /// [`SessionConfig::require_handheld`] is set: then `open` keeps trying
+    /// until that timeout and fails with the reason.
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
         let executor = SplitExecutor::new(model.model.clone());
         let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
@@ -135,6 +150,7 @@ impl Session {
             .enable_all()
             .build()
             .map_err(session_err)?;
+        let transport_name = transport.describe();
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = cb::unbounded();
         if config.placement != Placement::WearableOnly {
@@ -178,6 +194,8 @@ impl Session {
             handheld_device: None,
             offload_check: None,
             ready: false,
+            status: Status::Connecting,
+            transport_name,
             _runtime: runtime,
             commands,
             events,
@@ -186,26 +204,80 @@ impl Session {
             next_probe: 1,
             probes: BTreeMap::new(),
             fed: Values::new(),
-            fetched: Values::new(),
+            fetched: None,
             last: None,
             config,
         };
-        if s.config.placement != Placement::WearableOnly {
-            let until = Instant::now() + s.config.ready_timeout;
-            while !s.ready && Instant::now() < until {
-                match s.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                    Ok(Event::Disconnected(reason)) => {
-                        warn!(
-                            "the handheld is not reachable ({reason}); running on the wearable until it is"
-                        );
+        if s.config.placement == Placement::WearableOnly {
+            s.status = Status::LocalOnly;
+            return Ok(s);
+        }
+        let required = s.config.require_handheld;
+        let until = Instant::now() + required.unwrap_or(s.config.ready_timeout);
+        while !s.ready && Instant::now() < until {
+            match s.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(ev) => {
+                    let lost = matches!(ev, Event::Disconnected(_));
+                    s.on_event(ev, &mut Pipe::new(1, false));
+                    // Not required: the first failure ends the wait (frames
+                    // run here, saying why). Required: only a refusal does.
+                    let refused = matches!(s.status, Status::Refused { .. });
+                    if lost && (required.is_none() || refused) {
                         break;
                     }
-                    Ok(ev) => s.on_event(ev, &mut Pipe::new(1, false)),
+                }
+                Err(_) => break,
+            }
+        }
+        if !s.ready {
+            if s.status == Status::Connecting {
+                s.status = Status::Unreachable {
+                    error: format!(
+                        "no answer from {} within {:?}",
+                        s.transport_name,
+                        required.unwrap_or(s.config.ready_timeout)
+                    ),
+                };
+            }
+            if required.is_some() {
+                return Err(Error::Session(format!("no handheld ready: {}", s.status)));
+            }
+            warn!("running on the wearable: {}", s.status);
+            return Ok(s);
+        }
+        s.prime_link_estimate();
+        Ok(s)
+    }
+
+    /// Measures the link before the first decision: an empty probe for the
+    /// round trip, then one of about 50 ms of the default estimate for the
+    /// upload rate (2 s at most in all), so that the planner does not
+    /// decide on [`SessionConfig::link_default`].
+    fn prime_link_estimate(&mut self) {
+        let until = Instant::now() + Duration::from_secs(2);
+        let mut pipe = Pipe::new(1, false);
+        for bytes in [0, self.profiler.bandwidth_probe_bytes()] {
+            let id = self.next_probe;
+            self.next_probe += 1;
+            self.probes.insert(id, (Instant::now(), bytes as u64));
+            if self.commands.send(Command::Probe { id, bytes }).is_err() {
+                return;
+            }
+            while self.probes.contains_key(&id) && Instant::now() < until {
+                match self.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(ev) => self.on_event(ev, &mut pipe),
                     Err(_) => break,
                 }
             }
         }
-        Ok(s)
+        // An unanswered probe is dropped here rather than left to expire.
+        self.probes.clear();
+        debug!(link = ?self.profiler.estimate(), "link estimate primed");
+    }
+
+    /// Where the session stands with its handheld.
+    pub fn status(&self) -> Status {
+        self.status.clone()
     }
 
     /// Whether the handheld is ready to take suffixes.
@@ -238,6 +310,11 @@ impl Session {
         self.profiler.estimate()
     }
 
+    /// Sets a float input from a slice and its shape (row-major).
+    pub fn feed_f32(&mut self, name: &str, shape: &[usize], data: &[f32]) -> Result<()> {
+        self.feed(name, crate::tensor::tensor_f32(shape, data)?)
+    }
+
     /// Sets an input for the next [`Session::run`].
     pub fn feed(&mut self, name: &str, tensor: Tensor) -> Result<()> {
         let g = self.model.model.graph();
@@ -265,26 +342,36 @@ impl Session {
     }
 
     /// Runs one inference on the fed inputs (split with the handheld when
-    /// the planner says so); fetch the outputs with [`Session::fetch`].
-    pub fn run(&mut self) -> Result<&FrameReport> {
+    /// the planner says so) and returns its report; read the outputs with
+    /// [`Session::fetch`], [`Session::fetch_f32`] or [`Session::outputs`].
+    pub fn run(&mut self) -> Result<FrameReport> {
         let g = self.model.model.graph();
         if let Some(&missing) = g.inputs().iter().find(|&&t| !self.fed.contains_key(&g.tensor(t).name)) {
             return Err(Error::Session(format!("input '{}' was not fed", g.tensor(missing).name)));
         }
         let inputs = self.fed.clone();
-        let mut reports = vec![];
-        self.drive(vec![inputs], Mode::Single, false, None, |r, out| reports.push((r, out)))?;
-        let (report, outputs) = reports.pop().ok_or_else(|| Error::Session("no result".into()))?;
-        self.fetched = outputs;
-        self.last = Some(report);
-        self.last.as_ref().ok_or_else(|| Error::Session("no result".into()))
+        let mut results = vec![];
+        self.drive(vec![inputs], Mode::Single, false, None, |r| results.push(r))?;
+        let frame = results.pop().ok_or_else(|| Error::Session("the run delivered no frame".into()))??;
+        self.fetched = Some(frame.outputs);
+        self.last = Some(frame.report.clone());
+        Ok(frame.report)
     }
 
     /// An output of the last [`Session::run`].
     pub fn fetch(&self, name: &str) -> Result<Tensor> {
-        self.fetched.get(name).map(|v| (**v).clone()).ok_or_else(|| {
-            let known: Vec<&str> = self.fetched.keys().map(String::as_str).collect();
-            Error::Session(format!("no output '{name}' (outputs: {})", known.join(", ")))
+        Ok(self.outputs()?.require(name)?.clone())
+    }
+
+    /// A float output of the last [`Session::run`]: its shape and values.
+    pub fn fetch_f32(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+        self.outputs()?.f32(name)
+    }
+
+    /// Every output of the last [`Session::run`], in the model's order.
+    pub fn outputs(&self) -> Result<&Outputs> {
+        self.fetched.as_ref().ok_or_else(|| {
+            Error::Session("nothing has run yet: fetch reads the outputs of the last run()".into())
         })
     }
 
@@ -293,22 +380,25 @@ impl Session {
         self.last.as_ref()
     }
 
-    /// Runs a stream of frames; returns each frame's outputs and report, in order.
-    pub fn stream(&mut self, frames: impl IntoIterator<Item = Values>) -> Result<Vec<(FrameReport, Values)>> {
+    /// Runs a stream of frames (see [`crate::tensor::frame`]); returns each
+    /// frame's result in order. A frame that cannot run (a missing, unknown
+    /// or mis-shaped input) gets its own error and the others go on; `Err`
+    /// only when the session itself fails.
+    pub fn stream(&mut self, frames: impl IntoIterator<Item = Values>) -> Result<Vec<Result<Frame>>> {
         let mut out = vec![];
         let pipeline = self.config.pipeline;
-        self.drive(frames, Mode::Stream, pipeline, None, |r, v| out.push((r, v)))?;
+        self.drive(frames, Mode::Stream, pipeline, None, |r| out.push(r))?;
         Ok(out)
     }
 
-    /// Runs a stream, handing each frame to `deliver` in order as it
-    /// completes; frames are released at `fps` when given (latency counts
+    /// Runs a stream, handing each frame's result to `deliver` in order as
+    /// it completes; frames are released at `fps` when given (latency counts
     /// from the release), else as fast as the pipeline takes them.
     pub fn stream_with(
         &mut self,
         frames: impl IntoIterator<Item = Values>,
         fps: Option<f64>,
-        deliver: impl FnMut(FrameReport, Values),
+        deliver: impl FnMut(Result<Frame>),
     ) -> Result<()> {
         let pipeline = self.config.pipeline;
         let mode = if pipeline { Mode::Stream } else { Mode::Single };
@@ -330,6 +420,7 @@ impl Session {
                 }
                 self.handheld_latency =
                     Some(ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s });
+                self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
                 self.offload_check = None;
                 self.ready = true;
@@ -368,7 +459,7 @@ impl Session {
                 let outputs = match message.tensors() {
                     Ok(t) => t,
                     Err(e) => {
-                        let _ = pipe.return_local(frame, f, &format!("bad answer: {e}"));
+                        let _ = pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
                         return;
                     }
                 };
@@ -394,16 +485,25 @@ impl Session {
                     (f.up_bytes, down_bytes),
                     f.predicted_ms,
                 );
-                complete(pipe, frame, (report, values));
+                complete(pipe, frame, Ok((report, values)));
             }
             Event::RunLocally { frames, reason } => {
                 for frame in frames {
                     pipe.hand_back(frame, &reason);
                 }
             }
+            Event::Refused(reason) => {
+                warn!("the handheld refused the model: {reason}");
+                self.status = Status::Refused { reason };
+            }
             Event::Disconnected(reason) => {
                 if self.ready {
                     warn!("lost the handheld: {reason}");
+                }
+                // A refusal ends its connection too; it stays the status
+                // until something else happens.
+                if !matches!(&self.status, Status::Refused { reason: r } if reason.contains(r.as_str())) {
+                    self.status = Status::Unreachable { error: reason };
                 }
                 self.ready = false;
                 self.probes.clear();
@@ -432,6 +532,7 @@ impl Session {
         FrameReport {
             frame,
             offloaded,
+            local_reason: if offloaded { None } else { fallback.clone() },
             fallback,
             cut: cut.key(),
             prefix_layers: cut.prefix_len(),
@@ -476,11 +577,11 @@ impl Session {
         started: Instant,
         mode: Mode,
     ) -> Result<()> {
-        let (cut, predicted_ms) = self.next_cut(mode);
+        let (cut, predicted_ms, local_reason) = self.next_cut(mode);
         let g = self.model.model.graph();
         if cut.is_wearable_only() {
             let (outputs, took) = self.run_local(&inputs)?;
-            let report = self.report(
+            let mut report = self.report(
                 frame,
                 &cut,
                 false,
@@ -492,8 +593,10 @@ impl Session {
                 (0, 0),
                 predicted_ms,
             );
+            report.local_reason =
+                Some(local_reason.unwrap_or_else(|| "the cut runs every layer here".into()));
             return pipe
-                .start_done(frame, (report, outputs))
+                .start_done(frame, Ok((report, outputs)))
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
         }
         let plan = self.executor.plan(&cut)?;
@@ -547,6 +650,24 @@ impl Session {
         Ok(())
     }
 
+    /// Checks one frame's inputs against the model: every input there, no
+    /// other name, each of the right type and shape.
+    fn check_frame(&self, inputs: &Values) -> Result<()> {
+        let g = self.model.model.graph();
+        let known: Vec<String> = g.inputs().iter().map(|&t| g.tensor(t).name.clone()).collect();
+        let mut names: Vec<&String> = inputs.keys().collect();
+        names.sort();
+        if let Some(unknown) = names.iter().find(|n| !known.contains(n)) {
+            return Err(Error::UnknownInput { name: unknown.to_string(), known });
+        }
+        for &t in g.inputs() {
+            let name = &g.tensor(t).name;
+            let v = inputs.get(name).ok_or_else(|| Error::Session(format!("input '{name}' is missing")))?;
+            tandem_core::split::check_tensor(g, t, v)?;
+        }
+        Ok(())
+    }
+
     /// The stream engine: see the module docs.
     fn drive(
         &mut self,
@@ -554,7 +675,7 @@ impl Session {
         mode: Mode,
         pipeline: bool,
         fps: Option<f64>,
-        mut deliver: impl FnMut(FrameReport, Values),
+        mut deliver: impl FnMut(Result<Frame>),
     ) -> Result<()> {
         let mut frames = frames.into_iter().peekable();
         let mut pipe = Pipe::new(self.config.max_in_flight, pipeline);
@@ -568,26 +689,31 @@ impl Session {
             for f in pipe.tick(self.now()) {
                 warn!(frame = f, "the handheld missed the deadline; running the frame here");
             }
-            while let Some((_, (report, values))) = pipe.pop_deliverable() {
-                deliver(report, values);
+            while let Some((_, result)) = pipe.pop_deliverable() {
+                let g = self.model.model.graph();
+                deliver(result.and_then(|(report, values)| {
+                    Ok(Frame { report, outputs: Outputs::in_model_order(g, values)? })
+                }));
             }
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
-                let (outputs, took) = self.run_local(&back.inputs)?;
-                let g = self.model.model.graph();
-                let report = self.report(
-                    f,
-                    &Cut::wearable_only(g),
-                    false,
-                    Some(reason),
-                    took,
-                    Duration::ZERO,
-                    Duration::ZERO,
-                    back.started.elapsed(),
-                    (back.up_bytes, 0),
-                    None,
-                );
-                complete(&mut pipe, f, (report, outputs));
+                let done = self.run_local(&back.inputs).map(|(outputs, took)| {
+                    let g = self.model.model.graph();
+                    let report = self.report(
+                        f,
+                        &Cut::wearable_only(g),
+                        false,
+                        Some(reason),
+                        took,
+                        Duration::ZERO,
+                        Duration::ZERO,
+                        back.started.elapsed(),
+                        (back.up_bytes, 0),
+                        None,
+                    );
+                    (report, outputs)
+                });
+                complete(&mut pipe, f, done);
                 continue;
             }
             if pipe.can_start() && frames.peek().is_some() {
@@ -604,7 +730,18 @@ impl Session {
                 let frame = self.next_frame;
                 self.next_frame += 1;
                 let started = release.unwrap_or_else(Instant::now);
-                self.start_frame(&mut pipe, frame, inputs, started, mode)?;
+                let started = self
+                    .check_frame(&inputs)
+                    .map_err(|e| Error::Session(format!("frame {frame}: {e}")))
+                    .and_then(|()| self.start_frame(&mut pipe, frame, inputs, started, mode));
+                if let Err(e) = started {
+                    // A frame that failed before entering the pipeline gets
+                    // its error in its place; one already in it means the
+                    // session itself failed.
+                    if let Err(Err(e)) = pipe.start_done(frame, Err(e)) {
+                        return Err(e);
+                    }
+                }
                 continue;
             }
             if pipe.is_empty() && frames.peek().is_none() {

@@ -3,14 +3,21 @@
 use super::*;
 
 impl Session {
-    /// The cut for the next frame (polling the planner between frames).
-    pub(super) fn next_cut(&mut self, mode: Mode) -> (Cut, Option<f64>) {
+    /// The cut for the next frame (polling the planner between frames),
+    /// its predicted latency (ms), and why it runs every layer here when it does.
+    pub(super) fn next_cut(&mut self, mode: Mode) -> (Cut, Option<f64>, Option<String>) {
         let g = self.model.model.graph();
+        let here = |reason: String| (Cut::wearable_only(g), None, Some(reason));
         match &self.config.placement {
-            Placement::WearableOnly => return (Cut::wearable_only(g), None),
-            _ if !self.ready => return (Cut::wearable_only(g), None),
-            Placement::HandheldOnly => return (Cut::handheld_only(g), None),
-            Placement::Fixed(c) => return (c.clone(), None),
+            Placement::WearableOnly => return here("placement: wearable only".into()),
+            _ if !self.ready => {
+                return here(self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()))
+            }
+            Placement::HandheldOnly => return (Cut::handheld_only(g), None, None),
+            Placement::Fixed(c) => {
+                let why = c.is_wearable_only().then(|| "placement: a fixed cut with every layer here".into());
+                return (c.clone(), None, why);
+            }
             Placement::Auto => {}
         }
         let est = self.profiler.estimate();
@@ -24,20 +31,26 @@ impl Session {
         }
         self.planner.handle_mode(mode);
         let Some(handheld_latency) = &self.handheld_latency else {
-            return (Cut::wearable_only(g), None);
+            return here("the handheld has not sent its layer times yet".into());
         };
         let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
         let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        let mut failed = None;
         match self.planner.poll_decision(g, wearable, handheld) {
             Ok(Some(d)) => info!(cut = %d.chosen.describe(g), reason = %d.reason, "partition"),
             Ok(None) => {}
-            Err(e) => warn!("the planner failed ({e}); running on the wearable"),
+            Err(e) => {
+                warn!("the planner failed ({e}); running on the wearable");
+                failed = Some(e.to_string());
+            }
         }
         let Some(d) = self.planner.current() else {
-            return (Cut::wearable_only(g), None);
+            return here(format!("the planner failed: {}", failed.unwrap_or_else(|| "no decision".into())));
         };
         if d.chosen.is_wearable_only() {
-            return (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3));
+            let ms = d.evaluation.latency_s * 1e3;
+            let why = format!("the planner: every layer here, predicted {ms:.1} ms ({})", d.reason);
+            return (d.chosen.clone(), Some(ms), Some(why));
         }
         // Offloading must beat running alone by the planner's margin, with
         // the stream's period bounded by the frames in flight (a frame's
@@ -45,11 +58,11 @@ impl Session {
         // Checked once per decision and conditions, not per frame.
         let c = *self.planner.conditions();
         let key = d.chosen.key();
-        if let Some((k, cond, m, local_ms)) = &self.offload_check {
+        if let Some((k, cond, m, local)) = &self.offload_check {
             if *k == key && *cond == c && *m == mode {
-                return match local_ms {
-                    None => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3)),
-                    Some(ms) => (Cut::wearable_only(g), Some(*ms)),
+                return match local {
+                    None => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None),
+                    Some((ms, why)) => (Cut::wearable_only(g), Some(*ms), Some(why.clone())),
                 };
             }
         }
@@ -64,10 +77,16 @@ impl Session {
         };
         if beats(&bounded(&d.evaluation), &bounded(&local), c.hint, mode, self.config.margin) {
             self.offload_check = Some((key, c, mode, None));
-            (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3))
+            (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None)
         } else {
-            self.offload_check = Some((key, c, mode, Some(local.latency_s * 1e3)));
-            (local_cut, Some(local.latency_s * 1e3))
+            let (here_ms, there_ms) = (local.latency_s * 1e3, d.evaluation.latency_s * 1e3);
+            let why = format!(
+                "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms \
+                 (offloading must win by the {:.0}% margin)",
+                self.config.margin * 100.0
+            );
+            self.offload_check = Some((key, c, mode, Some((here_ms, why.clone()))));
+            (local_cut, Some(here_ms), Some(why))
         }
     }
 }

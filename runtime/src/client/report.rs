@@ -11,6 +11,10 @@ pub struct FrameReport {
     pub frame: u64,
     /// Whether the handheld answered it.
     pub offloaded: bool,
+    /// Why it ran on the wearable, whenever it did: the planner's numbers,
+    /// no handheld (and the error), the handheld's refusal, the placement,
+    /// or a fallback (below).
+    pub local_reason: Option<String>,
     /// Why it ran on the wearable after being offloaded (link loss, refusal, deadline).
     pub fallback: Option<String>,
     /// The cut's key (`Cut::key`) it ran under.

@@ -1,0 +1,147 @@
+//! The app developer's API as an app meets it: outputs in the model's
+//! order and typed, errors that say what went wrong (fetch before run, a
+//! bad frame in a stream, which keeps the others), every local frame saying
+//! why, the link estimate primed before the first decision, and input-shape
+//! overrides reaching the handheld.
+
+use std::time::Duration;
+
+use tandem::check::{diff, random_inputs};
+use tandem::client::{ModelFile, Placement, Session, SessionConfig, Status};
+use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use tandem::server::{spawn_memory, ServerConfig};
+use tandem::{frame, tensor_f32, InputShapes};
+
+fn tiny_mlp() -> ModelFile {
+    ModelFile::from_bytes(tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none()).expect("tiny mlp")
+}
+
+fn local_config() -> SessionConfig {
+    let mut c = SessionConfig::watch_and_phone().expect("profiles");
+    c.placement = Placement::WearableOnly;
+    c
+}
+
+#[test]
+fn fetch_before_run_is_named_and_outputs_come_typed_in_model_order() {
+    let model = tiny_mlp();
+    let server = spawn_memory(ServerConfig::default()).expect("server");
+    let mut s = Session::open(model.clone(), Box::new(server), local_config()).expect("session");
+    assert_eq!(s.status(), Status::LocalOnly);
+    let e = s.fetch("y").expect_err("nothing ran").to_string();
+    assert!(e.contains("nothing has run yet"), "{e}");
+
+    let e = s.feed_f32("x", &[1, 4], &[0.5; 3]).expect_err("3 values for 4").to_string();
+    assert!(e.contains("[1, 4]") && e.contains("3 were given"), "{e}");
+    s.feed_f32("x", &[1, 4], &[0.1, 0.2, 0.3, 0.4]).expect("feed");
+    let report = s.run().expect("run");
+    // The report is owned: the session can be used while it is held.
+    let (shape, y) = s.fetch_f32("y").expect("y is f32");
+    assert_eq!(shape, vec![1, 3]);
+    assert_eq!(y.len(), 3);
+    assert_eq!(report.local_reason.as_deref(), Some("placement: wearable only"));
+    assert!(!report.offloaded);
+    let names = s.outputs().expect("ran").names();
+    let declared: Vec<&str> =
+        model.model.graph().outputs().iter().map(|&t| model.model.graph().tensor(t).name.as_str()).collect();
+    assert_eq!(names, declared);
+    let e = s.fetch("z").expect_err("no such output").to_string();
+    assert!(e.contains("no output 'z'") && e.contains("y"), "{e}");
+}
+
+#[test]
+fn a_bad_frame_in_a_stream_gets_its_own_error_and_the_others_run() {
+    let model = tiny_mlp();
+    let server = spawn_memory(ServerConfig::default()).expect("server");
+    let mut s = Session::open(model.clone(), Box::new(server), local_config()).expect("session");
+    let good = |v: f32| frame([("x", tensor_f32(&[1, 4], &[v; 4]).expect("tensor"))]);
+    let frames = vec![
+        good(0.1),
+        frame([("z", tensor_f32(&[1, 4], &[0.0; 4]).expect("tensor"))]),
+        good(0.2),
+        frame([("x", tensor_f32(&[2, 4], &[0.0; 8]).expect("tensor"))]),
+        good(0.3),
+    ];
+    let results = s.stream(frames.clone()).expect("the session works");
+    assert_eq!(results.len(), 5, "one result per frame");
+    let reference = tandem::split::full_plan(&model.model).expect("plan");
+    for (i, r) in results.iter().enumerate() {
+        match (i, r) {
+            (1, Err(e)) => {
+                let e = e.to_string();
+                assert!(e.contains("'z'") && e.contains("x"), "frame {i}: {e}");
+            }
+            (3, Err(e)) => {
+                let e = e.to_string();
+                assert!(e.contains("'x'") && e.contains("[2, 4]"), "frame {i}: {e}");
+            }
+            (0 | 2 | 4, Ok(f)) => {
+                let want = reference.run(model.model.graph(), &frames[i]).expect("runs");
+                let got = f.outputs.get("y").expect("y");
+                assert!(diff(&want["y"], got).expect("comparable").ok(), "frame {i}");
+            }
+            _ => panic!("frame {i}: unexpected {r:?}"),
+        }
+    }
+    let numbers: Vec<u64> = results.iter().filter_map(|r| r.as_ref().ok()).map(|f| f.report.frame).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+}
+
+#[test]
+fn the_link_estimate_is_measured_before_the_first_decision_and_local_frames_say_the_planners_numbers() {
+    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let server = spawn_memory(ServerConfig {
+        models_dir: path.parent().map(|p| p.to_path_buf()),
+        ..Default::default()
+    })
+    .expect("server");
+    // 100 kbit/s each way: 12.5 kB/s, a tenth of the 125 kB/s default.
+    let profile = LinkProfile::custom("slow", 100e3, Duration::from_millis(5), Duration::ZERO, 244);
+    let control = LinkControl::new(&profile, Schedule::default());
+    let transport = EmulatedTransport::new(server, profile, control, 5);
+    let config = SessionConfig::emulated_watch_and_phone().expect("profiles");
+    assert!(config.dilation >= 2.0, "the emulated watch is slower than the host: {}", config.dilation);
+    let default_up = config.link_default.up_bytes_per_s;
+    let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+    assert!(matches!(s.status(), Status::Ready { .. }), "{}", s.status());
+    let up = s.link_estimate().up_bytes_per_s;
+    assert!(
+        (6e3..25e3).contains(&up),
+        "the primed upload estimate is {up:.0} B/s; the link carries 12500 B/s (default {default_up:.0})"
+    );
+    // MNIST's input alone takes ~0.25 s up at this rate: the planner keeps
+    // it here, and says so with its numbers.
+    let inputs = random_inputs(&model.model, 1).expect("inputs");
+    for (name, v) in &inputs {
+        s.feed(name, (**v).clone()).expect("feed");
+    }
+    let report = s.run().expect("run");
+    assert!(!report.offloaded, "{report:?}");
+    let why = report.local_reason.expect("a local frame says why");
+    assert!(why.starts_with("the planner:") && why.contains("ms"), "{why}");
+}
+
+#[test]
+fn input_shape_overrides_reach_the_handheld_with_the_model() {
+    let bytes = tandem_models::tiny::symbolic_mlp_onnx();
+    let shapes = InputShapes::parse(&["x=2,4"]).expect("spec");
+    let model = ModelFile::from_bytes(bytes.clone(), &shapes).expect("model with overrides");
+    assert_ne!(*model.bytes, bytes, "the pushed bytes declare the concrete shape");
+    // The handheld has no overrides: it loads what it is pushed.
+    let server = spawn_memory(ServerConfig::default()).expect("server");
+    let mut config =
+        SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
+    config.placement = Placement::HandheldOnly;
+    let mut s = Session::open(model.clone(), Box::new(server), config).expect("the handheld takes the model");
+    let x: Vec<f32> = (0..8).map(|i| i as f32 / 8.0).collect();
+    s.feed_f32("x", &[2, 4], &x).expect("feed");
+    let report = s.run().expect("run");
+    assert!(report.offloaded, "{report:?}");
+    let inputs = frame([("x", tensor_f32(&[2, 4], &x).expect("tensor"))]);
+    let want = tandem::split::full_plan(&model.model)
+        .expect("plan")
+        .run(model.model.graph(), &inputs)
+        .expect("runs");
+    assert!(diff(&want["y"], &s.fetch("y").expect("y")).expect("comparable").ok());
+}
