@@ -3,6 +3,7 @@
 
 mod oracle;
 mod partition_zoo;
+mod readme;
 mod split_zoo;
 
 /// jemalloc with transparent huge pages (see `.cargo/config.toml`): the

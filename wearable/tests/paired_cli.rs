@@ -127,12 +127,19 @@ fn an_unreachable_handheld_means_the_wearable_runs_alone() {
     let (j, _) = json_line(&["run", "--model", &m, "--connect", "127.0.0.1:1", "--ready-timeout", "2"]);
     assert_eq!(j["offloaded"], false, "{j}");
     assert_eq!(j["prefix_layers"], j["layers"], "{j}");
+    let why = j["local_reason"].as_str().unwrap_or_default();
+    assert!(why.starts_with("no handheld:") && why.contains("refused"), "{j}");
 }
 
 #[test]
 fn bad_paired_arguments_get_clear_errors() {
     let m = model();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
+        (&["run", "--model", &m, "--connect", "127.0.0.1:1", "--require-handheld", "1"], "no handheld ready"),
+        (
+            &["run", "--model", &m, "--connect", "127.0.0.1:1", "--require-handheld", "0"],
+            "--require-handheld",
+        ),
         (&["run", "--model", &m, "--connect", "127.0.0.1:1", "--slowdown", "0.5"], "--slowdown"),
         (&["run", "--model", &m, "--connect", "127.0.0.1:1", "--latency-hint", "soon"], "--latency-hint"),
         (

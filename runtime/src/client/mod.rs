@@ -275,6 +275,12 @@ impl Session {
         debug!(link = ?self.profiler.estimate(), "link estimate primed");
     }
 
+    /// A session that runs every frame on the wearable, with no handheld.
+    pub fn open_local(model: ModelFile, mut config: SessionConfig) -> Result<Session> {
+        config.placement = Placement::WearableOnly;
+        Session::open(model, Box::new(crate::link::memory_transport().0), config)
+    }
+
     /// Where the session stands with its handheld.
     pub fn status(&self) -> Status {
         self.status.clone()
