@@ -36,7 +36,7 @@ pub enum Error {
     /// A model input has a symbolic or unknown dimension and no override.
     #[error(
         "input '{input}' has shape {shape} with symbolic or unknown dimensions; \
-         give it a concrete shape, e.g. --input-shape {input}=1,3,224,224"
+         give it a concrete shape (--input-shape {input}=1,3,224,224) or bind its symbols (--dim batch=1)"
     )]
     SymbolicInput {
         /// The input's name.

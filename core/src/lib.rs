@@ -4,6 +4,7 @@
 //!
 //! # Layout
 //! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
+//! - `concretize`: symbols bound, stale annotations dropped, shape computations folded (before cutting).
 //! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
 //! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
 //! - [`split`]: prefix and suffix plans per cut, cached.
@@ -33,6 +34,7 @@
 //! ```
 
 pub mod check;
+mod concretize;
 pub mod cut;
 pub mod error;
 pub mod graph;

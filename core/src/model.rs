@@ -20,7 +20,12 @@ use crate::graph::{LayerGraph, TensorFacts};
 ///
 /// Needed for models with symbolic (`N`) or unknown dimensions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InputShapes(Vec<(String, Vec<usize>)>);
+pub struct InputShapes {
+    shapes: Vec<(String, Vec<usize>)>,
+    /// Values of named symbolic dimensions (`batch=1`), for inputs without a
+    /// shape of their own.
+    dims: Vec<(String, usize)>,
+}
 
 impl InputShapes {
     /// No overrides.
@@ -63,22 +68,56 @@ impl InputShapes {
 
     /// Sets the shape of input `name`.
     pub fn set(&mut self, name: &str, dims: Vec<usize>) {
-        self.0.retain(|(n, _)| n != name);
-        self.0.push((name.to_string(), dims));
+        self.shapes.retain(|(n, _)| n != name);
+        self.shapes.push((name.to_string(), dims));
     }
 
     /// The override for `name`, if any.
     pub fn shape(&self, name: &str) -> Option<&[usize]> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, d)| d.as_slice())
+        self.shapes.iter().find(|(n, _)| n == name).map(|(_, d)| d.as_slice())
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(n, _)| n.as_str())
+        self.shapes.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// Parses one `SYMBOL=VALUE` binding of a symbolic dimension (as the
+    /// file names it, e.g. `batch=1`) and adds it.
+    pub fn push_dim(&mut self, spec: &str) -> Result<()> {
+        let bad = |reason: &str| Error::BadInputShape { spec: spec.to_string(), reason: reason.to_string() };
+        let (name, value) = spec.split_once('=').ok_or_else(|| bad("missing '=' (expected SYMBOL=VALUE)"))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(bad("empty symbol name"));
+        }
+        let value = match value.trim().parse::<usize>() {
+            Ok(0) => return Err(bad("a dimension must be positive")),
+            Ok(v) if v > 1 << 31 => return Err(bad("dimension too large")),
+            Ok(v) => v,
+            Err(_) => return Err(bad(&format!("'{}' is not a positive integer", value.trim()))),
+        };
+        self.dims.retain(|(n, _)| n != name);
+        self.dims.push((name.to_string(), value));
+        Ok(())
+    }
+
+    /// Parses shape overrides (`NAME=D1,D2,...`) and symbol bindings (`SYMBOL=VALUE`).
+    pub fn parse_with_dims<S: AsRef<str>, D: AsRef<str>>(specs: &[S], dims: &[D]) -> Result<Self> {
+        let mut shapes = Self::parse(specs)?;
+        for d in dims {
+            shapes.push_dim(d.as_ref())?;
+        }
+        Ok(shapes)
+    }
+
+    /// The value bound to symbolic dimension `symbol`, if any.
+    pub fn dim(&self, symbol: &str) -> Option<usize> {
+        self.dims.iter().find(|(n, _)| n == symbol).map(|&(_, v)| v)
     }
 
     /// Whether there are no overrides.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.shapes.is_empty() && self.dims.is_empty()
     }
 }
 
@@ -126,7 +165,7 @@ impl Model {
         if bytes.is_empty() {
             return Err(not_onnx("the file is empty".into()));
         }
-        let proto =
+        let mut proto =
             pb::ModelProto::decode(bytes).map_err(|e| not_onnx(format!("protobuf decoding failed: {e}")))?;
         let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;
         if proto.ir_version <= 0 || proto.opset_import.is_empty() {
@@ -139,7 +178,10 @@ impl Model {
             return Err(not_onnx("the graph has no outputs".into()));
         }
         check_ops(graph)?;
+        crate::concretize::bind_symbols(&mut proto, input_shapes);
         let facts = infer_facts(&proto, model_dir.as_deref(), input_shapes)?;
+        crate::concretize::fold_shape_nodes(&mut proto, &facts);
+        let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;
         let graph = LayerGraph::build(graph, &facts)?;
         Ok(Model {
             proto: Arc::new(proto),

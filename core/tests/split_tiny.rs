@@ -174,3 +174,32 @@ fn a_dag_that_trips_tracts_optimizer_still_runs() {
     assert!(report.ok, "{report:?}");
     assert_eq!(report.cuts_checked, cuts.len());
 }
+
+/// A dynamic-batch export whose state is built from the input's shape and
+/// whose annotations carry the symbol: with the batch bound (by the
+/// input's shape or by `--dim N=..`), the shape chain folds into constants
+/// that both halves recompute, and every cut reproduces the unsplit run.
+#[test]
+fn a_shape_built_state_folds_and_every_cut_matches_once_the_batch_is_bound() {
+    let bytes = testing::shape_state_onnx();
+    let by_shape = InputShapes::parse(&["x=2,4"]).expect("spec");
+    let mut by_dim = InputShapes::none();
+    by_dim.push_dim("N=3").expect("spec");
+    for (shapes, batch) in [(by_shape, 2), (by_dim, 3)] {
+        let model = Model::from_bytes(&bytes, &shapes).expect("loads with the batch bound");
+        let g = model.graph();
+        let ops: Vec<&str> = g.nodes().iter().map(|n| n.op.as_str()).collect();
+        assert_eq!(ops, ["MatMul", "Add", "Relu"], "the shape chain is not made of layers");
+        assert_eq!(g.tensor(g.inputs()[0]).shape, vec![batch, 4]);
+        let cuts = enumerate_cuts(g, 100).expect("few cuts");
+        assert_eq!(cuts.len(), 4);
+        let report = check_cuts(&model, &cuts, &random_inputs(&model, 2).expect("inputs")).expect("check");
+        assert!(report.ok, "{report:?}");
+    }
+    let e = Model::from_bytes(&bytes, &InputShapes::none()).expect_err("N unbound").to_string();
+    assert!(e.contains("--dim") && e.contains("--input-shape"), "{e}");
+    let mut bad = InputShapes::none();
+    for spec in ["N", "N=0", "=3", "N=x"] {
+        assert!(bad.push_dim(spec).is_err(), "{spec}");
+    }
+}

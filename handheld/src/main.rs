@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tandem::check::random_inputs;
-use tandem::{InputShapes, Model};
+use tandem::Model;
 
 #[derive(Parser)]
 #[command(name = "tandem-handheld", version, about = "Tandem's handheld side")]
@@ -64,9 +64,8 @@ enum Command {
         /// The ONNX model file.
         #[arg(long)]
         model: PathBuf,
-        /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
-        #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
-        input_shape: Vec<String>,
+        #[command(flatten)]
+        shapes: tandem_tools::cli::ShapeArgs,
         /// Measured runs (after warm-up).
         #[arg(long, default_value_t = 20)]
         runs: usize,
@@ -110,8 +109,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble)
         }
-        Command::Profile { model, input_shape, runs } => {
-            let model = Model::from_path(&model, &InputShapes::parse(&input_shape)?)?;
+        Command::Profile { model, shapes, runs } => {
+            let model = Model::from_path(&model, &shapes.shapes()?)?;
             let profile = tandem::profile::profile(&model, &random_inputs(&model, 0)?, 3, runs)?;
             print!("{}", tandem_tools::report::profile_table(model.graph(), &profile));
             println!(

@@ -71,6 +71,26 @@ impl GraphBuilder {
         self
     }
 
+    /// Sets an integer attribute on the last node added.
+    pub fn int_attr(&mut self, name: &str, value: i64) -> &mut Self {
+        if let Some(node) = self.graph.node.last_mut() {
+            node.attribute.push(pb::AttributeProto {
+                name: name.into(),
+                r#type: pb::attribute_proto::AttributeType::Int as i32,
+                i: value,
+                ..Default::default()
+            });
+        }
+        self
+    }
+
+    /// Annotates an intermediate float tensor's shape (`value_info`), as
+    /// exporters do; a negative dim becomes symbolic `N`.
+    pub fn annotate(&mut self, name: &str, dims: &[i64]) -> &mut Self {
+        self.graph.value_info.push(value_info(name, 1, dims));
+        self
+    }
+
     /// Encodes the model (opset 14).
     pub fn build(&self) -> Vec<u8> {
         pb::ModelProto {
@@ -153,6 +173,31 @@ pub fn symbolic_mlp_onnx() -> Vec<u8> {
         .weight("w1", &[4, 8])
         .node("MatMul", "fc1", &["x", "w1"], &["h"])
         .node("Relu", "relu1", &["h"], &["y"])
+        .output("y", &[-1, 8])
+        .build()
+}
+
+/// A PyTorch-style export with a dynamic batch `N`: the state added to the
+/// first layer is built from the input's shape (`Shape → Gather → Concat →
+/// ConstantOfShape`, as recurrent exports build their initial state), and
+/// the symbol also sits in an intermediate annotation and the output's.
+/// x[N,4] → MatMul → + zeros[N,8] → Relu → y[N,8].
+pub fn shape_state_onnx() -> Vec<u8> {
+    GraphBuilder::new()
+        .input("x", &[-1, 4])
+        .weight("w1", &[4, 8])
+        .ints("first", &[0])
+        .ints("width", &[8])
+        .node("Shape", "shape", &["x"], &["x_shape"])
+        .node("Gather", "batch", &["x_shape", "first"], &["n"])
+        .node("Concat", "state_shape", &["n", "width"], &["h0_shape"])
+        .int_attr("axis", 0)
+        .node("ConstantOfShape", "h0", &["h0_shape"], &["h0"])
+        .node("MatMul", "fc1", &["x", "w1"], &["h"])
+        .annotate("h", &[-1, 8])
+        .node("Add", "add_state", &["h", "h0"], &["a"])
+        .annotate("a", &[-1, 8])
+        .node("Relu", "relu", &["a"], &["y"])
         .output("y", &[-1, 8])
         .build()
 }

@@ -1,4 +1,26 @@
-//! What the command-line tools share: one line for an error and its causes.
+//! What the command-line tools share: one line for an error and its
+//! causes, and the input-shape and symbol options of every command that
+//! loads a model.
+
+/// `--input-shape NAME=D1,D2,...` and `--dim SYMBOL=VALUE`, for every
+/// command that loads a model.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ShapeArgs {
+    /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
+    #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
+    pub input_shape: Vec<String>,
+    /// A value for a symbolic dimension as the model names it, e.g.
+    /// `batch=1`; binds it in every input that has it; repeatable.
+    #[arg(long = "dim", value_name = "SYMBOL=VALUE")]
+    pub dim: Vec<String>,
+}
+
+impl ShapeArgs {
+    /// The overrides, parsed.
+    pub fn shapes(&self) -> Result<tandem::InputShapes, tandem::Error> {
+        tandem::InputShapes::parse_with_dims(&self.input_shape, &self.dim)
+    }
+}
 
 /// An error and its chain of causes on one line, `a: b: c`, leaving out a
 /// cause whose text the message already holds (many errors print their

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tandem::check::{check_cuts, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs};
-use tandem::{cuts_to_check, InputShapes, Model};
+use tandem::{cuts_to_check, Model};
 
 #[derive(Parser)]
 #[command(
@@ -108,15 +108,13 @@ struct ModelArgs {
     /// The ONNX model file.
     #[arg(long)]
     model: PathBuf,
-    /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
-    #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
-    input_shape: Vec<String>,
+    #[command(flatten)]
+    shapes: tandem_tools::cli::ShapeArgs,
 }
 
 impl ModelArgs {
     fn load(&self) -> Result<Model, tandem::Error> {
-        let shapes = InputShapes::parse(&self.input_shape)?;
-        Model::from_path(&self.model, &shapes)
+        Model::from_path(&self.model, &self.shapes.shapes()?)
     }
 }
 

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tandem::device::DeviceProfile;
 use tandem::partition::{EnergyWeights, Method, Mode};
 use tandem::predict::{LatencyModel, ProfiledLatency};
-use tandem::{InputShapes, Model};
+use tandem::Model;
 use tandem_tools::oracle::{run_oracle, summarize, Measure, OracleCase, OracleGrid, PairSetup};
 
 use crate::predict_cmd::load_predictors;
@@ -24,6 +24,9 @@ pub struct OracleArgs {
     /// ONNX models to check; repeatable.
     #[arg(long, required = true)]
     pub model: Vec<PathBuf>,
+    /// Shape overrides and symbol values, applied to every model.
+    #[command(flatten)]
+    pub shapes: tandem_tools::cli::ShapeArgs,
     /// The wearable's profile (a shipped name or a file).
     #[arg(long, default_value = "watch-w5")]
     pub wearable: String,
@@ -75,9 +78,9 @@ pub fn run(args: OracleArgs) -> Result<ExitCode> {
         wearable.name, wearable.slowdown, handheld.name, handheld.slowdown, args.rtt
     );
     let mut all: Vec<OracleCase> = vec![];
+    let shapes = args.shapes.shapes()?;
     for path in &args.model {
-        let model =
-            Model::from_path(path, &InputShapes::none()).with_context(|| path.display().to_string())?;
+        let model = Model::from_path(path, &shapes).with_context(|| path.display().to_string())?;
         let inputs = tandem::check::random_inputs(&model, 0)?;
         let profiled;
         let predictor: &dyn LatencyModel = match &trained {

@@ -11,7 +11,6 @@ use tandem::device::DeviceProfile;
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{TcpTransport, Transport};
 use tandem::partition::{LatencyHint, Method};
-use tandem::InputShapes;
 use tandem_tools::quota::CpuQuota;
 
 /// Where frames run.
@@ -31,9 +30,8 @@ pub struct PairArgs {
     /// The ONNX model file.
     #[arg(long)]
     pub model: PathBuf,
-    /// Concrete shape for an input, e.g. `x=1,3,48,192`; repeatable.
-    #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
-    pub input_shape: Vec<String>,
+    #[command(flatten)]
+    pub shapes: tandem_tools::cli::ShapeArgs,
     /// The handheld's address (`tandem-handheld serve --listen`), or `ble` to
     /// scan for a handheld over Bluetooth LE (needs a build with `--features ble`).
     #[arg(long)]
@@ -144,7 +142,7 @@ fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<(Session, 
 }
 
 fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
-    let model = ModelFile::load(&p.model, &InputShapes::parse(&p.input_shape)?)?;
+    let model = ModelFile::load(&p.model, &p.shapes.shapes()?)?;
     let wearable = DeviceProfile::load(&p.profile).with_context(|| format!("--profile {}", p.profile))?;
     let handheld = DeviceProfile::load(&p.handheld_profile)
         .with_context(|| format!("--handheld-profile {}", p.handheld_profile))?;

@@ -20,7 +20,7 @@ use tandem::partition::{
 use tandem::predict::{LatencyModel, ProfiledLatency, Scaled};
 
 use crate::predict_cmd::load_predictors;
-use tandem::{InputShapes, Model};
+use tandem::Model;
 
 use crate::sweep_cmd::parse_duration;
 
@@ -51,6 +51,8 @@ pub struct PlanArgs {
     /// The ONNX model.
     #[arg(long)]
     pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: tandem_tools::cli::ShapeArgs,
     /// The wearable's profile (a shipped name or a file).
     #[arg(long, default_value = "watch-w5")]
     pub wearable: String,
@@ -132,7 +134,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&args.ww) {
         bail!("--ww {} is outside [0, 1]", args.ww);
     }
-    let model = Model::from_path(&args.model, &InputShapes::none())?;
+    let model = Model::from_path(&args.model, &args.shapes.shapes()?)?;
     let graph = model.graph();
     let wearable = DeviceProfile::load(&args.wearable)?;
     let handheld = DeviceProfile::load(&args.handheld)?;

@@ -15,7 +15,7 @@ use tandem::energy::{price_cut, ClusterEnergy, LinkRates, PowerModel};
 use tandem::predict::{LatencyModel, Scaled};
 
 use crate::predict_cmd::load_predictors;
-use tandem::{cuts_to_check, Cut, InputShapes, Model};
+use tandem::{cuts_to_check, Cut, Model};
 
 /// Which trained predictor prices the layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -34,6 +34,8 @@ pub struct PriceArgs {
     /// The ONNX model.
     #[arg(long)]
     pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: tandem_tools::cli::ShapeArgs,
     /// Predictors written by `predict fit --out`.
     #[arg(long)]
     pub predictors: PathBuf,
@@ -71,7 +73,7 @@ pub enum PowerArg {
 
 /// Prices the cuts and prints a table, then one JSON line per cut.
 pub fn run(args: PriceArgs) -> Result<ExitCode> {
-    let model = Model::from_path(&args.model, &InputShapes::none())?;
+    let model = Model::from_path(&args.model, &args.shapes.shapes()?)?;
     let set = load_predictors(&args.predictors)?;
     let wearable = DeviceProfile::load(&args.wearable)?;
     let handheld = DeviceProfile::load(&args.handheld)?;
