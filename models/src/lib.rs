@@ -18,6 +18,7 @@ mod builder;
 pub mod layers;
 pub mod light;
 mod randomize;
+pub mod real;
 pub mod tiny;
 pub mod zoo;
 

@@ -4,6 +4,7 @@
 mod oracle;
 mod partition_zoo;
 mod readme;
+mod real_models;
 mod split_zoo;
 
 /// jemalloc with transparent huge pages (see `.cargo/config.toml`): the

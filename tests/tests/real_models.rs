@@ -1,0 +1,134 @@
+//! Pretrained exports from PyPI wheels (`models/fetch_real.py`: openWakeWord,
+//! NudeNet's YOLOv8n, PP-OCRv4, Silero VAD), each on a real input (speech
+//! from espeak-ng, photos from the scikit-image wheel), checked three ways:
+//! tract's unsplit outputs match onnxruntime's within 1e-3 relative, every
+//! sampled cut matches unsplit, and the planner decides a cut that runs.
+//! A model tract cannot run is refused with its node named.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness};
+use tandem::device::DeviceProfile;
+use tandem::energy::{ClusterEnergy, PowerModel};
+use tandem::partition::{
+    Conditions, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Mode, Planner, PlannerConfig, Side,
+};
+use tandem::predict::{ProfiledLatency, Scaled};
+use tandem::{sampled_cuts_to_check, InputShapes, Model, Values};
+use tandem_models::real::ensure_real_models;
+
+/// Sampled cuts per model (plus both trivial ones).
+const CUTS: usize = 16;
+
+fn check_real(name: &str) -> anyhow::Result<()> {
+    let set = ensure_real_models()?;
+    let entry = set.get(name).with_context(|| format!("{name} in the manifest"))?;
+    let shapes = InputShapes::parse(&entry.input_shapes)?;
+    let model = Model::from_path(set.path(&entry.file), &shapes)?;
+    let g = model.graph();
+    let mut inputs = Values::new();
+    for (spec, file) in entry.input_shapes.iter().zip(&entry.inputs) {
+        let input = spec.split_once('=').map(|(n, _)| n).context("NAME=dims")?;
+        inputs.insert(input.to_string(), load_tensor_pb(&set.path(file))?.into());
+    }
+
+    // 1. Unsplit, against onnxruntime on the same real input.
+    let unsplit = tandem::split::full_plan(&model)?.run(g, &inputs)?;
+    let mut worst = 0f32;
+    assert_eq!(g.outputs().len(), entry.outputs.len(), "{name}: output count");
+    for (&t, file) in g.outputs().iter().zip(&entry.outputs) {
+        let out = &g.tensor(t).name;
+        let ratio = onnx_closeness(&load_tensor_pb(&set.path(file))?, &unsplit[out], 1e-3, 1e-5)?;
+        assert!(ratio <= 1.0, "{name}: output '{out}' differs from onnxruntime's (worst ratio {ratio})");
+        worst = worst.max(ratio);
+    }
+
+    // 2. Sampled cuts against unsplit, crossing tensors included.
+    let cuts = sampled_cuts_to_check(g, CUTS, 5);
+    let report = check_cuts(&model, &cuts, &inputs)?;
+    assert!(report.ok, "{name}: {:?}", report.mismatches);
+
+    // 3. The planner decides (watch and phone over BLE 2M, 100 ms hint), and its cut runs.
+    let host = ProfiledLatency::measure(&model, &inputs)?;
+    let (watch, phone) = (DeviceProfile::shipped("watch-w5")?, DeviceProfile::shipped("pixel-8-pro")?);
+    let (w_lat, h_lat) = (
+        Scaled { inner: host.clone(), slowdown: watch.slowdown },
+        Scaled { inner: host, slowdown: phone.slowdown },
+    );
+    let (w_energy, h_energy) = (
+        ClusterEnergy::new(&watch, PowerModel::Analytical)?,
+        ClusterEnergy::new(&phone, PowerModel::Analytical)?,
+    );
+    let conditions = Conditions {
+        link: LinkEstimate {
+            up_bytes_per_s: 162_500.0,
+            down_bytes_per_s: 162_500.0,
+            rtt: Duration::from_millis(20),
+        },
+        status: HandheldStatus { load: 0.0 },
+        weights: EnergyWeights { wearable: 0.7, handheld: 0.3 },
+        hint: LatencyHint::Within(Duration::from_millis(100)),
+        mode: Mode::Single,
+    };
+    let mut planner = Planner::new(PlannerConfig::default(), conditions);
+    let decision = planner
+        .poll_decision(
+            g,
+            Side { latency: &w_lat, energy: &w_energy },
+            Side { latency: &h_lat, energy: &h_energy },
+        )?
+        .with_context(|| format!("{name}: the planner decided nothing"))?;
+    let chosen = check_cuts(&model, std::slice::from_ref(&decision.chosen), &inputs)?;
+    assert!(chosen.ok, "{name}: the planned cut does not reproduce the unsplit run");
+    println!(
+        "{}",
+        serde_json::json!({
+            "model": name, "package": format!("{}=={}", entry.package, entry.version), "layers": g.nodes().len(),
+            "cuts_checked": report.cuts_checked, "onnxruntime_worst_ratio": worst,
+            "split_max_abs_diff": report.max_abs_diff, "planned_prefix_layers": decision.prefix_nodes,
+            "predicted_ms": decision.evaluation.latency_s * 1e3,
+        })
+    );
+    Ok(())
+}
+
+macro_rules! real_tests {
+    ($($test:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() -> anyhow::Result<()> {
+                check_real(stringify!($test))
+            }
+        )*
+    };
+}
+
+real_tests!(
+    oww_melspectrogram,
+    oww_embedding,
+    oww_alexa,
+    oww_hey_jarvis,
+    oww_weather,
+    oww_timer,
+    nudenet_320n,
+    ppocr_det,
+    ppocr_rec,
+    ppocr_cls,
+);
+
+/// Silero VAD wraps its model in an `If` whose branches disagree on shape:
+/// tract refuses it, and the error names the node.
+#[test]
+fn silero_vad_is_refused_with_its_node_named() -> anyhow::Result<()> {
+    let set = ensure_real_models()?;
+    let entry = set.get("silero_vad").context("silero_vad in the manifest")?;
+    let op = entry.refused_node_op.as_deref().context("a refused model")?;
+    let shapes = InputShapes::parse(&["input=1,512", "state=2,1,128"])?;
+    let e = Model::from_path(set.path(&entry.file), &shapes).expect_err("tract cannot run it").to_string();
+    assert!(
+        e.contains(&format!("\"{op}_0\"")) && e.contains(op),
+        "the error does not name the {op} node: {e}"
+    );
+    Ok(())
+}
