@@ -13,6 +13,7 @@ mod plan_cmd;
 mod predict_cmd;
 mod price_cmd;
 mod sweep_cmd;
+mod wakeword;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,9 @@ enum Command {
     /// A stream of frames paired with a handheld, pipelined: prints throughput,
     /// latency percentiles, cut switches and fallbacks, then a JSON line.
     Stream(paired_cmd::StreamArgs),
+    /// Wake-word detection on a WAV file (openWakeWord's models): mel and
+    /// keyword heads on the watch, the speech embedding split with the handheld.
+    Wakeword(wakeword::WakewordArgs),
     /// DeepWear's graph simplification: node counts before and after, and the virtual nodes.
     Simplify {
         #[command(flatten)]
@@ -205,6 +209,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Oracle(args) => oracle_cmd::run(args),
         Command::Run(args) => paired_cmd::run(args),
         Command::Stream(args) => paired_cmd::stream(args),
+        Command::Wakeword(args) => wakeword::wakeword(args),
         Command::Simplify { model } => {
             let model = model.load()?;
             let g = model.graph();

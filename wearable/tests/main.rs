@@ -8,3 +8,4 @@ mod device_cli;
 mod paired_cli;
 mod plan_cli;
 mod predict;
+mod wakeword;

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The wake-word app on real speech: espeak-ng says "alexa", and
+# `tandem-wearable wakeword` runs openWakeWord's models on it, first on the
+# watch alone, then with the speech embedding on a `tandem-handheld serve`
+# process over emulated BLE 2M. Needs espeak-ng, and the real models
+# (models/fetch_real.py, which scripts/test.sh runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 models/fetch_real.py >/dev/null
+cargo build --locked -q -p tandem-wearable -p tandem-handheld
+T=target/debug R=models/cache/real
+mkdir -p target/wakeword
+espeak-ng -v en-us -s 140 -w target/wakeword/alexa.wav "alexa"
+args=(--wav target/wakeword/alexa.wav --mel $R/oww_melspectrogram.onnx --embedding $R/oww_embedding.onnx
+      --keyword $R/oww_alexa.onnx --keyword $R/oww_hey_jarvis.onnx)
+echo "== on the watch alone"
+$T/tandem-wearable wakeword "${args[@]}"
+echo "== the embedding on a handheld, over emulated BLE 2M"
+$T/tandem-handheld serve --listen 127.0.0.1:0 >target/wakeword/handheld.log 2>&1 &
+handheld=$!
+trap 'kill $handheld 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  addr=$(sed -n 's/^listening on //p' target/wakeword/handheld.log)
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+$T/tandem-wearable wakeword "${args[@]}" --connect "$addr" --link ble-2m --placement handheld
