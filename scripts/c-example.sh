@@ -4,7 +4,7 @@
 # serve`), split with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --locked -q -p tandem-ffi -p tandem-models
+cargo build --locked -q --workspace
 target/debug/tandem-models gen mnist >/dev/null
 cc -std=c99 -Wall -Werror -I include ffi/examples/hello.c \
   -L target/debug -ltandem_ffi -Wl,-rpath,"$PWD/target/debug" -o target/hello

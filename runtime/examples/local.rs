@@ -1,7 +1,8 @@
 //! The smallest app: run a model on the watch alone and read its output.
 //!
-//! cargo run -q -p tandem-models -- gen mnist
-//! cargo run -q -p tandem --example local -- models/cache/zoo/mnist.onnx
+//! cargo build -q --workspace --bins --examples
+//! target/debug/tandem-models gen mnist
+//! target/debug/examples/local models/cache/zoo/mnist.onnx
 
 use tandem::{InputShapes, ModelFile, Session, SessionConfig};
 

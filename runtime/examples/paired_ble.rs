@@ -3,8 +3,9 @@
 //! BLE 2M (1.3 Mbit/s, 10 ms), and the host's compute is slowed down to a
 //! watch's. The app sets a latency hint, runs one frame, then a stream.
 //!
-//! cargo run -q -p tandem-models -- gen mnist
-//! cargo run -q -p tandem --example paired_ble -- models/cache/zoo/mnist.onnx
+//! cargo build -q --workspace --bins --examples
+//! target/debug/tandem-models gen mnist
+//! target/debug/examples/paired_ble models/cache/zoo/mnist.onnx
 
 use std::time::Duration;
 

@@ -2,8 +2,9 @@
 //! cut, the wearable's prefix and the handheld's suffix checked against the
 //! unsplit model, and the planner choosing a cut for a link and a latency hint.
 //!
-//! cargo run -q -p tandem-models -- gen mnist
-//! cargo run -q -p tandem --example split_by_hand -- models/cache/zoo/mnist.onnx
+//! cargo build -q --workspace --bins --examples
+//! target/debug/tandem-models gen mnist
+//! target/debug/examples/split_by_hand models/cache/zoo/mnist.onnx
 
 use std::time::Duration;
 
