@@ -7,37 +7,20 @@ use anyhow::{ensure, Context, Result};
 use common::*;
 use tandem_models::{ensure_models, light_dummy_input, LIGHT_MODELS};
 
-/// ONNX's backend-test tolerances.
-const RTOL: f32 = 1e-3;
-const ATOL: f32 = 1e-7;
-
+/// The fetched files are complete and each input is the ONNX runner's
+/// formula. (Each model's unsplit output against the shipped one is checked
+/// by `tests/tests/split_zoo.rs`, `light_<name>::shipped`, with the
+/// runtime's own plans.)
 #[test]
-fn light_models_match_expected_outputs() -> Result<()> {
+fn light_inputs_follow_the_onnx_runners_formula() -> Result<()> {
     let paths = ensure_models()?;
     assert_eq!(paths.light.len(), LIGHT_MODELS.len());
     for e in &paths.light {
         let bytes = std::fs::read(&e.model)?;
-        // The input on disk is the ONNX runner's formula.
-        let input_bytes = std::fs::read(&e.input)?;
         let expected_input = load_pb(&light_dummy_input(&bytes)?)?;
-        let input = load_pb(&input_bytes)?;
+        let input = load_pb(&std::fs::read(&e.input)?)?;
         ensure!(input == expected_input, "{}: input file differs from the formula", e.name);
-
-        let plan = plan(&bytes).with_context(|| e.name)?;
-        let out = run1(&plan, input).with_context(|| e.name)?;
-        let expected = load_pb(&std::fs::read(&e.expected_output)?)?;
-        ensure!(
-            out.shape() == expected.shape(),
-            "{}: shape {:?} vs expected {:?}",
-            e.name,
-            out.shape(),
-            expected.shape()
-        );
-        let (o, x) = (f32s(&out)?, f32s(&expected)?);
-        for (i, (a, b)) in o.iter().zip(&x).enumerate() {
-            ensure!((a - b).abs() <= ATOL + RTOL * b.abs(), "{}: output[{i}] = {a}, expected {b}", e.name);
-        }
-        eprintln!("{}: matches ({} values)", e.name, o.len());
+        ensure!(e.expected_output.exists(), "{}: no expected output", e.name);
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ use tandem::{sampled_cuts_to_check, InputShapes, Model, Values};
 use tandem_models::real::ensure_real_models;
 
 /// Sampled cuts per model (plus both trivial ones).
-const CUTS: usize = 16;
+const CUTS: usize = 10;
 
 fn check_real(name: &str) -> anyhow::Result<()> {
     let set = ensure_real_models()?;
@@ -79,8 +79,10 @@ fn check_real(name: &str) -> anyhow::Result<()> {
             Side { latency: &h_lat, energy: &h_energy },
         )?
         .with_context(|| format!("{name}: the planner decided nothing"))?;
-    let chosen = check_cuts(&model, std::slice::from_ref(&decision.chosen), &inputs)?;
-    assert!(chosen.ok, "{name}: the planned cut does not reproduce the unsplit run");
+    if !cuts.contains(&decision.chosen) {
+        let chosen = check_cuts(&model, std::slice::from_ref(&decision.chosen), &inputs)?;
+        assert!(chosen.ok, "{name}: the planned cut does not reproduce the unsplit run");
+    }
     println!(
         "{}",
         serde_json::json!({

@@ -12,7 +12,7 @@ use std::time::Instant;
 use tandem_models::ensure_models;
 
 /// Seconds of generic sweep.
-const BUDGET_S: f64 = 25.0;
+const BUDGET_S: f64 = 15.0;
 
 fn wearable(args: &[&str]) -> Output {
     let o = Command::new(env!("CARGO_BIN_EXE_tandem-wearable")).args(args).output().expect("the binary runs");
