@@ -27,6 +27,17 @@ pub struct InputShapes {
     dims: Vec<(String, usize)>,
 }
 
+/// One dimension of an override: a positive integer up to 2^31.
+fn parse_dim(d: &str) -> std::result::Result<usize, String> {
+    let d = d.trim();
+    match d.parse::<usize>() {
+        Ok(0) => Err("dimensions must be positive".into()),
+        Ok(v) if v > 1 << 31 => Err("dimension too large".into()),
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!("'{d}' is not a positive integer")),
+    }
+}
+
 impl InputShapes {
     /// No overrides.
     pub fn none() -> Self {
@@ -41,18 +52,7 @@ impl InputShapes {
         if name.is_empty() {
             return Err(bad("empty input name"));
         }
-        let dims = dims
-            .split(',')
-            .map(|d| {
-                let d = d.trim();
-                match d.parse::<usize>() {
-                    Ok(0) => Err(bad("dimensions must be positive")),
-                    Ok(v) if v > 1 << 31 => Err(bad("dimension too large")),
-                    Ok(v) => Ok(v),
-                    Err(_) => Err(bad(&format!("'{d}' is not a positive integer"))),
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let dims = dims.split(',').map(|d| parse_dim(d).map_err(|r| bad(&r))).collect::<Result<Vec<_>>>()?;
         self.set(name, dims);
         Ok(())
     }
@@ -90,12 +90,7 @@ impl InputShapes {
         if name.is_empty() {
             return Err(bad("empty symbol name"));
         }
-        let value = match value.trim().parse::<usize>() {
-            Ok(0) => return Err(bad("a dimension must be positive")),
-            Ok(v) if v > 1 << 31 => return Err(bad("dimension too large")),
-            Ok(v) => v,
-            Err(_) => return Err(bad(&format!("'{}' is not a positive integer", value.trim()))),
-        };
+        let value = parse_dim(value).map_err(|r| bad(&r))?;
         self.dims.retain(|(n, _)| n != name);
         self.dims.push((name.to_string(), value));
         Ok(())

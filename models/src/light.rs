@@ -32,11 +32,10 @@ pub fn python() -> String {
     std::env::var("TANDEM_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// Runs `models/fetch_light.py --cache <cache>`: downloads the onnx wheel (pip),
-/// extracts the light models into `<cache>/light` and writes their inputs when
-/// `onnx` is importable.
-pub fn fetch_light(cache: &Path) -> Result<()> {
-    let script = crate::workspace_root().join("models").join("fetch_light.py");
+/// Runs `models/<script> --cache <cache>`; on failure, says what the
+/// script `needs`.
+pub(crate) fn run_fetch_script(script: &str, cache: &Path, needs: &str) -> Result<()> {
+    let script = crate::workspace_root().join("models").join(script);
     let py = python();
     let status = Command::new(&py)
         .arg(&script)
@@ -45,14 +44,20 @@ pub fn fetch_light(cache: &Path) -> Result<()> {
         .status()
         .with_context(|| format!("running {py} {}", script.display()))?;
     if !status.success() {
-        bail!(
-            "{py} {} --cache {} failed ({status}); it needs network access to PyPI \
-             (`pip download onnx=={ONNX_VERSION}`)",
-            script.display(),
-            cache.display()
-        );
+        bail!("{py} {} --cache {} failed ({status}); it needs {needs}", script.display(), cache.display());
     }
     Ok(())
+}
+
+/// Runs `models/fetch_light.py --cache <cache>`: downloads the onnx wheel (pip),
+/// extracts the light models into `<cache>/light` and writes their inputs when
+/// `onnx` is importable.
+pub fn fetch_light(cache: &Path) -> Result<()> {
+    run_fetch_script(
+        "fetch_light.py",
+        cache,
+        &format!("network access to PyPI (`pip download onnx=={ONNX_VERSION}`)"),
+    )
 }
 
 /// The input ONNX's backend test runner feeds a light model (its

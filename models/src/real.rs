@@ -3,10 +3,9 @@
 //! `models/fetch_real.py` into `<cache>/real` with a manifest (`real.json`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde::Deserialize;
 
 /// One real model, as the manifest lists it.
@@ -68,21 +67,11 @@ pub fn ensure_real_models_in(cache: &Path) -> Result<RealModels> {
     let _lock = crate::CacheLock::acquire(cache)?;
     let dir = cache.join("real");
     let manifest = dir.join("real.json");
-    let script = crate::workspace_root().join("models").join("fetch_real.py");
-    let py = crate::light::python();
-    let status = Command::new(&py)
-        .arg(&script)
-        .arg("--cache")
-        .arg(cache)
-        .status()
-        .with_context(|| format!("running {py} {}", script.display()))?;
-    if !status.success() {
-        bail!(
-            "{py} {} failed ({status}): it needs PyPI, espeak-ng and the Python packages \
-             scripts/test.sh installs (onnx, onnxruntime, Pillow)",
-            script.display()
-        );
-    }
+    crate::light::run_fetch_script(
+        "fetch_real.py",
+        cache,
+        "PyPI, espeak-ng and the Python packages scripts/test.sh installs (onnx, onnxruntime, Pillow)",
+    )?;
     let text =
         std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
     let m: Manifest =
