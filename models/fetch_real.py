@@ -85,7 +85,7 @@ PHOTOS = {
 }
 PHRASE = "alexa, what is the weather like today"
 AUDIO_SECONDS = 4
-VERSION = 1
+VERSION = 2
 
 
 def sha256(data):
@@ -189,6 +189,7 @@ def main():
         with open(manifest_path) as f:
             old = json.load(f)
         files = [m["file"] for m in old["models"]] + [p for m in old["models"] for p in m["inputs"] + m["outputs"]]
+        files += [f"photos/{p}.png" for p in PHOTOS]
         if old.get("version") == VERSION and all(os.path.exists(os.path.join(out_dir, p)) for p in files):
             print(f"real models already in {out_dir}")
             return
@@ -222,6 +223,11 @@ def main():
     windows = np.stack([frames[i:i + 76] for i in range(0, len(frames) - 75, 8)])[..., None].astype(np.float32)
     embeddings = run("oww_embedding", {"input_1": windows})[0].reshape(len(windows), 96)
     astronaut, text = photo("astronaut", wheel_dir), photo("text", wheel_dir)
+    # The photos themselves, for the apps' tests (tandem-wearable detect).
+    photos = os.path.join(out_dir, "photos")
+    os.makedirs(photos, exist_ok=True)
+    for pname, (path, digest) in PHOTOS.items():
+        atomic_write(os.path.join(photos, f"{pname}.png"), member("scikit-image", path, digest, wheel_dir))
     w, h = text.size
     line = text.crop((0, 0, w, h // 4))
     feeds = {

@@ -6,6 +6,7 @@
 //! Every subcommand parses its arguments and calls the library.
 
 mod calibrate_cmd;
+mod detect;
 mod device_cmd;
 mod oracle_cmd;
 mod paired_cmd;
@@ -100,6 +101,8 @@ enum Command {
     /// Wake-word detection on a WAV file (openWakeWord's models): mel and
     /// keyword heads on the watch, the speech embedding split with the handheld.
     Wakeword(wakeword::WakewordArgs),
+    /// Object detection (YOLOv8) on images or Y4M video, split with the handheld.
+    Detect(detect::DetectArgs),
     /// DeepWear's graph simplification: node counts before and after, and the virtual nodes.
     Simplify {
         #[command(flatten)]
@@ -210,6 +213,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => paired_cmd::run(args),
         Command::Stream(args) => paired_cmd::stream(args),
         Command::Wakeword(args) => wakeword::wakeword(args),
+        Command::Detect(args) => detect::detect(args),
         Command::Simplify { model } => {
             let model = model.load()?;
             let g = model.graph();

@@ -4,6 +4,7 @@
 mod calibrate_cli;
 mod cli;
 mod common;
+mod detect;
 mod device_cli;
 mod paired_cli;
 mod plan_cli;
