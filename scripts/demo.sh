@@ -31,16 +31,8 @@ $T/tandem-models gen --out models/cache/zoo $MODELS >/dev/null
 OUT=target/demo
 mkdir -p "$OUT"
 : >"$OUT/demo.jsonl"
-$T/tandem-handheld serve --listen 127.0.0.1:0 --models models/cache/zoo \
-  >"$OUT/handheld.out" 2>"$OUT/handheld.err" &
-HANDHELD=$!
-trap 'kill $HANDHELD 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  grep -q "listening on" "$OUT/handheld.out" 2>/dev/null && break
-  sleep 0.1
-done
-ADDR=$(sed -n 's/^listening on //p' "$OUT/handheld.out")
-[ -n "$ADDR" ] || { echo "the handheld did not start:" >&2; cat "$OUT/handheld.err" >&2; exit 1; }
+. scripts/handheld.sh
+start_handheld "$OUT" --models models/cache/zoo
 echo "handheld listening on $ADDR; wearable: watch-w5 (8x slowdown) over emulated $LINK"
 
 for m in $MODELS; do

@@ -14,12 +14,6 @@ args=(--model $R/nudenet_320n.onnx --images target/detect/images)
 echo "== on the watch alone"
 $T/tandem-wearable detect "${args[@]}" | sed -n 1p
 echo "== on a handheld"
-$T/tandem-handheld serve --listen 127.0.0.1:0 >target/detect/handheld.log 2>&1 &
-handheld=$!
-trap 'kill $handheld 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  addr=$(sed -n 's/^listening on //p' target/detect/handheld.log)
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-$T/tandem-wearable detect "${args[@]}" --connect "$addr" --placement handheld | sed -n 1p
+. scripts/handheld.sh
+start_handheld target/detect
+$T/tandem-wearable detect "${args[@]}" --connect "$ADDR" --placement handheld | sed -n 1p

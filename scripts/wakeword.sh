@@ -16,12 +16,6 @@ args=(--wav target/wakeword/alexa.wav --mel $R/oww_melspectrogram.onnx --embeddi
 echo "== on the watch alone"
 $T/tandem-wearable wakeword "${args[@]}"
 echo "== the embedding on a handheld, over emulated BLE 2M"
-$T/tandem-handheld serve --listen 127.0.0.1:0 >target/wakeword/handheld.log 2>&1 &
-handheld=$!
-trap 'kill $handheld 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  addr=$(sed -n 's/^listening on //p' target/wakeword/handheld.log)
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-$T/tandem-wearable wakeword "${args[@]}" --connect "$addr" --link ble-2m --placement handheld
+. scripts/handheld.sh
+start_handheld target/wakeword
+$T/tandem-wearable wakeword "${args[@]}" --connect "$ADDR" --link ble-2m --placement handheld

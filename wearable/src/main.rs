@@ -5,6 +5,7 @@
 //! latency predictors, shows device profiles and calibrates the power model.
 //! Every subcommand parses its arguments and calls the library.
 
+mod apps;
 mod calibrate_cmd;
 mod detect;
 mod device_cmd;

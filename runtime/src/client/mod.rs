@@ -102,7 +102,7 @@ pub struct Session {
     /// The last check of an offloading decision against running alone:
     /// (its cut key, the conditions, the mode, `Some((local ms, why))` if running alone wins).
     offload_check: Option<OffloadCheck>,
-    ready: bool,
+    /// Where the session stands with the handheld; ready iff `Ready`.
     status: Status,
     transport_name: String,
     /// Runs the link task (kept alive with the session).
@@ -193,7 +193,6 @@ impl Session {
             handheld_latency: None,
             handheld_device: None,
             offload_check: None,
-            ready: false,
             status: Status::Connecting,
             transport_name,
             _runtime: runtime,
@@ -214,7 +213,7 @@ impl Session {
         }
         let required = s.config.require_handheld;
         let until = Instant::now() + required.unwrap_or(s.config.ready_timeout);
-        while !s.ready && Instant::now() < until {
+        while !s.is_ready() && Instant::now() < until {
             match s.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
                 Ok(ev) => {
                     let lost = matches!(ev, Event::Disconnected(_));
@@ -229,7 +228,7 @@ impl Session {
                 Err(_) => break,
             }
         }
-        if !s.ready {
+        if !s.is_ready() {
             if s.status == Status::Connecting {
                 s.status = Status::Unreachable {
                     error: format!(
@@ -288,7 +287,7 @@ impl Session {
 
     /// Whether the handheld is ready to take suffixes.
     pub fn is_ready(&self) -> bool {
-        self.ready
+        matches!(self.status, Status::Ready { .. })
     }
 
     /// The handheld's profile name, once it answered.
@@ -429,7 +428,6 @@ impl Session {
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
                 self.offload_check = None;
-                self.ready = true;
                 self.planner.handle_predictor_update();
             }
             Event::Status(s) => {
@@ -503,7 +501,7 @@ impl Session {
                 self.status = Status::Refused { reason };
             }
             Event::Disconnected(reason) => {
-                if self.ready {
+                if self.is_ready() {
                     warn!("lost the handheld: {reason}");
                 }
                 // A refusal ends its connection too; it stays the status
@@ -511,7 +509,6 @@ impl Session {
                 if !matches!(&self.status, Status::Refused { reason: r } if reason.contains(r.as_str())) {
                     self.status = Status::Unreachable { error: reason };
                 }
-                self.ready = false;
                 self.probes.clear();
             }
         }
@@ -770,7 +767,7 @@ impl Session {
     fn maybe_probe(&mut self, idle: bool) {
         // A probe unanswered for 5 s is lost.
         self.probes.retain(|_, (sent, _)| sent.elapsed() < Duration::from_secs(5));
-        if !self.ready || !self.probes.is_empty() {
+        if !self.is_ready() || !self.probes.is_empty() {
             return;
         }
         if let Some(p) = self.profiler.probe_due(self.now(), idle) {

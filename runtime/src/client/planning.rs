@@ -10,7 +10,7 @@ impl Session {
         let here = |reason: String| (Cut::wearable_only(g), None, Some(reason));
         match &self.config.placement {
             Placement::WearableOnly => return here("placement: wearable only".into()),
-            _ if !self.ready => {
+            _ if !self.is_ready() => {
                 return here(self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()))
             }
             Placement::HandheldOnly => return (Cut::handheld_only(g), None, None),

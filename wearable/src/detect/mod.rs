@@ -9,13 +9,13 @@ mod yolo;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use tandem::client::{ModelFile, Placement, Session, SessionConfig, StreamReport};
-use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
-use tandem::link::{TcpTransport, Transport};
-use tandem::{frame, tensor_f32, InputShapes};
+use tandem::client::StreamReport;
+use tandem::{frame, tensor_f32};
+
+use crate::apps::{load_with_input_shape, AppPairArgs};
 
 /// NudeNet 3.4's classes (its `320n.onnx`), the default `--labels`.
 const NUDENET: [&str; 18] = [
@@ -63,18 +63,9 @@ pub struct DetectArgs {
     /// Overlap above which the weaker box of a class is dropped.
     #[arg(long, default_value_t = 0.45)]
     pub iou: f32,
-    /// The handheld (`tandem-handheld serve`); none: all on the watch.
-    #[arg(long)]
-    pub connect: Option<String>,
-    /// Emulate this link profile on the connection (e.g. ble-2m).
-    #[arg(long)]
-    pub link: Option<String>,
-    /// Where frames run when connected: auto (the planner), handheld, wearable.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "handheld", "wearable"])]
-    pub placement: String,
-    /// The watch's compute dilation on this host (1: a real watch).
-    #[arg(long, default_value_t = 8.0)]
-    pub dilation: f64,
+    /// Where the model runs.
+    #[command(flatten)]
+    pub pair: AppPairArgs,
 }
 
 /// An input frame: its name, width, height, and RGB bytes.
@@ -129,45 +120,15 @@ fn labels(path: Option<&Path>) -> Result<Vec<String>> {
 
 /// `tandem-wearable detect`.
 pub fn detect(args: DetectArgs) -> Result<ExitCode> {
-    if args.link.is_some() && args.connect.is_none() {
-        bail!("--link emulates the connection to a handheld: it needs --connect");
-    }
+    args.pair.check()?;
     if !(16..=4096).contains(&args.size) {
         bail!("--size {}: must be from 16 to 4096", args.size);
     }
     let names = labels(args.labels.as_deref())?;
     let frames = read_frames(&args)?;
-    let input = match tandem::Model::from_path(&args.model, &InputShapes::none()) {
-        Ok(m) => m.graph().tensor(m.graph().inputs()[0]).name.clone(),
-        Err(tandem::Error::SymbolicInput { input, .. }) => input,
-        Err(e) => return Err(e).with_context(|| args.model.display().to_string()),
-    };
     let s = args.size;
-    let shapes = InputShapes::parse(&[format!("{input}=1,3,{s},{s}")])?;
-    let model = ModelFile::load(&args.model, &shapes).with_context(|| args.model.display().to_string())?;
-    let mut config = SessionConfig::emulated_watch_and_phone()?;
-    config.dilation = args.dilation.max(1.0);
-    let mut session = match &args.connect {
-        Some(addr) => {
-            let tcp = TcpTransport::new(addr.clone());
-            let transport: Box<dyn Transport> = match &args.link {
-                Some(name) => {
-                    let profile = LinkProfile::named(name)?;
-                    let control = LinkControl::new(&profile, Schedule::default());
-                    Box::new(EmulatedTransport::new(tcp, profile, control, 13))
-                }
-                None => Box::new(tcp),
-            };
-            config.ready_timeout = Duration::from_secs(30);
-            config.placement = match args.placement.as_str() {
-                "handheld" => Placement::HandheldOnly,
-                "wearable" => Placement::WearableOnly,
-                _ => Placement::Auto,
-            };
-            Session::open(model, transport, config)?
-        }
-        None => Session::open_local(model, config)?,
-    };
+    let (model, input) = load_with_input_shape(&args.model, &format!("1,3,{s},{s}"))?;
+    let mut session = args.pair.open(model, 13)?;
     let mut boxes = vec![];
     let inputs = frames
         .iter()

@@ -9,13 +9,12 @@ mod buffer;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tandem::client::{ModelFile, Placement, Session, SessionConfig};
-use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
-use tandem::link::{TcpTransport, Transport};
+use tandem::client::{ModelFile, Session};
 use tandem::{frame, tensor_f32, InputShapes};
+
+use crate::apps::{load_with_input_shape, AppPairArgs};
 
 use buffer::{
     detections, head_windows, mel_inputs, resample, MelBuffer, CHUNK, EMBEDDING, MEL_BINS, MEL_INPUT, RATE,
@@ -37,21 +36,12 @@ pub struct WakewordArgs {
     /// A keyword head (e.g. alexa_v0.1.onnx); repeatable.
     #[arg(long, required = true)]
     pub keyword: Vec<PathBuf>,
-    /// The handheld that may run the embedding (`tandem-handheld serve`); none: all on the watch.
-    #[arg(long)]
-    pub connect: Option<String>,
-    /// Emulate this link profile on the connection (e.g. ble-2m).
-    #[arg(long)]
-    pub link: Option<String>,
-    /// Where the embedding runs when connected: auto (the planner), handheld, wearable.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "handheld", "wearable"])]
-    pub placement: String,
     /// Score at or above which a keyword is detected.
     #[arg(long, default_value_t = 0.5)]
     pub threshold: f32,
-    /// The watch's compute dilation on this host (1: a real watch).
-    #[arg(long, default_value_t = 8.0)]
-    pub dilation: f64,
+    /// Where the speech embedding runs.
+    #[command(flatten)]
+    pub pair: AppPairArgs,
 }
 
 /// Reads a WAV file as int16-range floats (what openWakeWord feeds) at 16 kHz.
@@ -75,27 +65,14 @@ fn read_wav(path: &Path) -> Result<(Vec<f32>, u32)> {
     Ok((resample(&samples, spec.sample_rate), spec.sample_rate))
 }
 
-fn model(path: &Path, shape: &str) -> Result<ModelFile> {
-    let shapes = InputShapes::parse(&[format!("{}={shape}", first_input_name(path)?)])?;
-    ModelFile::load(path, &shapes).with_context(|| path.display().to_string())
-}
-
-/// The name of a model's first input (symbolic or not).
-fn first_input_name(path: &Path) -> Result<String> {
-    match tandem::Model::from_path(path, &InputShapes::none()) {
-        Ok(m) => Ok(m.graph().tensor(m.graph().inputs()[0]).name.clone()),
-        Err(tandem::Error::SymbolicInput { input, .. }) => Ok(input),
-        Err(e) => Err(e).with_context(|| path.display().to_string()),
-    }
-}
-
-/// A keyword head's window length (its input is [1, k, 96]).
-fn head_window(path: &Path) -> Result<(ModelFile, usize)> {
+/// A keyword head, its input's name and its window length (its input is [1, k, 96]).
+fn head_window(path: &Path) -> Result<(ModelFile, String, usize)> {
     let m = ModelFile::load(path, &InputShapes::none()).with_context(|| path.display().to_string())?;
     let g = m.model.graph();
-    let shape = g.tensor(g.inputs()[0]).shape.clone();
+    let input = g.tensor(g.inputs()[0]);
+    let (name, shape) = (input.name.clone(), input.shape.clone());
     match shape.as_slice() {
-        [1, k, EMBEDDING] => Ok((m, *k)),
+        &[1, k, EMBEDDING] => Ok((m, name, k)),
         other => bail!("{}: a keyword head reads [1, k, 96], not {other:?}", path.display()),
     }
 }
@@ -132,9 +109,7 @@ pub fn wakeword(args: WakewordArgs) -> Result<ExitCode> {
     if !(args.threshold > 0.0 && args.threshold <= 1.0) {
         bail!("--threshold {}: must be in (0, 1]", args.threshold);
     }
-    if args.link.is_some() && args.connect.is_none() {
-        bail!("--link emulates the connection to a handheld: it needs --connect");
-    }
+    args.pair.check()?;
     let (speech, rate) = read_wav(&args.wav)?;
     let seconds = speech.len() as f64 / RATE as f64;
     // Silence before the clip fills the windows (as a live stream's past
@@ -143,15 +118,12 @@ pub fn wakeword(args: WakewordArgs) -> Result<ExitCode> {
     let mut audio = vec![0.0; lead];
     audio.extend_from_slice(&speech);
     audio.resize(audio.len() + tail, 0.0);
-    let mel_model = model(&args.mel, &format!("1,{MEL_INPUT}"))?;
-    let emb_model = model(&args.embedding, &format!("1,{WINDOW},{MEL_BINS},1"))?;
+    let (mel_model, mel_input) = load_with_input_shape(&args.mel, &format!("1,{MEL_INPUT}"))?;
+    let (emb_model, emb_input) = load_with_input_shape(&args.embedding, &format!("1,{WINDOW},{MEL_BINS},1"))?;
     let heads = args.keyword.iter().map(|p| head_window(p)).collect::<Result<Vec<_>>>()?;
-
-    let mut config = SessionConfig::emulated_watch_and_phone()?;
-    config.dilation = args.dilation.max(1.0);
+    let config = args.pair.config()?;
     // 1. Mel frames, on the watch.
     let mut mel = Session::open_local(mel_model, config.clone())?;
-    let mel_input = first_input_name(&args.mel)?;
     let (mel_out, _) = run_all(&mut mel, &mel_input, &[1, MEL_INPUT], mel_inputs(&audio))?;
     let mut buffer = MelBuffer::default();
     let mut windows = vec![];
@@ -163,38 +135,15 @@ pub fn wakeword(args: WakewordArgs) -> Result<ExitCode> {
         }
     }
     // 2. Embeddings: split with the handheld when there is one (the planner decides).
-    let mut emb = match &args.connect {
-        Some(addr) => {
-            let tcp = TcpTransport::new(addr.clone());
-            let transport: Box<dyn Transport> = match &args.link {
-                Some(name) => {
-                    let profile = LinkProfile::named(name)?;
-                    let control = LinkControl::new(&profile, Schedule::default());
-                    Box::new(EmulatedTransport::new(tcp, profile, control, 11))
-                }
-                None => Box::new(tcp),
-            };
-            let mut c = config.clone();
-            c.ready_timeout = Duration::from_secs(30);
-            c.placement = match args.placement.as_str() {
-                "handheld" => Placement::HandheldOnly,
-                "wearable" => Placement::WearableOnly,
-                _ => Placement::Auto,
-            };
-            Session::open(emb_model, transport, c)?
-        }
-        None => Session::open_local(emb_model, config.clone())?,
-    };
+    let mut emb = args.pair.open(emb_model, 11)?;
     let status = emb.status().to_string();
-    let input = first_input_name(&args.embedding)?;
     let n_windows = windows.len();
-    let (embeddings, offloaded) = run_all(&mut emb, &input, &[1, WINDOW, MEL_BINS, 1], windows)?;
+    let (embeddings, offloaded) = run_all(&mut emb, &emb_input, &[1, WINDOW, MEL_BINS, 1], windows)?;
     // 3. Keyword heads, on the watch.
     let mut found = 0;
     let mut best = serde_json::Map::new();
-    for ((head_model, k), path) in heads.into_iter().zip(&args.keyword) {
+    for ((head_model, input, k), path) in heads.into_iter().zip(&args.keyword) {
         let name = keyword_name(path);
-        let input = first_input_name(path)?;
         let mut head = Session::open_local(head_model, config.clone())?;
         let hw = head_windows(&embeddings, k);
         let at: Vec<f64> = hw
