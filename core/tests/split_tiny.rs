@@ -203,3 +203,38 @@ fn a_shape_built_state_folds_and_every_cut_matches_once_the_batch_is_bound() {
         assert!(bad.push_dim(spec).is_err(), "{spec}");
     }
 }
+
+/// `If` and `Scan` (control flow tract runs) are one layer each: a cut
+/// never splits a subgraph, and the tensors a subgraph reads from the
+/// enclosing graph count as the layer's inputs, so a cut that leaves them
+/// on the wearable sends them. Every cut reproduces the unsplit run.
+#[test]
+fn control_flow_runs_whole_on_one_side_and_every_cut_matches() {
+    let model = load(&testing::control_flow_onnx());
+    let g = model.graph();
+    let layer = |op: &str| g.nodes().iter().position(|n| n.op == op).unwrap_or_else(|| panic!("{op} layer"));
+    let (branch, scan) = (layer("If"), layer("Scan"));
+    let name_of = |ids: &[usize]| ids.iter().map(|&i| g.nodes()[i].name.clone()).collect::<Vec<_>>();
+    // The If reads `a` and `b` only inside its branches; the Scan reads `scale` inside its body.
+    let branch_preds = name_of(g.preds(branch));
+    for captured in ["relu", "weigh"] {
+        assert!(branch_preds.iter().any(|p| p == captured), "If after {captured}: {branch_preds:?}");
+    }
+    assert!(name_of(g.preds(scan)).iter().any(|p| p == "scale_of"), "{:?}", name_of(g.preds(scan)));
+    let cuts = enumerate_cuts(g, 10_000).expect("few cuts");
+    let captured_crossing = cuts.iter().any(|c| {
+        !c.on_wearable(branch) && c.up_tensors().iter().any(|&t| g.tensor(t).name == "b")
+    });
+    assert!(captured_crossing, "some cut sends a tensor only a branch reads");
+    let report = check_cuts(&model, &cuts, &random_inputs(&model, 3).expect("inputs")).expect("check");
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.cuts_checked, cuts.len());
+}
+
+#[test]
+fn a_loop_is_refused_with_its_node_named() {
+    let err = Model::from_bytes(&testing::loop_onnx(), &InputShapes::none()).expect_err("Loop");
+    let text = err.to_string();
+    assert!(matches!(err, Error::UnsupportedOp { .. }), "{text}");
+    assert!(text.contains("Loop") && text.contains("repeat"), "{text}");
+}

@@ -84,6 +84,39 @@ impl GraphBuilder {
         self
     }
 
+    /// Sets a float tensor attribute on the last node added (a `Constant`'s
+    /// `value`): `dims` and the values.
+    pub fn tensor_attr(&mut self, name: &str, dims: &[i64], values: &[f32]) -> &mut Self {
+        if let Some(node) = self.graph.node.last_mut() {
+            node.attribute.push(pb::AttributeProto {
+                name: name.into(),
+                r#type: pb::attribute_proto::AttributeType::Tensor as i32,
+                t: Some(pb::TensorProto {
+                    dims: dims.to_vec(),
+                    data_type: 1,
+                    float_data: values.to_vec(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        self
+    }
+
+    /// Sets a graph attribute (an `If` branch, a `Scan` or `Loop` body) on
+    /// the last node added: the graph `body` has built so far.
+    pub fn graph_attr(&mut self, name: &str, body: &GraphBuilder) -> &mut Self {
+        if let Some(node) = self.graph.node.last_mut() {
+            node.attribute.push(pb::AttributeProto {
+                name: name.into(),
+                r#type: pb::attribute_proto::AttributeType::Graph as i32,
+                g: Some(pb::GraphProto { name: name.into(), ..body.graph.clone() }),
+                ..Default::default()
+            });
+        }
+        self
+    }
+
     /// Annotates an intermediate float tensor's shape (`value_info`), as
     /// exporters do; a negative dim becomes symbolic `N`.
     pub fn annotate(&mut self, name: &str, dims: &[i64]) -> &mut Self {
@@ -200,6 +233,75 @@ pub fn shape_state_onnx() -> Vec<u8> {
         .node("Relu", "relu", &["a"], &["y"])
         .output("y", &[-1, 8])
         .build()
+}
+
+/// Control flow tract runs, with subgraphs that read tensors of the
+/// enclosing graph (as exporters write them):
+/// - `a = Relu(x)`, `b = a · w` (element-wise);
+/// - `If(sum(x) > 0)`: then `b + a`, else `b − a`; both branches read `a`
+///   and `b` from outside and agree on shape;
+/// - `Scan` over the rows of the `If`'s result: a running sum of
+///   `row · a_row0`, where its body reads `scale` (computed outside);
+/// - `y = rows + b`, and the scan's final state `h`.
+///
+/// x[2,3] → y[2,3], h[3].
+pub fn control_flow_onnx() -> Vec<u8> {
+    let mut then_branch = GraphBuilder::new();
+    then_branch.node("Add", "then_add", &["b", "a"], &["then_out"]).output("then_out", &[2, 3]);
+    let mut else_branch = GraphBuilder::new();
+    else_branch.node("Sub", "else_sub", &["b", "a"], &["else_out"]).output("else_out", &[2, 3]);
+    let mut body = GraphBuilder::new();
+    body.input("h_in", &[3])
+        .input("row", &[3])
+        .node("Mul", "body_scale", &["row", "scale"], &["scaled"])
+        .node("Add", "body_sum", &["h_in", "scaled"], &["h_out"])
+        .node("Identity", "body_emit", &["h_out"], &["row_out"])
+        .output("h_out", &[3])
+        .output("row_out", &[3]);
+    let mut g = GraphBuilder::new();
+    g.input("x", &[2, 3])
+        .weight("w", &[2, 3])
+        .weight("h0", &[3])
+        .node("Constant", "zero", &[], &["zero"])
+        .tensor_attr("value", &[], &[0.0])
+        .node("Relu", "relu", &["x"], &["a"])
+        .node("Mul", "weigh", &["a", "w"], &["b"])
+        .node("ReduceSum", "total", &["x"], &["s"])
+        .int_attr("keepdims", 0)
+        .node("Greater", "positive", &["s", "zero"], &["cond"])
+        .node("Sigmoid", "squash", &["b"], &["sb"])
+        .node("ReduceMean", "scale_of", &["sb"], &["scale"])
+        .int_attr("keepdims", 0)
+        .node("If", "branch", &["cond"], &["picked"])
+        .graph_attr("then_branch", &then_branch)
+        .graph_attr("else_branch", &else_branch)
+        .node("Scan", "running_sum", &["h0", "picked"], &["h", "rows"])
+        .int_attr("num_scan_inputs", 1)
+        .graph_attr("body", &body)
+        .node("Add", "join", &["rows", "b"], &["y"])
+        .output("y", &[2, 3])
+        .output("h", &[3]);
+    g.build()
+}
+
+/// A `Loop` (ONNX control flow tract 0.23 does not run): refused, named.
+pub fn loop_onnx() -> Vec<u8> {
+    let mut body = GraphBuilder::new();
+    body.input("i", &[])
+        .input("cond_in", &[])
+        .input("acc_in", &[1, 4])
+        .node("Identity", "keep_going", &["cond_in"], &["cond_out"])
+        .node("Relu", "step", &["acc_in"], &["acc_out"])
+        .output("cond_out", &[])
+        .output("acc_out", &[1, 4]);
+    let mut g = GraphBuilder::new();
+    g.input("x", &[1, 4])
+        .ints("trips", &[3])
+        .node("Relu", "before", &["x"], &["a"])
+        .node("Loop", "repeat", &["trips", "", "a"], &["y"])
+        .graph_attr("body", &body)
+        .output("y", &[1, 4]);
+    g.build()
 }
 
 /// A random element-wise DAG for property tests: a MatMul on input `x`, then
