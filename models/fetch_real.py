@@ -45,6 +45,13 @@ WHEELS = {
         "Apache-2.0",
     ),
     "silero-vad": ("5.1.2", "93b41953d7774b165407fda6b533c119c5803864e367d5034dc626c82cfdf661", "MIT"),
+    "brainmaze-eeg-models": (
+        "0.1.0",
+        "25ec131ac5ed39cf8032a07cc22f5744f13a589f45b10885726e096e41e1d104",
+        "BSD-3-Clause (Mayo Clinic)",
+    ),
+    "heartpy": ("1.2.7", "c9df4fbd427bc10b9eaa951a34958a451a586e3c7ec0d1c46488b491abcb8ab7",
+                "MIT; its example PPG recording data.csv"),
     "scikit-image": (
         "0.24.0",
         "fa27b3a0dbad807b966b8db2d78da734cb812ca4787f7fbb143764800ce2fa9c",
@@ -76,16 +83,28 @@ MODELS = {
                   "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b", "ocr_rec"),
     "ppocr_cls": ("rapidocr-onnxruntime", OCR + "ch_ppocr_mobile_v2.0_cls_infer.onnx",
                   "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c", "ocr_cls"),
+    "eeg_seizure": ("brainmaze-eeg-models", "brainmaze_eeg_models/seizure/_models/modelA_paper.onnx",
+                    "088c815a10b54435432a0bef2629977d59e655a0c60b48a89e744aa52b6d48e3", "body"),
     "silero_vad": ("silero-vad", "silero_vad/data/silero_vad.onnx",
                    "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f", "refused"),
 }
+# Models derived here from a fetched one by a real tool: name: (source, how).
+# onnxruntime's own static quantizer writes int8 QuantizeLinear /
+# DequantizeLinear (QDQ) models, per-channel weights, calibrated on the
+# source's real input.
+DERIVED = {
+    "oww_embedding_int8": ("oww_embedding", "qdq"),
+    "ppocr_cls_int8": ("ppocr_cls", "qdq"),
+}
+# A real body-sensor recording: heartpy's example wrist PPG, 100 Hz.
+PPG = ("heartpy", "heartpy/data/data.csv", "b06b8049008b3d9391cd2b9a3b90510b3734426b8833a6de7b7b323b4bda7179", 100)
 PHOTOS = {
     "astronaut": ("skimage/data/astronaut.png", "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5"),
     "text": ("skimage/data/text.png", "bd84aa3a6e3c9887850d45d606c96b2e59433fbef50338570b63c319e668e6d1"),
 }
 PHRASE = "alexa, what is the weather like today"
 AUDIO_SECONDS = 4
-VERSION = 2
+VERSION = 3
 
 
 def sha256(data):
@@ -178,6 +197,64 @@ def letterbox(img, side):
     return (np.asarray(canvas, dtype=np.float32) / 255.0).transpose(2, 0, 1)[None].astype(np.float32)
 
 
+def tukey(m, alpha=0.25):
+    """scipy.signal.get_window(("tukey", alpha), m, fftbins=False), in numpy."""
+    import numpy as np
+
+    w = np.ones(m)
+    width = int(np.floor(alpha * (m - 1) / 2.0))
+    n1 = np.arange(0, width + 1)
+    w[: width + 1] = 0.5 * (1 + np.cos(np.pi * (-1 + 2.0 * n1 / alpha / (m - 1))))
+    n3 = np.arange(m - width - 1, m)
+    w[m - width - 1:] = 0.5 * (1 + np.cos(np.pi * (-2.0 / alpha + 1 + 2.0 * n3 / alpha / (m - 1))))
+    return w
+
+
+def seizure_spectrogram(wheel_dir):
+    """brainmaze's seizure preprocessing (preprocess_input) of the PPG, in numpy.
+
+    The signal is resampled to 200 Hz (the model needs >= 200), z-scored,
+    cut into 1 s segments every 0.5 s (scipy.signal.spectrogram's defaults:
+    Tukey(0.25) window, mean removed), and the first 100 one-Hz bins of each
+    segment's power are z-scored per bin. Per-bin scale factors cancel in
+    that z-score, so the PSD's density scaling is left out. Shape [1, 100, T].
+    """
+    import numpy as np
+
+    package, path, digest, rate = PPG
+    ppg = np.loadtxt(member(package, path, digest, wheel_dir).decode().splitlines())
+    fs = 200
+    t = np.arange(int(len(ppg) * fs / rate)) / fs
+    x = np.interp(t, np.arange(len(ppg)) / rate, ppg)
+    x = (x - x.mean()) / x.std()
+    hop = fs // 2
+    segments = np.stack([x[j * hop:j * hop + fs] for j in range((len(x) - fs) // hop + 1)])
+    segments -= segments.mean(axis=1, keepdims=True)
+    power = (np.abs(np.fft.rfft(segments * tukey(fs), axis=1)) ** 2).T[:100]
+    sd = power.std(axis=1, keepdims=True)
+    return ((power - power.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0))[None].astype(np.float32)
+
+
+def quantize_qdq(source, target, feed):
+    """onnxruntime's static quantizer: QDQ format, int8, per-channel weights."""
+    import logging
+
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([feed])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process first
+    tmp = f"{target}.tmp{os.getpid()}"
+    quantize_static(source, tmp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    os.replace(tmp, target)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache"))
@@ -199,6 +276,7 @@ def main():
     import onnxruntime as ort
     from onnx import numpy_helper
 
+    ort.set_default_logger_severity(3)  # quantized models' unused-initializer warnings
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
     for name, (package, path, digest, _) in MODELS.items():
@@ -237,7 +315,13 @@ def main():
         "ppocr_det": {"x": chw(text, (320, 320), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))},
         "ppocr_rec": {"x": chw(line, (320, 48), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))},
         "ppocr_cls": {"x": chw(line, (192, 48), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))},
+        "eeg_seizure": {"x": seizure_spectrogram(wheel_dir)},
     }
+    for name, (source, how) in DERIVED.items():
+        assert how == "qdq"
+        paths[name] = os.path.join(out_dir, f"{name}.onnx")
+        quantize_qdq(paths[source], paths[name], feeds[source])
+        feeds[name] = feeds[source]
     for name in ("oww_alexa", "oww_hey_jarvis", "oww_weather", "oww_timer"):
         (input_name, dims), = input_names(name)
         k = dims[1]
@@ -246,9 +330,13 @@ def main():
         feeds[name] = {input_name: embeddings[:k][None].astype(np.float32)}
 
     entries = []
-    for name, (package, _, _, kind) in MODELS.items():
+    sources = {name: (package, kind) for name, (package, _, _, kind) in MODELS.items()}
+    sources.update({name: (MODELS[source][0], "int8") for name, (source, _) in DERIVED.items()})
+    for name, (package, kind) in sources.items():
         entry = {"name": name, "file": f"{name}.onnx", "package": package, "version": WHEELS[package][0],
                  "licence": WHEELS[package][2], "kind": kind, "input_shapes": [], "inputs": [], "outputs": []}
+        if name in DERIVED:
+            entry["derived"] = f"{DERIVED[name][0]}, quantized by onnxruntime {ort.__version__} (int8 QDQ)"
         if kind == "refused":
             entry["refused_node_op"] = "If"
             entries.append(entry)
@@ -260,7 +348,12 @@ def main():
             atomic_write(os.path.join(out_dir, rel),
                          numpy_helper.from_array(value, name=input_name).SerializeToString())
             entry["inputs"].append(rel)
-        session = ort.InferenceSession(paths[name], providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        if name in DERIVED:
+            # The QDQ nodes as written (ONNX's semantics), not onnxruntime's
+            # fused integer kernels, which round differently.
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(paths[name], options, providers=["CPUExecutionProvider"])
         for i, (out, value) in enumerate(zip(session.get_outputs(), session.run(None, feed))):
             rel = f"{name}_output_{i}.pb"
             atomic_write(os.path.join(out_dir, rel),

@@ -5,6 +5,7 @@
 //! # Layout
 //! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
 //! - `concretize`: symbols bound, stale annotations dropped, shape computations folded (before cutting).
+//! - `workaround`: exact rewrites of ONNX patterns tract runs wrongly (a softmax between int8 dequantize and quantize).
 //! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
 //! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
 //! - [`split`]: prefix and suffix plans per cut, cached.
@@ -41,6 +42,7 @@ pub mod graph;
 pub mod model;
 pub mod profile;
 pub mod split;
+mod workaround;
 
 pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut};
 pub use error::{Error, Result};

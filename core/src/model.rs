@@ -174,6 +174,9 @@ impl Model {
         }
         check_ops(graph)?;
         crate::concretize::bind_symbols(&mut proto, input_shapes);
+        if let Some(graph) = proto.graph.as_mut() {
+            crate::workaround::unfold_dequantize_before_softmax(graph);
+        }
         let facts = infer_facts(&proto, model_dir.as_deref(), input_shapes)?;
         crate::concretize::fold_shape_nodes(&mut proto, &facts);
         let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;

@@ -222,9 +222,9 @@ fn control_flow_runs_whole_on_one_side_and_every_cut_matches() {
     }
     assert!(name_of(g.preds(scan)).iter().any(|p| p == "scale_of"), "{:?}", name_of(g.preds(scan)));
     let cuts = enumerate_cuts(g, 10_000).expect("few cuts");
-    let captured_crossing = cuts.iter().any(|c| {
-        !c.on_wearable(branch) && c.up_tensors().iter().any(|&t| g.tensor(t).name == "b")
-    });
+    let captured_crossing = cuts
+        .iter()
+        .any(|c| !c.on_wearable(branch) && c.up_tensors().iter().any(|&t| g.tensor(t).name == "b"));
     assert!(captured_crossing, "some cut sends a tensor only a branch reads");
     let report = check_cuts(&model, &cuts, &random_inputs(&model, 3).expect("inputs")).expect("check");
     assert!(report.ok, "{report:?}");
@@ -237,4 +237,32 @@ fn a_loop_is_refused_with_its_node_named() {
     let text = err.to_string();
     assert!(matches!(err, Error::UnsupportedOp { .. }), "{text}");
     assert!(text.contains("Loop") && text.contains("repeat"), "{text}");
+}
+
+/// tract folds `DequantizeLinear → Softmax → QuantizeLinear` into a lookup
+/// table as if softmax were element-wise; the model is rewritten so that
+/// the result is the quantized softmax ONNX defines, computed here by hand.
+#[test]
+fn an_int8_softmax_gives_onnx_values() {
+    let model = load(&testing::qdq_softmax_onnx());
+    let rows = [[0.5f32, -1.0, 2.0, 0.25], [3.0, 3.0, -2.0, 0.0]];
+    let x = tandem_core::Tensor::from_shape(&[2, 4], &rows.concat()).expect("x");
+    let inputs: tandem_core::Values = [("x".to_string(), x.into())].into_iter().collect();
+    let y = tandem_core::split::full_plan(&model).expect("plan").run(model.graph(), &inputs).expect("run");
+    let got = tandem_core::check::as_f32(&y["y"]).expect("f32");
+    // ONNX: quantize (round half to even, saturate), dequantize, softmax, again.
+    let q = |v: f32, scale: f32, zero: f32| ((v / scale).round_ties_even() + zero).clamp(-128.0, 127.0);
+    let mut want = vec![];
+    for row in rows {
+        let xd: Vec<f32> = row.iter().map(|&v| (q(v, 1.0 / 16.0, -6.0) + 6.0) / 16.0).collect();
+        let max = xd.iter().cloned().fold(f32::MIN, f32::max);
+        let sum: f32 = xd.iter().map(|v| (v - max).exp()).sum();
+        want.extend(xd.iter().map(|v| (q((v - max).exp() / sum, 1.0 / 255.0, -128.0) + 128.0) / 255.0));
+    }
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1.0 / 255.0 + 1e-6, "got {got:?}, want {want:?}");
+    }
+    let cuts = enumerate_cuts(model.graph(), 1000).expect("few cuts");
+    let report = check_cuts(&model, &cuts, &inputs).expect("check");
+    assert!(report.ok, "{report:?}");
 }

@@ -21,7 +21,7 @@ pub struct RealModel {
     pub version: String,
     /// The licence of what is used (some forbid redistribution).
     pub licence: String,
-    /// `mel`, `embedding`, `keyword`, `yolo`, `ocr_det`, ... or `refused`.
+    /// `mel`, `embedding`, `keyword`, `yolo`, `ocr_det`, `body`, `int8`, ... or `refused`.
     pub kind: String,
     /// `NAME=D1,D2,...` for each input: the shape of the real input.
     pub input_shapes: Vec<String>,
@@ -29,6 +29,10 @@ pub struct RealModel {
     pub inputs: Vec<String>,
     /// onnxruntime's outputs on them (TensorProto files), relative.
     pub outputs: Vec<String>,
+    /// For a model made here from a fetched one (an int8 quantization): what
+    /// it was made from, and by which tool.
+    #[serde(default)]
+    pub derived: Option<String>,
     /// For a model tract cannot run: the op of the node it must name.
     #[serde(default)]
     pub refused_node_op: Option<String>,

@@ -59,6 +59,28 @@ impl GraphBuilder {
         self
     }
 
+    /// Adds a scalar float initializer.
+    pub fn scalar(&mut self, name: &str, value: f32) -> &mut Self {
+        self.graph.initializer.push(pb::TensorProto {
+            name: name.into(),
+            data_type: 1,
+            float_data: vec![value],
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Adds a scalar int8 initializer (a quantization zero point).
+    pub fn scalar_i8(&mut self, name: &str, value: i8) -> &mut Self {
+        self.graph.initializer.push(pb::TensorProto {
+            name: name.into(),
+            data_type: 3,
+            int32_data: vec![value as i32],
+            ..Default::default()
+        });
+        self
+    }
+
     /// Adds a node.
     pub fn node(&mut self, op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> &mut Self {
         self.graph.node.push(pb::NodeProto {
@@ -302,6 +324,26 @@ pub fn loop_onnx() -> Vec<u8> {
         .graph_attr("body", &body)
         .output("y", &[1, 4]);
     g.build()
+}
+
+/// An int8 QDQ softmax, as onnxruntime's static quantizer writes one:
+/// `x → Q → DQ → Softmax → Q → DQ → y`, over the last axis of x[2,4]
+/// (input scale 1/16, zero point −6; output scale 1/255, zero point −128).
+pub fn qdq_softmax_onnx() -> Vec<u8> {
+    GraphBuilder::new()
+        .input("x", &[2, 4])
+        .scalar("in_scale", 1.0 / 16.0)
+        .scalar_i8("in_zero", -6)
+        .scalar("out_scale", 1.0 / 255.0)
+        .scalar_i8("out_zero", -128)
+        .node("QuantizeLinear", "x_q", &["x", "in_scale", "in_zero"], &["xq"])
+        .node("DequantizeLinear", "x_dq", &["xq", "in_scale", "in_zero"], &["xd"])
+        .node("Softmax", "softmax", &["xd"], &["p"])
+        .int_attr("axis", -1)
+        .node("QuantizeLinear", "p_q", &["p", "out_scale", "out_zero"], &["pq"])
+        .node("DequantizeLinear", "p_dq", &["pq", "out_scale", "out_zero"], &["y"])
+        .output("y", &[2, 4])
+        .build()
 }
 
 /// A random element-wise DAG for property tests: a MatMul on input `x`, then

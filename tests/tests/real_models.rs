@@ -117,6 +117,9 @@ real_tests!(
     ppocr_det,
     ppocr_rec,
     ppocr_cls,
+    eeg_seizure,
+    oww_embedding_int8,
+    ppocr_cls_int8,
 );
 
 /// Silero VAD wraps its model in an `If` whose branches disagree on shape:
