@@ -19,7 +19,7 @@ use crate::graph::{LayerGraph, TensorFacts};
 /// Concrete shapes for model inputs, overriding what the file declares.
 ///
 /// Needed for models with symbolic (`N`) or unknown dimensions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct InputShapes {
     shapes: Vec<(String, Vec<usize>)>,
     /// Values of named symbolic dimensions (`batch=1`), for inputs without a
@@ -113,6 +113,17 @@ impl InputShapes {
     /// Whether there are no overrides.
     pub fn is_empty(&self) -> bool {
         self.shapes.is_empty() && self.dims.is_empty()
+    }
+
+    /// The overrides as `NAME=D1,D2,...` specs and `SYMBOL=VALUE` dims,
+    /// which [`InputShapes::parse_with_dims`] reads back (what a wearable
+    /// sends the handheld, so that both load the same concrete graph).
+    pub fn to_specs(&self) -> (Vec<String>, Vec<String>) {
+        let join = |dims: &[usize]| dims.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        (
+            self.shapes.iter().map(|(name, dims)| format!("{name}={}", join(dims))).collect(),
+            self.dims.iter().map(|(name, v)| format!("{name}={v}")).collect(),
+        )
     }
 }
 
@@ -219,29 +230,6 @@ impl Model {
             .map(str::to_string)
             .or_else(|| self.proto.graph.as_ref().map(|g| g.name.clone()))
             .unwrap_or_else(|| "model".into())
-    }
-
-    /// The ONNX bytes of this model with every overridden input declared
-    /// at its concrete shape, so that a peer loading the bytes without the
-    /// overrides (the handheld) sees the same shapes as this side.
-    pub fn bytes_with_input_shapes(&self) -> Vec<u8> {
-        use prost::Message as _;
-        use tract_onnx::pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
-        let mut proto = (*self.proto).clone();
-        if let Some(graph) = proto.graph.as_mut() {
-            for input in &mut graph.input {
-                let Some(dims) = self.input_shapes.shape(&input.name) else { continue };
-                if let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
-                    input.r#type.as_mut().and_then(|t| t.value.as_mut())
-                {
-                    let dim = dims
-                        .iter()
-                        .map(|&d| Dimension { value: Some(Dim::DimValue(d as i64)), ..Default::default() });
-                    t.shape = Some(tract_onnx::pb::TensorShapeProto { dim: dim.collect() });
-                }
-            }
-        }
-        proto.encode_to_vec()
     }
 
     /// A metadata property of the ONNX file.

@@ -250,6 +250,8 @@ fn hello(version: u32, digest: [u8; 32], bytes: u64) -> Vec<u8> {
         model_digest: digest,
         model_bytes: bytes,
         device: "test".into(),
+        input_shapes: vec![],
+        dims: vec![],
     }))
     .expect("hello")
 }

@@ -80,14 +80,13 @@ fn a_refused_model_is_reported_and_not_stored() {
     std::fs::create_dir_all(&dir).expect("dir");
     let dir_arg = dir.to_string_lossy().to_string();
     let server = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
-    // A model with a symbolic batch dimension, pushed as the file declares
-    // it (an app that bypassed `ModelFile`, which declares the overrides):
-    // the handheld, without overrides, cannot load it.
+    // A model with a symbolic batch dimension, pushed without overrides
+    // (an app that bypassed `ModelFile`, pairing the bytes with another
+    // model): the handheld, told no overrides, cannot load it.
     let bytes = tandem_models::tiny::symbolic_mlp_onnx();
-    let shapes = InputShapes::parse(&["x=1,4"]).expect("spec");
     let model = ModelFile {
         bytes: Arc::new(bytes),
-        model: Model::from_bytes(&tandem_models::tiny::symbolic_mlp_onnx(), &shapes).expect("loads here"),
+        model: Model::from_bytes(&tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none()).expect("loads"),
     };
 
     let mut s = Session::open(model.clone(), Box::new(TcpTransport::new(server.addr.clone())), config())

@@ -28,7 +28,12 @@ use thiserror::Error;
 use tract_onnx::prelude::{DatumType, Tensor};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// Most input-shape overrides plus symbol values a `Hello` may carry.
+pub const MAX_OVERRIDES: usize = 64;
+/// Longest override spec a `Hello` may carry (bytes).
+pub const MAX_OVERRIDE_LEN: usize = 256;
 /// Default largest frame accepted (bytes).
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 /// Largest header accepted (bytes).
@@ -236,6 +241,11 @@ pub enum Header {
         model_bytes: u64,
         /// The wearable's device profile name.
         device: String,
+        /// Input-shape overrides the model is loaded with (`NAME=D1,D2,...`),
+        /// at most [`MAX_OVERRIDES`] of at most [`MAX_OVERRIDE_LEN`] bytes.
+        input_shapes: Vec<String>,
+        /// Symbol values it is loaded with (`SYMBOL=VALUE`), same limits.
+        dims: Vec<String>,
     },
     /// Handheld → wearable: the handshake's answer.
     Welcome {

@@ -17,8 +17,9 @@ use tract_onnx::prelude::Tensor;
 
 use crate::protocol::{
     model_digest, Digest, ErrorCode, Header, LatencySummary, Message, ProtocolError, StatusReport,
-    TensorMeta, PROTOCOL_VERSION,
+    TensorMeta, MAX_OVERRIDES, MAX_OVERRIDE_LEN, PROTOCOL_VERSION,
 };
+use tandem_core::InputShapes;
 
 /// Largest model a wearable may push (bytes).
 pub const MAX_MODEL_BYTES: u64 = 1 << 30;
@@ -28,16 +29,25 @@ pub const MAX_MODEL_BYTES: u64 = 1 << 30;
 pub enum Action {
     /// Send this message to the peer.
     Send(Message),
-    /// Load the model with this digest from local storage, then call
+    /// Load the model with this digest from local storage, with the
+    /// wearable's input-shape overrides, then call
     /// [`HandheldSession::model_loaded`] (or [`HandheldSession::model_failed`]).
-    LoadKnown(Digest),
-    /// Store and load these pushed bytes (their digest is verified), then
-    /// call [`HandheldSession::model_loaded`] (or [`HandheldSession::model_failed`]).
+    LoadKnown {
+        /// The model's digest.
+        digest: Digest,
+        /// The overrides the wearable loaded it with.
+        shapes: InputShapes,
+    },
+    /// Store and load these pushed bytes (their digest is verified) with
+    /// the wearable's overrides, then call [`HandheldSession::model_loaded`]
+    /// (or [`HandheldSession::model_failed`]).
     LoadPushed {
         /// The model's digest.
         digest: Digest,
         /// The ONNX bytes.
         bytes: Vec<u8>,
+        /// The overrides the wearable loaded it with.
+        shapes: InputShapes,
     },
     /// Run the suffix of the cut on these tensors and reply with
     /// [`HandheldSession::result`].
@@ -56,7 +66,7 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq)]
 enum State {
     AwaitHello,
-    Receiving { digest: Digest, size: u64, bytes: Vec<u8> },
+    Receiving { digest: Digest, size: u64, bytes: Vec<u8>, shapes: InputShapes },
     Loading { digest: Digest },
     Ready { digest: Digest, last_frame: Option<u64> },
     Closed,
@@ -68,6 +78,18 @@ pub struct HandheldSession {
     device: String,
     status: StatusReport,
     state: State,
+}
+
+/// A wearable's overrides, checked: a bounded number of short specs that
+/// parse. The model load then checks that they fit the model.
+fn overrides(specs: &[String], dims: &[String]) -> Result<InputShapes, String> {
+    if specs.len() + dims.len() > MAX_OVERRIDES {
+        return Err(format!("{} input-shape overrides exceed {MAX_OVERRIDES}", specs.len() + dims.len()));
+    }
+    if let Some(long) = specs.iter().chain(dims).find(|s| s.len() > MAX_OVERRIDE_LEN) {
+        return Err(format!("an input-shape override of {} bytes exceeds {MAX_OVERRIDE_LEN}", long.len()));
+    }
+    InputShapes::parse_with_dims(specs, dims).map_err(|e| format!("bad input-shape override: {e}"))
 }
 
 fn error(code: ErrorCode, reason: impl Into<String>) -> Vec<Action> {
@@ -152,7 +174,11 @@ impl HandheldSession {
                 self.state = State::Closed;
                 return vec![Action::Close];
             }
-            (State::AwaitHello, Header::Hello { version, model_digest, model_bytes, device: _ }) => {
+            (
+                State::AwaitHello,
+                Header::Hello { version, model_digest, model_bytes, device: _, input_shapes, dims },
+            ) => {
+                let shapes = overrides(&input_shapes, &dims);
                 if version != PROTOCOL_VERSION {
                     Err((
                         ErrorCode::Version,
@@ -163,7 +189,10 @@ impl HandheldSession {
                         ErrorCode::Model,
                         format!("a model of {model_bytes} bytes exceeds {MAX_MODEL_BYTES}"),
                     ))
+                } else if let Err(reason) = &shapes {
+                    Err((ErrorCode::Model, reason.clone()))
                 } else {
+                    let shapes = shapes.unwrap_or_default();
                     let known = has_model(&model_digest);
                     let welcome = Message::new(Header::Welcome {
                         version: PROTOCOL_VERSION,
@@ -173,15 +202,19 @@ impl HandheldSession {
                     });
                     if known {
                         self.state = State::Loading { digest: model_digest };
-                        Ok(vec![Action::Send(welcome), Action::LoadKnown(model_digest)])
+                        Ok(vec![Action::Send(welcome), Action::LoadKnown { digest: model_digest, shapes }])
                     } else {
-                        self.state =
-                            State::Receiving { digest: model_digest, size: model_bytes, bytes: vec![] };
+                        self.state = State::Receiving {
+                            digest: model_digest,
+                            size: model_bytes,
+                            bytes: vec![],
+                            shapes,
+                        };
                         Ok(vec![Action::Send(welcome)])
                     }
                 }
             }
-            (State::Receiving { digest, size, bytes }, Header::ModelChunk { offset }) => {
+            (State::Receiving { digest, size, bytes, shapes }, Header::ModelChunk { offset }) => {
                 if offset != bytes.len() as u64 {
                     Err((ErrorCode::Unexpected, format!("model chunk at {offset}, expected {}", bytes.len())))
                 } else if bytes.len() as u64 + message.body.len() as u64 > *size {
@@ -196,9 +229,10 @@ impl HandheldSession {
                             "the pushed model's SHA-256 differs from the announced digest".into(),
                         ))
                     } else {
-                        let (digest, bytes) = (*digest, std::mem::take(bytes));
+                        let (digest, bytes, shapes) =
+                            (*digest, std::mem::take(bytes), std::mem::take(shapes));
                         self.state = State::Loading { digest };
-                        Ok(vec![Action::LoadPushed { digest, bytes }])
+                        Ok(vec![Action::LoadPushed { digest, bytes, shapes }])
                     }
                 }
             }
@@ -324,6 +358,7 @@ pub struct WearableSession {
     device: String,
     digest: Digest,
     model: std::sync::Arc<Vec<u8>>,
+    shapes: InputShapes,
     chunk_bytes: usize,
     state: WearableState,
     in_flight: std::collections::VecDeque<u64>,
@@ -331,17 +366,20 @@ pub struct WearableSession {
 }
 
 impl WearableSession {
-    /// A session for the model `model` (its ONNX bytes), pushing it in
-    /// chunks of `chunk_bytes` if the handheld lacks it.
+    /// A session for the model `model` (its ONNX bytes, loaded with the
+    /// input-shape overrides `shapes`, which the handheld is told), pushing
+    /// it in chunks of `chunk_bytes` if the handheld lacks it.
     pub fn new(
         device: impl Into<String>,
         model: std::sync::Arc<Vec<u8>>,
+        shapes: InputShapes,
         chunk_bytes: usize,
     ) -> WearableSession {
         WearableSession {
             device: device.into(),
             digest: model_digest(&model),
             model,
+            shapes,
             chunk_bytes: chunk_bytes.max(1),
             state: WearableState::Start,
             in_flight: Default::default(),
@@ -360,6 +398,8 @@ impl WearableSession {
             model_digest: self.digest,
             model_bytes: self.model.len() as u64,
             device: self.device.clone(),
+            input_shapes: self.shapes.to_specs().0,
+            dims: self.shapes.to_specs().1,
         }))]
     }
 

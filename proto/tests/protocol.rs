@@ -33,6 +33,8 @@ fn samples() -> Vec<Message> {
             model_digest: [7; 32],
             model_bytes: 1 << 20,
             device: "watch-w5".into(),
+            input_shapes: vec!["images=1,3,320,320".into()],
+            dims: vec!["batch=1".into()],
         }),
         Message::new(Header::Welcome {
             version: PROTOCOL_VERSION,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use tandem_core::Tensor;
+use tandem_core::{InputShapes, Tensor};
 use tandem_proto::protocol::{
     encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
     StatusReport, PROTOCOL_VERSION,
@@ -18,11 +18,17 @@ fn status() -> StatusReport {
 }
 
 fn hello(digest: [u8; 32], size: u64) -> Message {
+    hello_with(digest, size, &[], &[])
+}
+
+fn hello_with(digest: [u8; 32], size: u64, input_shapes: &[&str], dims: &[&str]) -> Message {
     Message::new(Header::Hello {
         version: PROTOCOL_VERSION,
         model_digest: digest,
         model_bytes: size,
         device: "watch-w5".into(),
+        input_shapes: input_shapes.iter().map(|s| s.to_string()).collect(),
+        dims: dims.iter().map(|s| s.to_string()).collect(),
     })
 }
 
@@ -64,7 +70,7 @@ fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
     );
     let a = s
         .on_message(Message { header: Header::ModelChunk { offset: 100 }, body: second.to_vec() }, |_| false);
-    assert_eq!(a, vec![Action::LoadPushed { digest, bytes: model.clone() }]);
+    assert_eq!(a, vec![Action::LoadPushed { digest, bytes: model.clone(), shapes: InputShapes::none() }]);
     assert!(!s.is_ready());
     let a = s.model_loaded(summary());
     assert!(matches!(&a[..], [Action::Send(Message { header: Header::ModelReady { .. }, .. })]));
@@ -87,17 +93,46 @@ fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
 }
 
 #[test]
-fn a_known_model_is_loaded_without_a_push() {
+fn a_known_model_is_loaded_without_a_push_with_the_wearables_overrides() {
     let digest = [9; 32];
     let mut s = HandheldSession::new("pixel-8-pro", status());
-    let a = s.on_message(hello(digest, 1234), |d| *d == digest);
+    let a = s.on_message(hello_with(digest, 1234, &["x=2,4"], &["batch=2"]), |d| *d == digest);
+    let want = InputShapes::parse_with_dims(&["x=2,4"], &["batch=2"]).expect("specs");
     assert!(
-        matches!(&a[..], [Action::Send(Message { header: Header::Welcome { has_model: true, .. }, .. }), Action::LoadKnown(d)] if *d == digest),
+        matches!(&a[..], [Action::Send(Message { header: Header::Welcome { has_model: true, .. }, .. }), Action::LoadKnown { digest: d, shapes }] if *d == digest && *shapes == want),
         "{a:?}"
     );
     assert_eq!(s.digest(), Some(digest));
     s.model_loaded(summary());
     assert!(s.is_ready());
+}
+
+/// Overrides a wearable sends are bounded and must parse; the refusal says
+/// which rule they broke, before any model is loaded or pushed.
+#[test]
+fn bad_overrides_are_refused_before_loading() {
+    let many: Vec<String> = (0..65).map(|i| format!("x{i}=1")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let long = format!("x={}", vec!["1"; 200].join(","));
+    let cases: [(&[&str], &[&str], &str); 4] = [
+        (&many, &[], "exceed 64"),
+        (&[long.as_str()], &[], "exceeds 256"),
+        (&["x=0,4"], &[], "positive"),
+        (&[], &["batch"], "bad input-shape override"),
+    ];
+    for (specs, dims, says) in cases {
+        let mut s = HandheldSession::new("p", status());
+        let a = s.on_message(hello_with([1; 32], 10, specs, dims), |_| true);
+        let reason = a.iter().find_map(|a| match a {
+            Action::Send(Message { header: Header::Error { code: ErrorCode::Model, reason }, .. }) => {
+                Some(reason)
+            }
+            _ => None,
+        });
+        assert!(reason.is_some_and(|r| r.contains(says)), "{says}: {a:?}");
+        assert!(!a.iter().any(|a| matches!(a, Action::LoadKnown { .. })), "{a:?}");
+        assert!(s.is_closed());
+    }
 }
 
 #[test]
@@ -180,7 +215,7 @@ fn deliver(m: &Message) -> Message {
 #[test]
 fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
     let model = Arc::new((0..10_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>());
-    let mut w = WearableSession::new("watch-w5", model.clone(), 4096);
+    let mut w = WearableSession::new("watch-w5", model.clone(), InputShapes::none(), 4096);
     let mut h = HandheldSession::new("pixel-8-pro", status());
     let mut to_handheld: Vec<Message> = w
         .start()
@@ -242,7 +277,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
 
 #[test]
 fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
-    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), 2);
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), InputShapes::none(), 2);
     w.start();
     w.on_message(Message::new(Header::Welcome {
         version: PROTOCOL_VERSION,
@@ -260,7 +295,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     assert!(a.contains(&WearableAction::RunLocally(vec![10, 11])), "{a:?}");
     assert_eq!(a.last(), Some(&WearableAction::Close));
     // A handheld error also returns what was in flight.
-    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
     w.start();
     w.on_message(Message::new(Header::Welcome {
         version: PROTOCOL_VERSION,
@@ -273,7 +308,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
-    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), 2);
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
     assert_eq!(w.offload(1, String::new(), &[]).expect("ok"), None);
     // Another version in the Welcome.
     w.start();

@@ -76,7 +76,8 @@ struct Shared {
     config: ServerConfig,
     files: Mutex<HashMap<Digest, PathBuf>>,
     pushed: Mutex<HashMap<Digest, Arc<Vec<u8>>>>,
-    loaded: Mutex<HashMap<Digest, Arc<Loaded>>>,
+    /// Loaded models by digest and the overrides they were loaded with.
+    loaded: Mutex<HashMap<(Digest, InputShapes), Arc<Loaded>>>,
     queue: AtomicU32,
 }
 
@@ -90,7 +91,7 @@ fn hex(d: &Digest) -> String {
 
 impl Shared {
     fn has_model(&self, d: &Digest) -> bool {
-        lock(&self.loaded).contains_key(d)
+        lock(&self.loaded).keys().any(|(digest, _)| digest == d)
             || lock(&self.files).contains_key(d)
             || lock(&self.pushed).contains_key(d)
     }
@@ -104,31 +105,39 @@ impl Shared {
         }
     }
 
-    /// Loads (once) the model with this digest; `bytes` when just pushed.
-    fn load(&self, digest: Digest, bytes: Option<Vec<u8>>) -> Result<Arc<Loaded>, String> {
-        if let Some(l) = lock(&self.loaded).get(&digest) {
+    /// Loads (once) the model with this digest with the wearable's
+    /// input-shape overrides; `bytes` when just pushed.
+    fn load(
+        &self,
+        digest: Digest,
+        bytes: Option<Vec<u8>>,
+        shapes: InputShapes,
+    ) -> Result<Arc<Loaded>, String> {
+        let key = (digest, shapes);
+        if let Some(l) = lock(&self.loaded).get(&key) {
             return Ok(l.clone());
         }
+        let (digest, shapes) = (&key.0, &key.1);
         let pushed = bytes.is_some();
         let bytes = match bytes {
             Some(b) => b,
             None => {
-                let path = lock(&self.files).get(&digest).cloned();
-                let pushed = lock(&self.pushed).get(&digest).cloned();
+                let path = lock(&self.files).get(digest).cloned();
+                let pushed = lock(&self.pushed).get(digest).cloned();
                 match (path, pushed) {
                     (_, Some(b)) => b.to_vec(),
                     (Some(p), None) => {
                         std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?
                     }
-                    (None, None) => return Err(format!("no model with digest {}", hex(&digest))),
+                    (None, None) => return Err(format!("no model with digest {}", hex(digest))),
                 }
             }
         };
-        if model_digest(&bytes) != digest {
-            return Err(format!("the stored model {} no longer matches its digest", hex(&digest)));
+        if model_digest(&bytes) != *digest {
+            return Err(format!("the stored model {} no longer matches its digest", hex(digest)));
         }
         let started = Instant::now();
-        let model = Model::from_bytes(&bytes, &InputShapes::none()).map_err(|e| e.to_string())?;
+        let model = Model::from_bytes(&bytes, shapes).map_err(|e| e.to_string())?;
         let inputs = tandem_core::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
         let profile = tandem_core::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
         let p = ProfiledLatency::from_profile(&profile);
@@ -137,13 +146,13 @@ impl Shared {
             per_layer_s: p.per_node_s.iter().map(|s| s * k).collect(),
             overhead_s: p.overhead_s * k,
         };
-        info!(model = %model.name(), digest = %hex(&digest), took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
+        info!(model = %model.name(), digest = %hex(digest), ?shapes, took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
         // Only a model that loaded and ran is kept: a refused push leaves nothing behind.
         if pushed {
-            self.store_pushed(digest, &bytes);
+            self.store_pushed(*digest, &bytes);
         }
         let loaded = Arc::new(Loaded { executor: SplitExecutor::new(model.clone()), model, latency });
-        lock(&self.loaded).insert(digest, loaded.clone());
+        lock(&self.loaded).insert(key, loaded.clone());
         Ok(loaded)
     }
 
@@ -346,16 +355,16 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     }
                     let _ = out_tx.send(m);
                 }
-                Action::LoadKnown(digest) => {
+                Action::LoadKnown { digest, shapes } => {
                     let (shared, event_tx) = (shared.clone(), event_tx.clone());
                     tokio::task::spawn_blocking(move || {
-                        let _ = event_tx.send(Event::Loaded(shared.load(digest, None)));
+                        let _ = event_tx.send(Event::Loaded(shared.load(digest, None, shapes)));
                     });
                 }
-                Action::LoadPushed { digest, bytes } => {
+                Action::LoadPushed { digest, bytes, shapes } => {
                     let (shared, event_tx) = (shared.clone(), event_tx.clone());
                     tokio::task::spawn_blocking(move || {
-                        let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes))));
+                        let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes), shapes)));
                     });
                 }
                 Action::Run { frame, cut, message } => match loaded {

@@ -122,14 +122,22 @@ fn the_link_estimate_is_measured_before_the_first_decision_and_local_frames_say_
     assert!(why.starts_with("the planner:") && why.contains("ms"), "{why}");
 }
 
+/// The handheld holds the original file (symbolic batch) in its model
+/// directory; the wearable loads it with `x=2,4`. The handshake carries the
+/// override, so the handheld loads the same file, by digest, at the same
+/// shape: nothing is pushed, and the answer matches the unsplit run.
 #[test]
-fn input_shape_overrides_reach_the_handheld_with_the_model() {
+fn input_shape_overrides_reach_the_handheld_in_the_handshake() {
     let bytes = tandem_models::tiny::symbolic_mlp_onnx();
+    let dir = std::env::temp_dir().join(format!("tandem-overrides-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("mlp.onnx"), &bytes).expect("model file");
     let shapes = InputShapes::parse(&["x=2,4"]).expect("spec");
     let model = ModelFile::from_bytes(bytes.clone(), &shapes).expect("model with overrides");
-    assert_ne!(*model.bytes, bytes, "the pushed bytes declare the concrete shape");
-    // The handheld has no overrides: it loads what it is pushed.
-    let server = spawn_memory(ServerConfig::default()).expect("server");
+    assert_eq!(*model.bytes, bytes, "the file's own bytes, so its digest is the handheld's");
+    let server = spawn_memory(ServerConfig { models_dir: Some(dir.clone()), ..ServerConfig::default() })
+        .expect("server");
     let mut config =
         SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
     config.placement = Placement::HandheldOnly;
@@ -144,4 +152,8 @@ fn input_shape_overrides_reach_the_handheld_with_the_model() {
         .run(model.model.graph(), &inputs)
         .expect("runs");
     assert!(diff(&want["y"], &s.fetch("y").expect("y")).expect("comparable").ok());
+    drop(s);
+    let files: Vec<_> = std::fs::read_dir(&dir).expect("dir").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(files, ["mlp.onnx"], "nothing was pushed");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,25 +20,19 @@ pub struct ModelFile {
 
 impl ModelFile {
     /// Loads an ONNX file, with input-shape overrides for symbolic
-    /// dimensions. With overrides, the bytes sent to the handheld declare
-    /// the inputs at those shapes (the handheld cannot know the overrides),
-    /// so they differ from the file's: the handheld is pushed this copy.
+    /// dimensions. The handheld is told the overrides in the handshake and
+    /// loads the same file (by digest) with them.
     pub fn load(path: impl AsRef<Path>, shapes: &InputShapes) -> Result<ModelFile> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
         let model = Model::from_path(path, shapes)?;
-        Ok(Self::with_shapes_baked(bytes, model, shapes))
+        Ok(ModelFile { bytes: Arc::new(bytes), model })
     }
 
     /// From ONNX bytes (see [`ModelFile::load`] for the overrides).
     pub fn from_bytes(bytes: Vec<u8>, shapes: &InputShapes) -> Result<ModelFile> {
         let model = Model::from_bytes(&bytes, shapes)?;
-        Ok(Self::with_shapes_baked(bytes, model, shapes))
-    }
-
-    fn with_shapes_baked(bytes: Vec<u8>, model: Model, shapes: &InputShapes) -> ModelFile {
-        let bytes = if shapes.is_empty() { bytes } else { model.bytes_with_input_shapes() };
-        ModelFile { bytes: Arc::new(bytes), model }
+        Ok(ModelFile { bytes: Arc::new(bytes), model })
     }
 }
 

@@ -1,6 +1,5 @@
 //! The link task: connect, handshake, carry frames, reconnect with backoff; it talks to the app thread by channels.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel as cb;
@@ -14,7 +13,7 @@ use tandem_proto::protocol::{
 };
 use tandem_proto::session::{WearableAction, WearableSession};
 
-use super::Backoff;
+use super::{Backoff, ModelFile};
 
 /// From the app thread to the link task.
 pub(super) enum Command {
@@ -58,7 +57,7 @@ pub(super) enum Event {
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
 pub(super) async fn manage_link(
     transport: Box<dyn Transport>,
-    model: Arc<Vec<u8>>,
+    model: ModelFile,
     device: String,
     chunk_bytes: usize,
     backoff: Backoff,
@@ -78,7 +77,12 @@ pub(super) async fn manage_link(
         let reason = match link {
             Ok(Ok(link)) => {
                 wait = backoff.initial;
-                let session = WearableSession::new(device.clone(), model.clone(), chunk_bytes);
+                let session = WearableSession::new(
+                    device.clone(),
+                    model.bytes.clone(),
+                    model.model.input_shapes().clone(),
+                    chunk_bytes,
+                );
                 match run_link(link, session, &mut commands, &events).await {
                     Ok(()) => return,
                     Err(reason) => reason,

@@ -156,7 +156,7 @@ impl Session {
         if config.placement != Placement::WearableOnly {
             runtime.spawn(manage_link(
                 transport,
-                model.bytes.clone(),
+                model.clone(),
                 config.wearable.name.clone(),
                 config.chunk_bytes,
                 config.backoff,
