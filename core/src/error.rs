@@ -88,6 +88,14 @@ pub enum Error {
     /// A device profile could not be read or is invalid (from `tandem-plan`'s `DeviceError`).
     #[error("{0}")]
     Device(String),
+    /// A model card could not be read, or does not fit its model.
+    #[error("model card{}: {reason}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Card {
+        /// The card's file, when read from one.
+        path: Option<std::path::PathBuf>,
+        /// What is wrong.
+        reason: String,
+    },
     /// tract failed while analysing, optimizing or running a model.
     #[error("tract failed while {context}: {message}")]
     Tract {

@@ -3,6 +3,7 @@
 //! exactly as the unsplit model.
 //!
 //! # Layout
+//! - [`card`]: model cards (how to feed a model and read its outputs), from TOML.
 //! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
 //! - `concretize`: symbols bound, stale annotations dropped, shape computations folded (before cutting).
 //! - `workaround`: exact rewrites of ONNX patterns tract runs wrongly (a softmax between int8 dequantize and quantize).
@@ -34,6 +35,7 @@
 //! # }
 //! ```
 
+pub mod card;
 pub mod check;
 mod concretize;
 pub mod cut;

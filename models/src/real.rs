@@ -91,3 +91,15 @@ pub fn ensure_real_models() -> Result<&'static RealModels> {
         .as_ref()
         .map_err(|e| anyhow!("ensure_real_models failed: {e}"))
 }
+
+/// The directory of the committed model cards (`models/cards`).
+pub fn cards_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cards")
+}
+
+/// The card of a real model (`<cards>/<name>.toml`); a quantized copy
+/// (`NAME_int8`) is fed as its source is, so it shares its source's card.
+pub fn card_path(name: &str) -> Option<PathBuf> {
+    let path = cards_dir().join(format!("{}.toml", name.trim_end_matches("_int8")));
+    path.exists().then_some(path)
+}

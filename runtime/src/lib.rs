@@ -64,7 +64,7 @@ pub mod link;
 pub mod server;
 pub mod tensor;
 
-pub use tandem_core::{check, cut, error, graph, model, profile, split};
+pub use tandem_core::{card, check, cut, error, graph, model, profile, split};
 pub use tandem_plan::{calibrate, device, energy, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 

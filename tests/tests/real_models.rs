@@ -33,6 +33,17 @@ fn check_real(name: &str) -> anyhow::Result<()> {
         inputs.insert(input.to_string(), load_tensor_pb(&set.path(file))?.into());
     }
 
+    // 0. Its model card, if it has one, fits it, loaded at the card's shapes.
+    let card = tandem_models::real::card_path(name);
+    if let Some(path) = &card {
+        let card = tandem::card::ModelCard::load(path)?;
+        if card.input_shapes() == shapes {
+            card.check(&model)?;
+        } else {
+            card.check(&Model::from_path(set.path(&entry.file), &card.input_shapes())?)?;
+        }
+    }
+
     // 1. Unsplit, against onnxruntime on the same real input.
     let unsplit = tandem::split::full_plan(&model)?.run(g, &inputs)?;
     let mut worst = 0f32;
@@ -89,7 +100,7 @@ fn check_real(name: &str) -> anyhow::Result<()> {
             "model": name, "package": format!("{}=={}", entry.package, entry.version), "layers": g.nodes().len(),
             "cuts_checked": report.cuts_checked, "onnxruntime_worst_ratio": worst,
             "split_max_abs_diff": report.max_abs_diff, "planned_prefix_layers": decision.prefix_nodes,
-            "predicted_ms": decision.evaluation.latency_s * 1e3,
+            "predicted_ms": decision.evaluation.latency_s * 1e3, "card": card.is_some(),
         })
     );
     Ok(())
@@ -121,6 +132,24 @@ real_tests!(
     oww_embedding_int8,
     ppocr_cls_int8,
 );
+
+/// Every committed card describes a model of the set, and the models the
+/// apps feed (audio, vision, body sensor) have one.
+#[test]
+fn model_cards_name_real_models() -> anyhow::Result<()> {
+    let set = ensure_real_models()?;
+    for entry in std::fs::read_dir(tandem_models::real::cards_dir())? {
+        let path = entry?.path();
+        let card = tandem::card::ModelCard::load(&path)?;
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        assert_eq!(card.model.name, stem, "{}", path.display());
+        assert!(set.get(stem).is_some(), "{}: no such real model", path.display());
+    }
+    for name in ["nudenet_320n", "oww_melspectrogram", "oww_embedding", "oww_alexa", "eeg_seizure"] {
+        assert!(tandem_models::real::card_path(name).is_some(), "{name} has no card");
+    }
+    Ok(())
+}
 
 /// Silero VAD wraps its model in an `If` whose branches disagree on shape:
 /// tract refuses it, and the error names the node.
