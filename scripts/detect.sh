@@ -10,7 +10,7 @@ cargo build --locked -q -p tandem-wearable -p tandem-handheld
 T=target/debug R=models/cache/real
 mkdir -p target/detect/images
 cp $R/photos/astronaut.png target/detect/images/
-args=(--model $R/nudenet_320n.onnx --images target/detect/images)
+args=(--model $R/nudenet_320n.onnx --card models/cards/nudenet_320n.toml --images target/detect/images)
 echo "== on the watch alone"
 $T/tandem-wearable detect "${args[@]}" | sed -n 1p
 echo "== on a handheld"

@@ -204,10 +204,8 @@ impl ModelCard {
     /// Reads and parses a card file.
     pub fn load(path: impl AsRef<Path>) -> Result<ModelCard> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Card {
-            path: Some(path.to_path_buf()),
-            reason: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Card { path: Some(path.to_path_buf()), reason: e.to_string() })?;
         Self::parse(&text).map_err(|e| match e {
             Error::Card { reason, .. } => Error::Card { path: Some(path.to_path_buf()), reason },
             other => other,
@@ -359,7 +357,8 @@ impl InputCard {
     /// A sensor value normalized for channel `c`: `(v · scale − mean[c]) / std[c]`.
     pub fn normalize(&self, v: f32, c: usize) -> f32 {
         let pick = |v: &Option<Vec<f32>>, default: f32| {
-            v.as_ref().map_or(default, |v| if v.len() == 1 { v[0] } else { v.get(c).copied().unwrap_or(default) })
+            v.as_ref()
+                .map_or(default, |v| if v.len() == 1 { v[0] } else { v.get(c).copied().unwrap_or(default) })
         };
         (v * self.scale.unwrap_or(1.0) - pick(&self.mean, 0.0)) / pick(&self.std, 1.0)
     }
@@ -392,7 +391,10 @@ mod tests {
     fn a_card_parses_and_normalizes_per_channel() {
         let card = ModelCard::parse(IMAGE).expect("valid");
         let x = card.input("x").expect("x");
-        assert_eq!((x.kind, x.resize, card.output.post), (InputKind::Image, Some(Resize::Letterbox), Post::Yolov8));
+        assert_eq!(
+            (x.kind, x.resize, card.output.post),
+            (InputKind::Image, Some(Resize::Letterbox), Post::Yolov8)
+        );
         assert_eq!(x.channels(&[1, 3, 8, 8]), Some(3));
         assert_eq!(x.axis(&[1, 3, 8, 6], 'W'), Some(6));
         // (10 · 0.5 − mean[c]) / 2
@@ -419,7 +421,8 @@ mod tests {
 
     #[test]
     fn a_card_must_fit_its_model() {
-        let model = Model::from_bytes(&tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none()).expect("mlp");
+        let model =
+            Model::from_bytes(&tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none()).expect("mlp");
         let card = |input: &str| ModelCard::parse(&format!("[model]\nname = \"m\"\n[[input]]\n{input}"));
         let ok = card("name = \"x\"\nkind = \"tensor\"\nlayout = \"NF\"\nshape = [1, 4]").expect("valid");
         ok.check(&model).expect("fits");
@@ -427,7 +430,10 @@ mod tests {
             ("name = \"image\"\nkind = \"tensor\"", "not an input of the model (its inputs: x)"),
             ("name = \"x\"\nkind = \"tensor\"\nshape = [1, 5]", "the card says shape [1, 5]"),
             ("name = \"x\"\nkind = \"tensor\"\nlayout = \"NCF\"", "has 3 axes"),
-            ("name = \"x\"\nkind = \"tensor\"\nlayout = \"NC\"\nmean = [1.0, 2.0]", "2 values for 4 channels"),
+            (
+                "name = \"x\"\nkind = \"tensor\"\nlayout = \"NC\"\nmean = [1.0, 2.0]",
+                "2 values for 4 channels",
+            ),
         ] {
             let e = card(input).expect("parses").check(&model).expect_err(says).to_string();
             assert!(e.contains(says), "{says}: {e}");

@@ -37,10 +37,15 @@ fn write_y4m(path: &Path, rgb: &image::RgbImage, frames: usize) {
     std::fs::write(path, out).expect("write y4m");
 }
 
+fn card(name: &str) -> String {
+    tandem_models::real::cards_dir().join(format!("{name}.toml")).to_string_lossy().into_owned()
+}
+
 fn detect(source: &[&str], extra: &[&str]) -> Vec<serde_json::Value> {
     let set = ensure_real_models().expect("real models");
     let model = set.path("nudenet_320n.onnx").to_string_lossy().into_owned();
-    let mut args = vec!["detect", "--model", &model];
+    let card = card("nudenet_320n");
+    let mut args = vec!["detect", "--model", &model, "--card", &card];
     args.extend(source);
     args.extend(extra);
     let o = wearable(&args);
@@ -99,6 +104,19 @@ fn a_real_photo_and_a_generated_video_give_the_same_boxes_split_and_unsplit() {
         let faces = lb.iter().flatten().filter(|(label, _)| label == "FACE_FEMALE").count();
         assert!(faces >= lb.len(), "{source:?}: the astronaut's face is found in every frame: {lb:?}");
     }
+    // Without its card the model is fed the same way (YOLOv8's own
+    // letterbox), but its classes have no names.
+    let set = ensure_real_models().expect("real models");
+    let model = set.path("nudenet_320n.onnx").to_string_lossy().into_owned();
+    let o = wearable(&["detect", "--model", &model, "--images", &images]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bare: Vec<serde_json::Value> =
+        stdout(&o).lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let (with_card, without) = (boxes(&detect(&["--images", &images], &[])).0, boxes(&bare).0);
+    let unnamed =
+        |b: &Vec<Vec<(String, String)>>| -> Vec<String> { b.iter().flatten().map(|x| x.1.clone()).collect() };
+    assert_eq!(unnamed(&with_card), unnamed(&without), "the same boxes with and without the card");
+    assert!(without.iter().flatten().any(|(label, _)| label == "class 1"), "{without:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -115,6 +133,8 @@ fn bad_detect_input_gets_one_line() {
         (vec!["detect", "--model", &model, "--images", &e], "no PNG or JPEG"),
         (vec!["detect", "--model", &model, "--video", &b], "not a Y4M"),
         (vec!["detect", "--model", &model, "--images", &e, "--link", "ble-2m"], "--connect"),
+        (vec!["detect", "--model", &model, "--images", &e, "--card", &card("ppocr_cls")], "decodes YOLOv8"),
+        (vec!["detect", "--model", &model, "--images", &e, "--card", &e], "model card"),
     ] {
         let o = wearable(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -1,6 +1,6 @@
 //! `tandem-wearable detect`: a YOLOv8 detector on images or Y4M video
-//! through a paired, pipelined Session: each frame letterboxed on the
-//! watch, the model split with the handheld as the planner (or
+//! through a paired, pipelined Session: each frame fitted on the watch as
+//! the model's card says (letterbox, channel order, layout, normalization), the model split with the handheld as the planner (or
 //! `--placement`) says, boxes decoded and suppressed on the watch. Prints
 //! one JSON line per frame, then the stream summary.
 
@@ -12,57 +12,63 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use tandem::client::StreamReport;
-use tandem::{frame, tensor_f32};
+use tandem::card::{ChannelOrder, InputCard, InputKind, ModelCard, Post};
+use tandem::client::{ModelFile, StreamReport};
+use tandem::{frame, tensor_f32, InputShapes};
 
-use crate::apps::{load_with_input_shape, AppPairArgs};
+use crate::apps::{first_input_name, AppPairArgs};
+use yolo::ImageSpec;
 
-/// NudeNet 3.4's classes (its `320n.onnx`), the default `--labels`.
-const NUDENET: [&str; 18] = [
-    "FEMALE_GENITALIA_COVERED",
-    "FACE_FEMALE",
-    "BUTTOCKS_EXPOSED",
-    "FEMALE_BREAST_EXPOSED",
-    "FEMALE_GENITALIA_EXPOSED",
-    "MALE_BREAST_EXPOSED",
-    "ANUS_EXPOSED",
-    "FEET_EXPOSED",
-    "BELLY_COVERED",
-    "FEET_COVERED",
-    "ARMPITS_COVERED",
-    "ARMPITS_EXPOSED",
-    "FACE_MALE",
-    "BELLY_EXPOSED",
-    "MALE_GENITALIA_EXPOSED",
-    "ANUS_COVERED",
-    "FEMALE_BREAST_COVERED",
-    "BUTTOCKS_COVERED",
-];
+/// YOLOv8's own feeding, for a model without a card: letterboxed on grey
+/// 114, RGB, [0, 1], NCHW, 320 × 320.
+const YOLOV8_CARD: &str = r#"
+[model]
+name = "yolov8"
+task = "object detection"
+[[input]]
+name = "images"
+kind = "image"
+layout = "NCHW"
+shape = [1, 3, 320, 320]
+channel_order = "rgb"
+resize = "letterbox"
+pad = 114.0
+scale = 0.00392156862745098
+[output]
+post = "yolov8"
+threshold = 0.25
+iou = 0.45
+"#;
 
 /// `detect`'s arguments.
 #[derive(clap::Args, Debug)]
 pub struct DetectArgs {
-    /// A YOLOv8 ONNX export ([1, 3, S, S] in, [1, 4 + classes, anchors] out).
+    /// A YOLOv8 ONNX export ([1, 3, H, W] or [1, H, W, 3] in, [1, 4 + classes, anchors] out).
     #[arg(long)]
     pub model: PathBuf,
+    /// Its model card (TOML: input layout, size, channel order, letterbox or
+    /// stretch, normalization, labels, thresholds). Default: the `.toml`
+    /// beside the model, else YOLOv8's own feeding (letterbox, RGB, [0, 1], 320).
+    #[arg(long)]
+    pub card: Option<PathBuf>,
     /// A directory of PNG / JPEG images, read in name order.
     #[arg(long, conflicts_with = "video", required_unless_present = "video")]
     pub images: Option<PathBuf>,
     /// A Y4M video (4:2:0).
     #[arg(long)]
     pub video: Option<PathBuf>,
-    /// The model's square input side.
-    #[arg(long, default_value_t = 320)]
-    pub size: usize,
-    /// Class names, one per line (default: NudeNet's 18).
+    /// A square input side, instead of the card's input size.
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Class names, one per line, instead of the card's labels.
     #[arg(long)]
     pub labels: Option<PathBuf>,
-    /// Score at or above which a box is kept.
-    #[arg(long, default_value_t = 0.25)]
-    pub conf: f32,
-    /// Overlap above which the weaker box of a class is dropped.
-    #[arg(long, default_value_t = 0.45)]
-    pub iou: f32,
+    /// Score at or above which a box is kept (default: the card's threshold, else 0.25).
+    #[arg(long)]
+    pub conf: Option<f32>,
+    /// Overlap above which the weaker box of a class is dropped (default: the card's, else 0.45).
+    #[arg(long)]
+    pub iou: Option<f32>,
     /// Where the model runs.
     #[command(flatten)]
     pub pair: AppPairArgs,
@@ -105,7 +111,7 @@ fn read_frames(args: &DetectArgs) -> Result<Vec<Frame>> {
     }
 }
 
-fn labels(path: Option<&Path>) -> Result<Vec<String>> {
+fn labels(path: Option<&Path>, card: &ModelCard) -> Result<Vec<String>> {
     match path {
         Some(p) => Ok(std::fs::read_to_string(p)
             .with_context(|| format!("--labels {}", p.display()))?
@@ -114,28 +120,83 @@ fn labels(path: Option<&Path>) -> Result<Vec<String>> {
             .filter(|l| !l.is_empty())
             .map(str::to_string)
             .collect()),
-        None => Ok(NUDENET.iter().map(|s| s.to_string()).collect()),
+        None => Ok(card.output.labels.clone()),
     }
+}
+
+/// The card: `--card`, else the `.toml` beside the model, else YOLOv8's feeding.
+fn card(args: &DetectArgs) -> Result<ModelCard> {
+    let beside = args.model.with_extension("toml");
+    let card = match &args.card {
+        Some(path) => ModelCard::load(path)?,
+        None if beside.exists() => ModelCard::load(&beside)?,
+        None => ModelCard::parse(YOLOV8_CARD)?,
+    };
+    if card.output.post != Post::Yolov8 {
+        bail!("detect decodes YOLOv8 boxes; the card says post = {:?}", card.output.post);
+    }
+    Ok(card)
+}
+
+/// The model loaded as the card feeds its first image input (at `--size`
+/// if given), and how frames are fitted into it.
+fn load(args: &DetectArgs, card: &ModelCard) -> Result<(ModelFile, String, Vec<usize>, ImageSpec)> {
+    let first = first_input_name(&args.model)?;
+    let mut input = match card.input(&first) {
+        Some(i) => i.clone(),
+        // A card written for another export of the model: its image input, renamed.
+        None => match card.inputs.iter().find(|i| i.kind == InputKind::Image) {
+            Some(i) => InputCard { name: first.clone(), ..i.clone() },
+            None => bail!("the card has no image input"),
+        },
+    };
+    let layout = input.layout.clone().unwrap_or_else(|| "NCHW".into());
+    let channels_last = match layout.as_str() {
+        "NCHW" => false,
+        "NHWC" => true,
+        other => bail!("detect feeds NCHW or NHWC images, not {other}"),
+    };
+    let (mut h, mut w) = match &input.shape {
+        Some(s) if s.len() == 4 => (input.axis(s, 'H').unwrap_or(320), input.axis(s, 'W').unwrap_or(320)),
+        _ => (320, 320),
+    };
+    if let Some(side) = args.size {
+        if !(16..=4096).contains(&side) {
+            bail!("--size {side}: must be from 16 to 4096");
+        }
+        (h, w) = (side, side);
+    }
+    let c = if input.channel_order == Some(ChannelOrder::Gray) { 1 } else { 3 };
+    let shape = if channels_last { vec![1, h, w, c] } else { vec![1, c, h, w] };
+    input.shape = Some(shape.clone());
+    let mut shapes = InputShapes::none();
+    shapes.set(&first, shape.clone());
+    let model = ModelFile::load(&args.model, &shapes).with_context(|| args.model.display().to_string())?;
+    let fed = ModelCard { inputs: vec![input.clone()], ..card.clone() };
+    fed.check(&model.model)?;
+    Ok((model, first, shape, ImageSpec { width: w, height: h, channels_last, card: input }))
 }
 
 /// `tandem-wearable detect`.
 pub fn detect(args: DetectArgs) -> Result<ExitCode> {
     args.pair.check()?;
-    if !(16..=4096).contains(&args.size) {
-        bail!("--size {}: must be from 16 to 4096", args.size);
+    let card = card(&args)?;
+    let names = labels(args.labels.as_deref(), &card)?;
+    let conf = args.conf.or(card.output.threshold).unwrap_or(0.25);
+    let iou = args.iou.or(card.output.iou).unwrap_or(0.45);
+    if !(0.0..=1.0).contains(&conf) || !(0.0..=1.0).contains(&iou) {
+        bail!("--conf {conf} and --iou {iou}: must be in [0, 1]");
     }
-    let names = labels(args.labels.as_deref())?;
     let frames = read_frames(&args)?;
-    let s = args.size;
-    let (model, input) = load_with_input_shape(&args.model, &format!("1,3,{s},{s}"))?;
+    let (model, input, shape, spec) = load(&args, &card)?;
     let mut session = args.pair.open(model, 13)?;
     let mut boxes = vec![];
     let inputs = frames
         .iter()
         .map(|(_, w, h, rgb)| {
-            let (t, lb) = yolo::letterbox(rgb, *w, *h, s);
+            let (t, lb) = yolo::fit(rgb, *w, *h, &spec);
             boxes.push(lb);
-            Ok(frame([(input.as_str(), tensor_f32(&[1, 3, s, s], &t)?)]))
+            Ok(frame([(input.as_str(), tensor_f32(&shape, &t)?)]))
         })
         .collect::<Result<Vec<_>, tandem::Error>>()?;
     let started = Instant::now();
@@ -154,7 +215,7 @@ pub fn detect(args: DetectArgs) -> Result<ExitCode> {
         let out_name = f.outputs.names().first().map(|n| n.to_string()).context("a model without outputs")?;
         let (shape, values) = f.outputs.f32(&out_name)?;
         let classes = shape.get(1).map_or(0, |r| r.saturating_sub(4));
-        let found = yolo::decode(&values, classes, boxes[i], *w, *h, args.conf, args.iou);
+        let found = yolo::decode(&values, classes, boxes[i], *w, *h, conf, iou);
         let json: Vec<serde_json::Value> = found
             .iter()
             .map(|d| {

@@ -1,37 +1,97 @@
-//! YOLOv8 pre- and post-processing without I/O: letterboxing an RGB frame
-//! into the model's square input, decoding the `[1, 4 + classes, anchors]`
-//! output, non-maximum suppression, and boxes back in frame pixels.
+//! Image detector pre- and post-processing without I/O: fitting an RGB
+//! frame into the model's input as its card says (letterbox or stretch,
+//! channel order, layout, normalization), decoding YOLOv8's
+//! `[1, 4 + classes, anchors]` output, non-maximum suppression, and boxes
+//! back in frame pixels.
 
-/// Where a frame sits in the model's square input.
+use tandem::card::{ChannelOrder, InputCard, Resize};
+
+/// Where a frame sits in the model's input.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Letterbox {
-    /// Model pixels per frame pixel.
-    pub scale: f32,
+    /// Model pixels per frame pixel, across.
+    pub scale_x: f32,
+    /// Model pixels per frame pixel, down.
+    pub scale_y: f32,
     /// Left padding, in model pixels.
     pub pad_x: f32,
     /// Top padding, in model pixels.
     pub pad_y: f32,
 }
 
-/// Fits an RGB frame (`w × h`, row-major, 3 bytes per pixel) inside a
-/// `side × side` square, centred on grey 114 (as YOLOv8 trains), scaled to
-/// [0, 1], as CHW floats. Nearest-neighbour resampling.
-pub fn letterbox(rgb: &[u8], w: usize, h: usize, side: usize) -> (Vec<f32>, Letterbox) {
-    let scale = side as f32 / w.max(h).max(1) as f32;
-    let (nw, nh) =
-        (((w as f32 * scale).round() as usize).min(side), ((h as f32 * scale).round() as usize).min(side));
-    let (px, py) = ((side - nw) / 2, (side - nh) / 2);
-    let mut out = vec![114.0 / 255.0; 3 * side * side];
-    for y in 0..nh {
-        let sy = ((y as f32 + 0.5) / scale).floor().min(h as f32 - 1.0) as usize;
-        for x in 0..nw {
-            let sx = ((x as f32 + 0.5) / scale).floor().min(w as f32 - 1.0) as usize;
-            for c in 0..3 {
-                out[c * side * side + (y + py) * side + (x + px)] = rgb[(sy * w + sx) * 3 + c] as f32 / 255.0;
+/// How frames are fed: the input's size and layout, and the card's fitting
+/// and normalization.
+#[derive(Clone, Debug)]
+pub struct ImageSpec {
+    /// Input width and height, in model pixels.
+    pub width: usize,
+    /// See `width`.
+    pub height: usize,
+    /// Channels last (`NHWC`) rather than first (`NCHW`).
+    pub channels_last: bool,
+    /// The card's input (channel order, resize, pad, scale, mean, std).
+    pub card: InputCard,
+}
+
+/// Fits an RGB frame (`w × h`, row-major, 3 bytes per pixel) into the
+/// input: letterboxed (aspect kept, centred on the pad value) or stretched,
+/// channels reordered, each value normalized, in the input's layout.
+/// Nearest-neighbour resampling.
+pub fn fit(rgb: &[u8], w: usize, h: usize, spec: &ImageSpec) -> (Vec<f32>, Letterbox) {
+    let (side_w, side_h) = (spec.width, spec.height);
+    let (w1, h1) = (w.max(1) as f32, h.max(1) as f32);
+    let (scale_x, scale_y) = match spec.card.resize.unwrap_or(Resize::Stretch) {
+        Resize::Letterbox => {
+            let s = (side_w as f32 / w1).min(side_h as f32 / h1);
+            (s, s)
+        }
+        Resize::Stretch => (side_w as f32 / w1, side_h as f32 / h1),
+    };
+    let (nw, nh) = (
+        ((w as f32 * scale_x).round() as usize).min(side_w),
+        ((h as f32 * scale_y).round() as usize).min(side_h),
+    );
+    let (px, py) = ((side_w - nw) / 2, (side_h - nh) / 2);
+    let order: [usize; 3] = match spec.card.channel_order.unwrap_or(ChannelOrder::Rgb) {
+        ChannelOrder::Rgb => [0, 1, 2],
+        ChannelOrder::Bgr => [2, 1, 0],
+        ChannelOrder::Gray => [0, 0, 0],
+    };
+    let channels = if spec.card.channel_order == Some(ChannelOrder::Gray) { 1 } else { 3 };
+    let plane = side_w * side_h;
+    let at = |c: usize, x: usize, y: usize| {
+        if spec.channels_last {
+            (y * side_w + x) * channels + c
+        } else {
+            c * plane + y * side_w + x
+        }
+    };
+    let pad = spec.card.pad.unwrap_or(0.0);
+    let mut out = vec![0.0; channels * plane];
+    for c in 0..channels {
+        let padded = spec.card.normalize(pad, c);
+        for y in 0..side_h {
+            for x in 0..side_w {
+                out[at(c, x, y)] = padded;
             }
         }
     }
-    (out, Letterbox { scale, pad_x: px as f32, pad_y: py as f32 })
+    for y in 0..nh {
+        let sy = ((y as f32 + 0.5) / scale_y).floor().min(h as f32 - 1.0) as usize;
+        for x in 0..nw {
+            let sx = ((x as f32 + 0.5) / scale_x).floor().min(w as f32 - 1.0) as usize;
+            let pixel = &rgb[(sy * w + sx) * 3..][..3];
+            for (c, &from) in order.iter().enumerate().take(channels) {
+                let v = if channels == 1 {
+                    0.299 * pixel[0] as f32 + 0.587 * pixel[1] as f32 + 0.114 * pixel[2] as f32
+                } else {
+                    pixel[from] as f32
+                };
+                out[at(c, x + px, y + py)] = spec.card.normalize(v, c);
+            }
+        }
+    }
+    (out, Letterbox { scale_x, scale_y, pad_x: px as f32, pad_y: py as f32 })
 }
 
 /// One detection, in frame pixels.
@@ -86,10 +146,10 @@ pub fn decode(
                 return None;
             }
             let (cx, cy, bw, bh) = (at(0, a), at(1, a), at(2, a), at(3, a));
-            let x0 = ((cx - bw / 2.0 - lb.pad_x) / lb.scale).clamp(0.0, w as f32);
-            let y0 = ((cy - bh / 2.0 - lb.pad_y) / lb.scale).clamp(0.0, h as f32);
-            let x1 = ((cx + bw / 2.0 - lb.pad_x) / lb.scale).clamp(0.0, w as f32);
-            let y1 = ((cy + bh / 2.0 - lb.pad_y) / lb.scale).clamp(0.0, h as f32);
+            let x0 = ((cx - bw / 2.0 - lb.pad_x) / lb.scale_x).clamp(0.0, w as f32);
+            let y0 = ((cy - bh / 2.0 - lb.pad_y) / lb.scale_y).clamp(0.0, h as f32);
+            let x1 = ((cx + bw / 2.0 - lb.pad_x) / lb.scale_x).clamp(0.0, w as f32);
+            let y1 = ((cy + bh / 2.0 - lb.pad_y) / lb.scale_y).clamp(0.0, h as f32);
             Some(Detection { class, score, box_xywh: [x0, y0, x1 - x0, y1 - y0] })
         })
         .collect();
@@ -121,13 +181,49 @@ mod tests {
                 }
             }
         }
-        let (t, lb) = letterbox(&rgb, 4, 2, 8);
-        assert_eq!(lb, Letterbox { scale: 2.0, pad_x: 0.0, pad_y: 2.0 });
-        let px = |c: usize, x: usize, y: usize| t[c * 64 + y * 8 + x];
-        assert_eq!(px(0, 0, 0), 114.0 / 255.0, "padding is grey");
+        let (t, lb) = fit(&rgb, 4, 2, &yolo_spec(8, 8, false, ChannelOrder::Rgb));
+        assert_eq!(lb, Letterbox { scale_x: 2.0, scale_y: 2.0, pad_x: 0.0, pad_y: 2.0 });
+        let grey = 114.0 / 255.0;
+        let px = |c: usize, x: usize, y: usize| (t[c * 64 + y * 8 + x] * 1e5).round() / 1e5;
+        let near = |v: f32| (v * 1e5).round() / 1e5;
+        assert_eq!(px(0, 0, 0), near(grey), "padding is grey");
         assert_eq!((px(0, 0, 2), px(2, 0, 2)), (1.0, 0.0), "top-left of the frame is red");
         assert_eq!((px(0, 7, 5), px(2, 7, 5)), (0.0, 1.0), "bottom-right is blue");
-        assert_eq!(px(0, 0, 6), 114.0 / 255.0, "below the frame");
+        assert_eq!(px(0, 0, 6), near(grey), "below the frame");
+        // The same frame channels last and blue first: the red pixel's
+        // first channel is its blue value, in NHWC order.
+        let (t, _) = fit(&rgb, 4, 2, &yolo_spec(8, 8, true, ChannelOrder::Bgr));
+        let px = |c: usize, x: usize, y: usize| (t[(y * 8 + x) * 3 + c] * 1e5).round() / 1e5;
+        assert_eq!((px(0, 0, 2), px(2, 0, 2)), (0.0, 1.0), "red is the last channel");
+        assert_eq!(px(1, 0, 0), near(grey));
+    }
+
+    fn yolo_spec(width: usize, height: usize, channels_last: bool, order: ChannelOrder) -> ImageSpec {
+        let card = tandem::card::ModelCard::parse(&format!(
+            "[model]\nname = \"t\"\n[[input]]\nname = \"x\"\nkind = \"image\"\nresize = \"letterbox\"\n\
+             pad = 114.0\nscale = {}\nchannel_order = \"{}\"",
+            1.0 / 255.0,
+            if order == ChannelOrder::Bgr { "bgr" } else { "rgb" }
+        ))
+        .expect("card");
+        ImageSpec { width, height, channels_last, card: card.inputs[0].clone() }
+    }
+
+    #[test]
+    fn stretching_fills_the_input_and_normalizes_per_channel() {
+        // A 2 x 1 frame: one white, one black pixel, into 4 x 4, ImageNet-style.
+        let rgb = [255, 255, 255, 0, 0, 0];
+        let card = tandem::card::ModelCard::parse(
+            "[model]\nname = \"t\"\n[[input]]\nname = \"x\"\nkind = \"image\"\nresize = \"stretch\"\n\
+             scale = 0.00392156862745098\nmean = [0.5, 0.25, 0.0]\nstd = [0.5, 0.25, 1.0]",
+        )
+        .expect("card");
+        let spec = ImageSpec { width: 4, height: 4, channels_last: false, card: card.inputs[0].clone() };
+        let (t, lb) = fit(&rgb, 2, 1, &spec);
+        assert_eq!(lb, Letterbox { scale_x: 2.0, scale_y: 4.0, pad_x: 0.0, pad_y: 0.0 });
+        let px = |c: usize, x: usize, y: usize| t[c * 16 + y * 4 + x];
+        assert_eq!([px(0, 0, 3), px(1, 1, 0), px(2, 0, 0)], [1.0, 3.0, 1.0], "white, normalized");
+        assert_eq!([px(0, 3, 3), px(1, 2, 0), px(2, 3, 0)], [-1.0, -1.0, 0.0], "black, normalized");
     }
 
     #[test]
@@ -146,7 +242,7 @@ mod tests {
                 out[r * 4 + a] = *v;
             }
         }
-        let lb = Letterbox { scale: 2.0, pad_x: 0.0, pad_y: 10.0 };
+        let lb = Letterbox { scale_x: 2.0, scale_y: 2.0, pad_x: 0.0, pad_y: 10.0 };
         let d = decode(&out, 2, lb, 40, 20, 0.25, 0.45);
         assert_eq!(d.len(), 2, "{d:?}");
         assert_eq!((d[0].class, d[0].score), (0, 0.9));
