@@ -12,7 +12,7 @@ T=target/debug R=models/cache/real
 mkdir -p target/wakeword
 espeak-ng -v en-us -s 140 -w target/wakeword/alexa.wav "alexa"
 args=(--wav target/wakeword/alexa.wav --mel $R/oww_melspectrogram.onnx --embedding $R/oww_embedding.onnx
-      --keyword $R/oww_alexa.onnx --keyword $R/oww_hey_jarvis.onnx)
+      --keyword $R/oww_alexa.onnx --keyword $R/oww_hey_jarvis.onnx --cards models/cards)
 echo "== on the watch alone"
 $T/tandem-wearable wakeword "${args[@]}"
 echo "== the embedding on a handheld, over emulated BLE 2M"

@@ -32,8 +32,9 @@ fn detect(wav: &str, extra: &[&str]) -> (Vec<(String, f64)>, serde_json::Value) 
     let p = |n: &str| set.path(&format!("{n}.onnx")).to_string_lossy().into_owned();
     let (mel, emb, alexa, jarvis) =
         (p("oww_melspectrogram"), p("oww_embedding"), p("oww_alexa"), p("oww_hey_jarvis"));
+    let cards = tandem_models::real::cards_dir().to_string_lossy().into_owned();
     let mut args = vec!["wakeword", "--wav", wav, "--mel", &mel, "--embedding", &emb, "--keyword", &alexa];
-    args.extend(["--keyword", &jarvis]);
+    args.extend(["--keyword", &jarvis, "--cards", &cards]);
     args.extend(extra);
     let o = wearable(&args);
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
@@ -114,4 +115,43 @@ fn bad_wakeword_input_gets_one_line() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// Cards that contradict the models are refused, naming the mismatch: an
+/// embedding hop other than the mel model's frames per chunk, and a window
+/// the embedding model was not built for.
+#[test]
+fn cards_that_contradict_the_models_are_refused() {
+    let set = ensure_real_models().expect("real models");
+    let p = |n: &str| set.path(&format!("{n}.onnx")).to_string_lossy().into_owned();
+    let dir = std::env::temp_dir().join(format!("tandem-wakeword-cards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let wav = speak(&dir, "hi", "hi");
+    let card =
+        std::fs::read_to_string(tandem_models::real::cards_dir().join("oww_embedding.toml")).expect("card");
+    for (edit, want) in [
+        (("hop = 8", "hop = 7"), "hop is 7"),
+        (("window = 76", "window = 70"), "window 70 differs from its shape's 76"),
+    ] {
+        std::fs::write(dir.join("oww_embedding.toml"), card.replace(edit.0, edit.1)).expect("card");
+        let cards = dir.to_string_lossy().into_owned();
+        let (mel, emb, alexa) = (p("oww_melspectrogram"), p("oww_embedding"), p("oww_alexa"));
+        let args = [
+            "wakeword",
+            "--wav",
+            &wav,
+            "--mel",
+            &mel,
+            "--embedding",
+            &emb,
+            "--keyword",
+            &alexa,
+            "--cards",
+            &cards,
+        ];
+        let o = wearable(&args);
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", stdout(&o));
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
