@@ -63,7 +63,7 @@ fn feeding(mel: Option<&ModelCard>, embedding: Option<&ModelCard>) -> Result<Fee
     let mut f = Feeding::default();
     if let Some(input) = mel.and_then(|c| c.inputs.first()) {
         if let Some(rate) = input.rate_hz {
-            if !(rate >= 1.0 && rate <= 384_000.0 && rate.fract() == 0.0) {
+            if !((1.0..=384_000.0).contains(&rate) && rate.fract() == 0.0) {
                 bail!("the mel card's rate_hz {rate}: a whole number of hertz up to 384000");
             }
             f.rate = rate as u32;
