@@ -21,7 +21,11 @@
 //! and the whole protocol path); `emulation` each emulated link profile's
 //! achieved rate and delay against its configuration; `pipeline` pipelined
 //! streams against sequential ones and the ideal 1 / max(stage), per model.
+//!
+//! `encodings` measures each link encoding on the tensors that cross at a
+//! model's representative cuts: bytes, speed, and the lossy ones' error.
 
+mod encodings;
 mod paired;
 
 use std::path::PathBuf;
@@ -90,6 +94,18 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
     },
+    /// Each link encoding on the tensors crossing at the model input and at
+    /// 25/50/75% of FLOPs: bytes, encode/decode MB/s, lossy error.
+    Encodings {
+        /// Models (default: the zoo, the light models, the real models on their real inputs).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        #[command(flatten)]
+        shapes: tandem_tools::cli::ShapeArgs,
+        /// Timed encode/decode runs per tensor (medians).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// Pipelined stream throughput vs sequential and vs the ideal 1 / max(stage), per model.
     Pipeline {
         /// Models (default: the zoo).
@@ -117,6 +133,7 @@ fn main() -> anyhow::Result<()> {
         Command::DecisionTime { model, runs } => decision_time(model, runs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
+        Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),
         Command::Pipeline { model, link, dilation, frames, max_in_flight } => {
             paired::pipeline(model, &link, dilation, frames, max_in_flight)

@@ -88,6 +88,9 @@ pub enum Error {
     /// A device profile could not be read or is invalid (from `tandem-plan`'s `DeviceError`).
     #[error("{0}")]
     Device(String),
+    /// A tensor could not cross the link (its encoding or decoding failed).
+    #[error("link: {0}")]
+    Link(String),
     /// A model card could not be read, or does not fit its model.
     #[error("model card{}: {reason}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
     Card {

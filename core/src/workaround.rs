@@ -16,8 +16,16 @@ use tract_onnx::pb;
 /// Ops that keep their input's axes but mix values along one of them.
 const MIXING: [&str; 3] = ["Softmax", "LogSoftmax", "Hardmax"];
 
-/// Rewrites each `DequantizeLinear` whose only reader is a softmax into
-/// `Cast`, `Sub`, `Mul` (same output name, same values). Returns how many.
+/// Whether `name` is an initializer of one value (a per-tensor scale; tract
+/// dequantizes per-axis scales with `Sub` and `Mul` already, and folds
+/// nothing).
+fn scalar_initializer(graph: &pb::GraphProto, name: &str) -> bool {
+    graph.initializer.iter().any(|t| t.name == name && t.dims.iter().product::<i64>() == 1)
+}
+
+/// Rewrites each `DequantizeLinear` with a per-tensor scale whose only
+/// reader is a softmax into `Cast`, `Sub`, `Mul` (same output name, same
+/// values). Returns how many.
 pub(crate) fn unfold_dequantize_before_softmax(graph: &mut pb::GraphProto) -> usize {
     let readers = |name: &str, nodes: &[pb::NodeProto]| -> Vec<usize> {
         (0..nodes.len()).filter(|&i| nodes[i].input.iter().any(|n| n == name)).collect()
@@ -29,9 +37,11 @@ pub(crate) fn unfold_dequantize_before_softmax(graph: &mut pb::GraphProto) -> us
         let node = &graph.node[ix];
         let out = node.output.first().cloned().unwrap_or_default();
         let mixes_next = node.op_type == "DequantizeLinear"
+            && node.input.len() >= 2
             && !outputs.contains(&out)
+            && scalar_initializer(graph, &node.input[1])
             && matches!(readers(&out, &graph.node)[..], [r] if MIXING.contains(&graph.node[r].op_type.as_str()));
-        if !mixes_next || node.input.len() < 2 {
+        if !mixes_next {
             ix += 1;
             continue;
         }

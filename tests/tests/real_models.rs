@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use tandem::check::{check_cuts, load_tensor_pb, onnx_closeness};
+use tandem::check::{check_cuts, check_cuts_over, load_tensor_pb, onnx_closeness};
 use tandem::device::DeviceProfile;
 use tandem::energy::{ClusterEnergy, PowerModel};
 use tandem::partition::{
@@ -55,9 +55,10 @@ fn check_real(name: &str) -> anyhow::Result<()> {
         worst = worst.max(ratio);
     }
 
-    // 2. Sampled cuts against unsplit, crossing tensors included.
+    // 2. Sampled cuts against unsplit, crossing tensors included, each
+    //    crossing tensor sent through the lossless link encodings.
     let cuts = sampled_cuts_to_check(g, CUTS, 5);
-    let report = check_cuts(&model, &cuts, &inputs)?;
+    let report = check_cuts_over(&model, &cuts, &inputs, &mut crate::lossless::lossless_link, true)?;
     assert!(report.ok, "{name}: {:?}", report.mismatches);
 
     // 3. The planner decides (watch and phone over BLE 2M, 100 ms hint), and its cut runs.

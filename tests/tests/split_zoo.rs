@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use tandem::check::{check_cuts, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs, CheckReport};
+use tandem::check::{
+    check_cuts_over, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs, CheckReport,
+};
 use tandem::{cuts_to_check, sampled_cuts_to_check, Cut, InputShapes, Model};
 use tandem_models::ensure_models;
 
@@ -54,7 +56,8 @@ fn check_model(path: &Path, inputs: Option<&Path>, cuts: Cuts) -> anyhow::Result
         let multi = cut_list.iter().filter(|c| c.up_tensors().len() > 1).count();
         eprintln!("{}: {} of {} cuts cross several tensors", model.name(), multi, cut_list.len());
     }
-    let report = check_cuts(&model, &cut_list, &values)?;
+    // Every crossing tensor also goes through the lossless link encodings.
+    let report = check_cuts_over(&model, &cut_list, &values, &mut crate::lossless::lossless_link, true)?;
     eprintln!("{}", serde_json::to_string(&report)?);
     assert!(report.ok, "{}: {:?}", model.name(), report.mismatches);
     assert_eq!(report.cuts_checked, cut_list.len());

@@ -22,7 +22,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use tandem::check::{check_cuts, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs};
+use tandem::check::{
+    check_cuts, check_cuts_over, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs,
+};
 use tandem::{cuts_to_check, Model};
 
 #[derive(Parser)]
@@ -64,6 +66,12 @@ enum Command {
         /// (ONNX backend-test tolerance: rtol 1e-3, atol 1e-7).
         #[arg(long)]
         expected: Option<PathBuf>,
+        /// Send every crossing tensor through this link encoding (raw,
+        /// shuffle-lz4, sparse-lz4, f16, int8, int8-channel). Lossless ones
+        /// must give back the same bytes; for lossy ones the outputs' error
+        /// is reported, not failed on.
+        #[arg(long, value_parser = tandem::encoding::Encoding::parse)]
+        encoding: Option<tandem::encoding::Encoding>,
     },
     /// Time every node of the optimized plan and check additivity.
     Profile {
@@ -157,7 +165,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}: {}", model.name(), tandem_tools::report::graph_summary(g));
             Ok(ExitCode::SUCCESS)
         }
-        Command::SplitCheck { model, cuts, seed, input, expected } => {
+        Command::SplitCheck { model, cuts, seed, input, expected, encoding } => {
             let model = model.load()?;
             let inputs = match &input {
                 Some(path) => inputs_from_pb(&model, path)?,
@@ -165,8 +173,33 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let cut_list = cuts_to_check(model.graph(), cuts, seed);
             eprintln!("checking {} cuts of {}", cut_list.len(), model.name());
-            let mut report = check_cuts(&model, &cut_list, &inputs)?;
+            let (mut raw_bytes, mut encoded_bytes) = (0usize, 0usize);
+            let mut report = match encoding {
+                None => check_cuts(&model, &cut_list, &inputs)?,
+                Some(e) => {
+                    let mut link = |name: &str, t: &tandem::TValue| -> tandem::Result<tandem::TValue> {
+                        let bad = |err: tandem::encoding::EncodingError| {
+                            tandem::Error::Link(format!("'{name}': {err}"))
+                        };
+                        raw_bytes += t.as_bytes().len();
+                        if !e.applies_to(t.datum_type()) {
+                            encoded_bytes += t.as_bytes().len();
+                            return Ok(t.clone());
+                        }
+                        let packed = tandem::encoding::encode(t, e).map_err(bad)?;
+                        encoded_bytes += packed.bytes.len();
+                        Ok(tandem::encoding::decode(t.datum_type(), t.shape(), &packed).map_err(bad)?.into())
+                    };
+                    check_cuts_over(&model, &cut_list, &inputs, &mut link, e.is_lossless())?
+                }
+            };
             let mut line = serde_json::to_value(&report)?;
+            if let Some(e) = encoding {
+                line["encoding"] = e.name().into();
+                line["lossless"] = e.is_lossless().into();
+                line["crossing_raw_bytes"] = raw_bytes.into();
+                line["crossing_encoded_bytes"] = encoded_bytes.into();
+            }
             if let Some(path) = &expected {
                 let want = load_tensor_pb(path)?;
                 let name = &model.graph().tensor(model.graph().outputs()[0]).name;

@@ -55,6 +55,31 @@ fn split_check_passes_on_every_cut_of_a_chain() {
     assert!(j["max_abs_diff"].as_f64().is_some(), "{j}");
 }
 
+/// `--encoding`: lossless encodings pass every cut bit for bit and shrink
+/// the ReLU maps; a lossy one reports its error and halves the bytes.
+#[test]
+fn split_check_sends_crossing_tensors_through_an_encoding() {
+    let path = zoo("mnist");
+    let run = |e: &str| {
+        let o = wearable(&["split-check", "--model", s(&path), "--encoding", e]);
+        assert!(o.status.success(), "{e}: {}", stderr(&o));
+        last_json(&o)
+    };
+    for e in ["shuffle-lz4", "sparse-lz4"] {
+        let j = run(e);
+        assert_eq!(
+            (j["ok"].as_bool(), j["lossless"].as_bool(), j["max_abs_diff"].as_f64()),
+            (Some(true), Some(true), Some(0.0)),
+            "{j}"
+        );
+        assert!(j["crossing_encoded_bytes"].as_u64() < j["crossing_raw_bytes"].as_u64(), "{j}");
+    }
+    let j = run("f16");
+    assert_eq!(j["lossless"], false, "{j}");
+    assert_eq!(j["crossing_encoded_bytes"].as_u64().map(|b| b * 2), j["crossing_raw_bytes"].as_u64(), "{j}");
+    assert!(j["max_abs_diff"].as_f64().is_some_and(|d| d > 0.0 && d < 0.01), "f16's error is reported: {j}");
+}
+
 #[test]
 fn split_check_compares_light_models_with_shipped_outputs() {
     let paths = ensure_models().expect("models");
