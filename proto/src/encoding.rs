@@ -318,7 +318,7 @@ fn layout(shape: &[usize], per_channel: bool) -> Option<(usize, usize)> {
         return Some((1, shape.iter().product()));
     }
     let channels = shape[1];
-    (channels >= 1 && channels <= MAX_CHANNELS).then(|| (channels, shape[2..].iter().product()))
+    (1..=MAX_CHANNELS).contains(&channels).then(|| (channels, shape[2..].iter().product()))
 }
 
 /// The indices of channel `c`: runs of `inner` elements every `channels · inner`.
@@ -374,7 +374,7 @@ fn unsparse(packed: &[u8], n: usize, size: usize) -> Result<Vec<u8>, String> {
     let map_len = n.div_ceil(8);
     let (map, values) = packed.split_at_checked(map_len).ok_or("shorter than its bitmap")?;
     let set: usize = map.iter().map(|b| b.count_ones() as usize).sum();
-    if n % 8 != 0 && map[map_len - 1] >> (n % 8) != 0 {
+    if !n.is_multiple_of(8) && map[map_len - 1] >> (n % 8) != 0 {
         return Err("bitmap bits set past the last element".into());
     }
     if values.len() != set * size {
