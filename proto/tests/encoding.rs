@@ -208,7 +208,6 @@ fn hostile_tensors_are_refused_before_decompressing() {
     .expect_err("bool")
     .to_string();
     assert!(e.contains("not 0 or 1"), "{e}");
-    assert!(MAX_RATIO >= 8192, "an all-zero f32 map must still decode");
 }
 
 #[test]
