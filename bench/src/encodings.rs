@@ -24,8 +24,10 @@ struct Subject {
     real_input: bool,
 }
 
-/// The zoo (random inputs), the light models (their shipped input) and the
-/// real models (their real inputs); or the given files with random inputs.
+/// The zoo (random inputs), the light models (their shipped ramp input;
+/// their weights are one constant, so their tensors compress far better
+/// than real ones) and the real models (their real inputs); or the given
+/// files with random inputs.
 fn subjects(models: Vec<PathBuf>, shapes: &InputShapes) -> anyhow::Result<Vec<Subject>> {
     let mut out = vec![];
     if !models.is_empty() {
@@ -44,8 +46,9 @@ fn subjects(models: Vec<PathBuf>, shapes: &InputShapes) -> anyhow::Result<Vec<Su
     }
     for e in &paths.light {
         let model = Model::from_path(&e.model, &InputShapes::none())?;
+        // A ramp input (ONNX's runner's) into constant weights: not real data.
         let inputs = inputs_from_pb(&model, &e.input)?;
-        out.push(Subject { model, inputs, real_input: true });
+        out.push(Subject { model, inputs, real_input: false });
     }
     let real = tandem_models::real::ensure_real_models()?;
     for e in real.models.iter().filter(|e| e.refused_node_op.is_none()) {
@@ -101,7 +104,7 @@ pub fn encodings(models: Vec<PathBuf>, shapes: &InputShapes, runs: usize) -> any
                 let tensor = value(&info.name)?;
                 let raw = tensor.as_bytes().len();
                 let mut smallest_lossless = raw;
-                for e in Encoding::ALL.into_iter().filter(|e| e.applies_to(tensor.datum_type())) {
+                for e in Encoding::ALL.into_iter().filter(|e| e.applies(tensor.datum_type(), tensor.shape())) {
                     let (mut enc, mut dec) = (vec![], vec![]);
                     let mut packed = encode(tensor, e)?;
                     let mut back = decode(tensor.datum_type(), tensor.shape(), &packed)?;

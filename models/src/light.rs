@@ -32,8 +32,8 @@ pub fn python() -> String {
     std::env::var("TANDEM_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// Runs `models/<script> --cache <cache>`; on failure, says what the
-/// script `needs`.
+/// Runs `models/<script> --cache <cache>`, its output on stderr (the tools
+/// print JSON lines on stdout); on failure, says what the script `needs`.
 pub(crate) fn run_fetch_script(script: &str, cache: &Path, needs: &str) -> Result<()> {
     let script = crate::workspace_root().join("models").join(script);
     let py = python();
@@ -41,6 +41,7 @@ pub(crate) fn run_fetch_script(script: &str, cache: &Path, needs: &str) -> Resul
         .arg(&script)
         .arg("--cache")
         .arg(cache)
+        .stdout(std::io::stderr())
         .status()
         .with_context(|| format!("running {py} {}", script.display()))?;
     if !status.success() {

@@ -71,6 +71,18 @@ impl Encoding {
         self.is_lossless() || dt == DatumType::F32
     }
 
+    /// Whether it applies to a tensor of type `dt` and shape `shape`: lossy
+    /// ones to f32 only, per-channel int8 to a rank ≥ 2 tensor with 1 to
+    /// [`MAX_CHANNELS`] channels on axis 1.
+    pub fn applies(self, dt: DatumType, shape: &[usize]) -> bool {
+        match self {
+            Encoding::Int8 { per_channel: true } => {
+                self.applies_to(dt) && shape.len() >= 2 && (1..=MAX_CHANNELS).contains(&shape[1])
+            }
+            _ => self.applies_to(dt),
+        }
+    }
+
     /// Whether `allowed` permits it.
     pub fn allowed_by(self, allowed: Allowed) -> bool {
         match allowed {
@@ -177,7 +189,7 @@ fn corrupt(encoding: Encoding, reason: impl Into<String>) -> EncodingError {
 pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> {
     let not_applicable =
         || EncodingError::NotApplicable { encoding, dtype: t.datum_type(), shape: t.shape().to_vec() };
-    if !encoding.applies_to(t.datum_type()) {
+    if !encoding.applies(t.datum_type(), t.shape()) {
         return Err(not_applicable());
     }
     let bytes = t.as_bytes();

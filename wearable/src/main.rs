@@ -182,7 +182,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             tandem::Error::Link(format!("'{name}': {err}"))
                         };
                         raw_bytes += t.as_bytes().len();
-                        if !e.applies_to(t.datum_type()) {
+                        if !e.applies(t.datum_type(), t.shape()) {
                             encoded_bytes += t.as_bytes().len();
                             return Ok(t.clone());
                         }
