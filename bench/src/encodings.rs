@@ -104,7 +104,8 @@ pub fn encodings(models: Vec<PathBuf>, shapes: &InputShapes, runs: usize) -> any
                 let tensor = value(&info.name)?;
                 let raw = tensor.as_bytes().len();
                 let mut smallest_lossless = raw;
-                for e in Encoding::ALL.into_iter().filter(|e| e.applies(tensor.datum_type(), tensor.shape())) {
+                for e in Encoding::ALL.into_iter().filter(|e| e.applies(tensor.datum_type(), tensor.shape()))
+                {
                     let (mut enc, mut dec) = (vec![], vec![]);
                     let mut packed = encode(tensor, e)?;
                     let mut back = decode(tensor.datum_type(), tensor.shape(), &packed)?;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tandem::check::{diff, random_inputs};
 use tandem::client::{Backoff, ModelFile, Placement, Session, SessionConfig};
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use tandem::encoding::Encoding;
 use tandem::link::{TcpTransport, Transport};
 use tandem::protocol::{
     encode, model_digest, ErrorCode, FrameDecoder, Header, Message, TensorMeta, WireType, PROTOCOL_VERSION,
@@ -326,15 +327,20 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
     // shape, then a tensor whose shape does not match the model.
     let input = g.tensor(g.inputs()[0]);
     let handheld_only = Cut::handheld_only(g).key();
+    let encoded_suffix = |shape: Vec<u64>, body: Vec<u8>, encoding: Encoding, len: u64| {
+        let tensor = TensorMeta {
+            name: input.name.clone(),
+            dtype: WireType::F32,
+            shape,
+            encoding,
+            params: tandem::encoding::Params::None,
+            len,
+        };
+        raw_frame(&Header::RunSuffix { frame: 1, cut: handheld_only.clone(), tensors: vec![tensor] }, &body)
+    };
     let run_suffix = |shape: Vec<u64>, body: Vec<u8>| {
-        raw_frame(
-            &Header::RunSuffix {
-                frame: 1,
-                cut: handheld_only.clone(),
-                tensors: vec![TensorMeta { name: input.name.clone(), dtype: WireType::F32, shape }],
-            },
-            &body,
-        )
+        let len = shape.iter().product::<u64>() * 4;
+        encoded_suffix(shape, body, Encoding::Raw, len)
     };
     let shape: Vec<u64> = input.shape.iter().map(|&d| d as u64).collect();
     let elements: u64 = shape.iter().product();
@@ -352,6 +358,18 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
             run_suffix(wrong_model_shape.clone(), vec![0; (elements * 4 * 2) as usize]),
             ErrorCode::Tensor,
             format!("tensor '{}': expected", input.name),
+        ),
+        (
+            "a decompression bomb: 1 GiB claimed from 10 bytes",
+            encoded_suffix(vec![1 << 14, 1 << 14], vec![0; 10], Encoding::ShuffleLz4, 10),
+            ErrorCode::Malformed,
+            "a ratio above 16384 is refused".into(),
+        ),
+        (
+            "LZ4 that is not LZ4",
+            encoded_suffix(shape.clone(), vec![0xff; 64], Encoding::ShuffleLz4, 64),
+            ErrorCode::Malformed,
+            "corrupt shuffle-lz4".into(),
         ),
     ];
     for (what, frame, code, text) in after_handshake {

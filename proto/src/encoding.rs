@@ -231,7 +231,18 @@ pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> 
 /// [`MAX_RATIO`] times the bytes sent is refused, and no decompression
 /// writes past the shape's size.
 pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tensor, EncodingError> {
-    let encoding = encoded.encoding;
+    decode_parts(dt, shape, encoded.encoding, &encoded.params, &encoded.bytes)
+}
+
+/// [`decode`] from the parts a message carries: the encoding and its
+/// parameters from the header, the bytes from the body.
+pub fn decode_parts(
+    dt: DatumType,
+    shape: &[usize],
+    encoding: Encoding,
+    params: &Params,
+    bytes: &[u8],
+) -> Result<Tensor, EncodingError> {
     let bad = |reason: String| corrupt(encoding, reason);
     if !encoding.applies_to(dt) {
         return Err(EncodingError::NotApplicable { encoding, dtype: dt, shape: shape.to_vec() });
@@ -242,11 +253,10 @@ pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tenso
         .ok_or_else(|| bad("size overflows".into()))?;
     let size = dt.size_of();
     let raw_len = n.checked_mul(size).ok_or_else(|| bad("size overflows".into()))?;
-    let bytes = &encoded.bytes;
     if raw_len > bytes.len().max(1).saturating_mul(MAX_RATIO) {
         return Err(EncodingError::Bomb { encoding, decoded: raw_len, encoded: bytes.len() });
     }
-    let params_fit = match (encoding, &encoded.params) {
+    let params_fit = match (encoding, params) {
         (Encoding::Int8 { .. }, params) => matches!(params, Params::Int8 { .. }),
         (_, params) => *params == Params::None,
     };
@@ -258,7 +268,7 @@ pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tenso
             if bytes.len() != raw_len {
                 return Err(bad(format!("{} bytes for a {raw_len}-byte tensor", bytes.len())));
             }
-            bytes.clone()
+            bytes.to_vec()
         }
         Encoding::ShuffleLz4 => {
             let mut planes = vec![0u8; raw_len];
@@ -285,7 +295,7 @@ pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tenso
                 .collect()
         }
         Encoding::Int8 { per_channel } => {
-            let Params::Int8 { scales, zeros } = &encoded.params else { unreachable!("checked above") };
+            let Params::Int8 { scales, zeros } = params else { unreachable!("checked above") };
             let (channels, inner) =
                 layout(shape, per_channel).ok_or_else(|| bad("no channel axis".into()))?;
             if scales.len() != channels || zeros.len() != channels {

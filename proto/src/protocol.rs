@@ -25,10 +25,12 @@
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 use tract_onnx::prelude::{DatumType, Tensor};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Most input-shape overrides plus symbol values a `Hello` may carry.
 pub const MAX_OVERRIDES: usize = 64;
@@ -44,6 +46,9 @@ pub const MAX_RANK: usize = 8;
 pub const MAX_DIM: u64 = 1 << 28;
 /// Most tensors in one message.
 pub const MAX_TENSORS: usize = 256;
+/// Most bytes the tensors of one message may decode to (encoded tensors
+/// can claim more than the frame carries; raw ones never exceed the frame).
+pub const MAX_DECODED_BYTES: usize = 1 << 30;
 
 /// SHA-256 of a model's ONNX bytes.
 pub type Digest = [u8; 32];
@@ -157,7 +162,7 @@ impl WireType {
 }
 
 /// A tensor's description in a header; its bytes are in the body.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorMeta {
     /// The ONNX tensor name.
     pub name: String,
@@ -165,9 +170,37 @@ pub struct TensorMeta {
     pub dtype: WireType,
     /// Dimensions.
     pub shape: Vec<u64>,
+    /// How its bytes are packed in the body.
+    pub encoding: Encoding,
+    /// What its decoder needs (int8's scales and zero points).
+    pub params: Params,
+    /// Its bytes in the body (for raw: its decoded size).
+    pub len: u64,
 }
 
 impl TensorMeta {
+    /// Its bytes in the body, checked against its decoded size: raw must
+    /// be exactly that size, and no encoding may claim more than
+    /// [`MAX_RATIO`] times the bytes it sends.
+    pub fn body_len(&self) -> Result<usize, ProtocolError> {
+        let decoded = self.byte_len()?;
+        let len = usize::try_from(self.len).map_err(|_| self.bad(format!("{} body bytes", self.len)))?;
+        if self.encoding == Encoding::Raw && len != decoded {
+            return Err(self.bad(format!("raw with {len} body bytes for a {decoded}-byte tensor")));
+        }
+        if decoded > len.max(1).saturating_mul(MAX_RATIO) {
+            return Err(self.bad(format!(
+                "{decoded} bytes from {len} ({}): a ratio above {MAX_RATIO} is refused",
+                self.encoding
+            )));
+        }
+        Ok(len)
+    }
+
+    fn bad(&self, reason: String) -> ProtocolError {
+        ProtocolError::BadTensor { name: self.name.clone(), reason }
+    }
+
     /// Byte length of the tensor, after checking rank and dimensions.
     pub fn byte_len(&self) -> Result<usize, ProtocolError> {
         let bad = |reason: String| ProtocolError::BadTensor { name: self.name.clone(), reason };
@@ -336,12 +369,12 @@ impl Message {
         }
     }
 
-    /// Splits the body into the described tensors.
+    /// Splits the body into the described tensors, decoding encoded ones.
     pub fn tensors(&self) -> Result<Vec<(String, Tensor)>, ProtocolError> {
         let mut at = 0;
         let mut out = vec![];
         for meta in self.tensor_metas() {
-            let len = meta.byte_len()?;
+            let len = meta.body_len()?;
             let bytes = self
                 .body
                 .get(at..at + len)
@@ -350,6 +383,31 @@ impl Message {
             at += len;
         }
         Ok(out)
+    }
+
+    /// A message carrying `tensors`, each packed with its encoding (raw
+    /// where the encoding does not apply to it); `header` gets their
+    /// descriptions.
+    pub fn with_encoded_tensors(
+        make: impl FnOnce(Vec<TensorMeta>) -> Header,
+        tensors: &[(String, &Tensor, Encoding)],
+    ) -> Result<Message, ProtocolError> {
+        let mut metas = Vec::with_capacity(tensors.len());
+        let mut body = vec![];
+        for (name, t, encoding) in tensors {
+            let (mut meta, raw) = tensor_to_wire(name, t)?;
+            if *encoding == Encoding::Raw || !encoding.applies(t.datum_type(), t.shape()) {
+                body.extend_from_slice(raw);
+            } else {
+                let packed = encoding::encode(t, *encoding).map_err(|e| meta.bad(e.to_string()))?;
+                meta.encoding = *encoding;
+                meta.params = packed.params;
+                meta.len = packed.bytes.len() as u64;
+                body.extend_from_slice(&packed.bytes);
+            }
+            metas.push(meta);
+        }
+        Ok(Message { header: make(metas), body })
     }
 
     /// A message carrying `tensors` in its body; `header` gets their descriptions.
@@ -374,15 +432,27 @@ pub fn tensor_to_wire<'t>(name: &str, t: &'t Tensor) -> Result<(TensorMeta, &'t 
         name: name.to_string(),
         reason: format!("type {:?} cannot cross the link", t.datum_type()),
     })?;
-    let meta =
-        TensorMeta { name: name.to_string(), dtype, shape: t.shape().iter().map(|&d| d as u64).collect() };
-    meta.byte_len()?;
+    let mut meta = TensorMeta {
+        name: name.to_string(),
+        dtype,
+        shape: t.shape().iter().map(|&d| d as u64).collect(),
+        encoding: Encoding::Raw,
+        params: Params::None,
+        len: 0,
+    };
+    meta.len = meta.byte_len()? as u64;
     let bytes = t.as_bytes();
     Ok((meta, bytes))
 }
 
-/// A tract tensor from its description and bytes.
+/// A tract tensor from its description and its (possibly encoded) bytes.
 pub fn tensor_from_wire(meta: &TensorMeta, bytes: &[u8]) -> Result<Tensor, ProtocolError> {
+    if meta.encoding != Encoding::Raw {
+        meta.body_len()?;
+        let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
+        return decode_parts(meta.dtype.datum_type(), &shape, meta.encoding, &meta.params, bytes)
+            .map_err(|e| meta.bad(e.to_string()));
+    }
     let len = meta.byte_len()?;
     if bytes.len() != len {
         return Err(ProtocolError::BodyMismatch { expected: len, got: bytes.len() });
@@ -434,11 +504,18 @@ fn check_body(header: &Header, body: usize) -> Result<(), ProtocolError> {
                     reason: format!("more than {MAX_TENSORS} tensors in one message"),
                 });
             }
-            let mut sum = 0usize;
+            let (mut sum, mut decoded) = (0usize, 0usize);
             for t in tensors {
                 sum = sum
-                    .checked_add(t.byte_len()?)
+                    .checked_add(t.body_len()?)
                     .ok_or(ProtocolError::FrameTooLarge { len: usize::MAX, limit: MAX_FRAME_BYTES })?;
+                decoded = decoded.saturating_add(t.byte_len()?);
+            }
+            if decoded > MAX_DECODED_BYTES {
+                return Err(ProtocolError::BadTensor {
+                    name: format!("({} tensors)", tensors.len()),
+                    reason: format!("{decoded} decoded bytes in one message exceed {MAX_DECODED_BYTES}"),
+                });
             }
             sum
         }

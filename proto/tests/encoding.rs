@@ -219,3 +219,59 @@ fn an_all_zero_map_decodes_at_its_full_ratio() {
     let back = decode(DatumType::F32, &[1, 64, 32, 32], &packed).expect("decodes");
     assert_eq!(back.as_bytes(), t.as_bytes());
 }
+
+/// On the wire: each tensor's header names its encoding; lossless ones
+/// come back bit for bit, lossy ones close; tensors a lossy encoding does
+/// not apply to (int64 ids) travel raw.
+#[test]
+fn encoded_tensors_cross_the_wire() {
+    use tandem_proto::protocol::{encode as frame, FrameDecoder, Header, Message, MAX_FRAME_BYTES};
+    let values: Vec<f32> = (0..32).map(|i| if i % 3 == 0 { 0.0 } else { i as f32 * 0.5 }).collect();
+    let x = f32_tensor(&[1, 4, 8], &values);
+    let ids = Tensor::from_shape(&[3], &[1i64, 0, 5]).expect("ids");
+    for e in Encoding::ALL {
+        let m = Message::with_encoded_tensors(
+            |tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors },
+            &[("x".into(), &x, e), ("ids".into(), &ids, e)],
+        )
+        .expect("message");
+        let mut d = FrameDecoder::new(MAX_FRAME_BYTES);
+        d.push(&frame(&m).expect("frame"));
+        let got = d.next_message().expect("decodes").expect("a message");
+        let metas = got.tensor_metas();
+        assert_eq!(metas[0].encoding, e);
+        assert_eq!(metas[1].encoding, if e.is_lossless() { e } else { Encoding::Raw }, "{e}");
+        let tensors = got.tensors().expect("tensors");
+        assert_eq!(tensors[1].1.as_bytes(), ids.as_bytes(), "{e}");
+        let back = tandem_core::check::as_f32(&tensors[0].1).expect("f32");
+        for (a, b) in values.iter().zip(&back) {
+            if e.is_lossless() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{e}");
+            } else {
+                assert!((a - b).abs() <= 0.1, "{e}: {a} vs {b}");
+            }
+        }
+    }
+}
+
+/// Encoded tensors may claim more than their frame carries, up to the ratio
+/// cap each; one message may not decode to more than MAX_DECODED_BYTES.
+#[test]
+fn one_message_may_not_decode_to_more_than_the_cap() {
+    use tandem_proto::protocol::{encode as frame, Header, Message, TensorMeta, WireType, MAX_DECODED_BYTES};
+    // 80 tensors of 16 MiB, each from 1 KiB: within the ratio, over the total.
+    let meta = |i: usize| TensorMeta {
+        name: format!("t{i}"),
+        dtype: WireType::F32,
+        shape: vec![4 << 20],
+        encoding: Encoding::ShuffleLz4,
+        params: Params::None,
+        len: 1024,
+    };
+    let m = Message {
+        header: Header::RunSuffix { frame: 1, cut: "1".into(), tensors: (0..80).map(meta).collect() },
+        body: vec![0; 80 * 1024],
+    };
+    let e = frame(&m).expect_err("over the cap").to_string();
+    assert!(e.contains(&format!("exceed {MAX_DECODED_BYTES}")), "{e}");
+}

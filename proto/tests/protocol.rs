@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use tandem_core::Tensor;
+use tandem_proto::encoding::{Encoding, Params};
 use tandem_proto::protocol::{
     encode, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError, StatusReport,
     TensorMeta, WireType, MAX_FRAME_BYTES, MAX_HEADER_BYTES, PROTOCOL_VERSION,
@@ -131,7 +132,14 @@ fn hostile_bytes_get_named_errors() {
     assert!(matches!(decode_all(&frame(&[0xff; 16], &[])), Err(ProtocolError::BadHeader(_))));
 
     // A shape whose byte size differs from the body.
-    let meta = |shape: Vec<u64>, dtype| TensorMeta { name: "x".into(), dtype, shape };
+    let meta = |shape: Vec<u64>, dtype: WireType| TensorMeta {
+        name: "x".into(),
+        len: shape.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d)).unwrap_or(0),
+        dtype,
+        shape,
+        encoding: Encoding::Raw,
+        params: Params::None,
+    };
     let err = decode_all(&run_frame(vec![meta(vec![2, 3], WireType::F32)], &[0; 20])).expect_err("mismatch");
     assert_eq!(err, ProtocolError::BodyMismatch { expected: 24, got: 20 });
     // Rank and dimension limits, and overflowing shapes.
