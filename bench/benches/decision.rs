@@ -47,6 +47,7 @@ fn decision(c: &mut Criterion) {
             weights: EnergyWeights::default(),
             hint: LatencyHint::Fastest,
             mode: Mode::Single,
+            codecs: None,
         };
         let simplified = Simplified::new(g);
         let mut group = c.benchmark_group(format!("decision/{}", model.name()));

@@ -280,6 +280,7 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
             weights: EnergyWeights::default(),
             hint,
             mode: Mode::Single,
+            codecs: None,
         };
         // A finite PropT halfway between the fastest and the least-energy
         // cut's latency: the case that needs the Lagrangian search.

@@ -10,9 +10,9 @@ use tandem_core::{enumerate_cuts, Cut, InputShapes, LayerGraph, Model};
 use tandem_plan::energy::EnergyModel;
 use tandem_plan::partition::stream::{search, StreamGoal};
 use tandem_plan::partition::{
-    choose, decide, evaluate, min_cut_candidates, mincut::min_cut_prefix, DecisionInput, EnergyWeights,
-    Evaluation, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode, NodePrices, Objective, Side,
-    Simplified,
+    choose, decide, evaluate, min_cut_candidates, mincut::min_cut_prefix, CodecOption, DecisionInput,
+    EnergyWeights, Evaluation, HandheldStatus, LatencyHint, LinkCodecs, LinkEstimate, Method, Mode,
+    NodePrices, Objective, Side, Simplified,
 };
 use tandem_plan::predict::{LatencyModel, NodeCosts};
 
@@ -33,7 +33,36 @@ fn prices(graph: &LayerGraph, seeds: &[u32], rate: f64, weights: (f64, f64)) -> 
         radio_handheld_w: (0.08, 0.06),
         s_per_byte: (1.0 / rate, 0.5 / rate),
         weights: EnergyWeights { wearable: weights.0, handheld: weights.1 },
+        up_links: vec![],
     }
+}
+
+/// With `on`, every other tensor may also cross in one or two link
+/// encodings of seeded ratio (1–8×) and speed (1 kB/s to 100 MB/s): the prices
+/// then pick each tensor's cheapest, which the searches must respect.
+fn maybe_codecs(p: NodePrices, graph: &LayerGraph, seeds: &[u32], on: bool) -> NodePrices {
+    if !on {
+        return p;
+    }
+    p.with_codecs(graph, &random_codecs(graph, seeds), &HandheldStatus { load: 0.0 })
+}
+
+/// Seeded link encodings for every other tensor (see [`maybe_codecs`]).
+fn random_codecs(graph: &LayerGraph, seeds: &[u32]) -> LinkCodecs {
+    let at = |i: usize| f64::from(seeds[i % seeds.len()] % 1000) / 1000.0;
+    let per_tensor = (0..graph.tensors().len())
+        .map(|t| {
+            (0..t % 3)
+                .map(|k| CodecOption {
+                    label: format!("codec{k}"),
+                    ratio: 1.0 + 7.0 * at(t + 3 * k),
+                    encode_bytes_per_s: 10f64.powf(3.0 + 5.0 * at(t + 5 * k + 1)),
+                    decode_bytes_per_s: 10f64.powf(3.0 + 5.0 * at(t + 7 * k + 2)),
+                })
+                .collect()
+        })
+        .collect();
+    LinkCodecs { per_tensor, slowdown: (2.0, 1.0) }
 }
 
 /// The sum objective the min-cut minimizes, for a cut.
@@ -43,7 +72,8 @@ fn sum_objective(graph: &LayerGraph, p: &NodePrices, cut: &Cut, objective: Objec
         let (w, h) = p.node(v, objective);
         total += if cut.on_wearable(v) { w } else { h };
     }
-    total + p.up(cut.up_bytes(), objective) + p.down(cut.down_bytes(), objective)
+    let up: f64 = cut.up_tensors().iter().map(|&t| p.up_tensor(t, graph.tensor(t).bytes, objective)).sum();
+    total + up + p.down(cut.down_bytes(), objective)
 }
 
 fn dag() -> impl Strategy<Value = Vec<(u8, usize, usize)>> {
@@ -59,10 +89,11 @@ proptest! {
         seeds in proptest::collection::vec(any::<u32>(), 4..16),
         rate in 1e3f64..1e7,
         lambda in 1e-3f64..1e3,
+        codecs in any::<bool>(),
     ) {
         let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
         let g = model.graph();
-        let p = prices(g, &seeds, rate, (0.7, 0.3));
+        let p = maybe_codecs(prices(g, &seeds, rate, (0.7, 0.3)), g, &seeds, codecs);
         let all = enumerate_cuts(g, 100_000).expect("small DAG");
         for objective in [Objective::Latency, Objective::Energy, Objective::Lagrangian(lambda)] {
             let mask = min_cut_prefix(g, &p, objective);
@@ -82,10 +113,11 @@ proptest! {
         rate in 1e3f64..1e7,
         rtt_ms in 0u64..50,
         hint_ms in 1u64..200,
+        codecs in any::<bool>(),
     ) {
         let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
         let g = model.graph();
-        let p = prices(g, &seeds, rate, (0.5, 0.5));
+        let p = maybe_codecs(prices(g, &seeds, rate, (0.5, 0.5)), g, &seeds, codecs);
         let rtt = Duration::from_millis(rtt_ms);
         let all = enumerate_cuts(g, 100_000).expect("small DAG");
         let exhaustive: Vec<Evaluation> = all.iter().map(|c| evaluate(g, &p, c, rtt)).collect();
@@ -244,10 +276,11 @@ proptest! {
         rate in 1e3f64..1e7,
         hint_frac in 0.0f64..1.0,
         seed_incumbent in any::<bool>(),
+        codecs in any::<bool>(),
     ) {
         let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
         let g = model.graph();
-        let p = prices(g, &seeds, rate, (0.6, 0.4));
+        let p = maybe_codecs(prices(g, &seeds, rate, (0.6, 0.4)), g, &seeds, codecs);
         let all = enumerate_cuts(g, 100_000).expect("small DAG");
         let periods = stream_values(g, &p, &all, StreamGoal::Period);
         let (lo, hi) = periods.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
@@ -271,12 +304,14 @@ proptest! {
         rate in 1e3f64..1e7,
         hint_frac in 0.0f64..1.2,
         handheld_load in 0.0f64..0.9,
+        with_codecs in any::<bool>(),
     ) {
         let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
         let g = model.graph();
         let watch = Table { seeds: seeds.clone(), slowdown: 4.0, shift: 0 };
         let phone = Table { seeds: seeds.clone(), slowdown: 1.0, shift: 3 };
         let (we, pe) = (Power(0.4, 0.03, 0.025), Power(3.0, 0.08, 0.06));
+        let codecs = random_codecs(g, &seeds);
         let base = DecisionInput {
             graph: g,
             wearable: Side { latency: &watch, energy: &we },
@@ -286,6 +321,7 @@ proptest! {
             weights: EnergyWeights { wearable: 0.7, handheld: 0.3 },
             hint: LatencyHint::Fastest,
             mode: Mode::Single,
+            codecs: with_codecs.then_some(&codecs),
         };
         for mode in [Mode::Single, Mode::Stream] {
             let exhaustive = decide(&DecisionInput { mode, ..base }, Method::Exhaustive).expect("decides");
@@ -346,5 +382,79 @@ proptest! {
         prop_assert!(cuts.iter().any(Cut::is_wearable_only) && cuts.iter().any(Cut::is_handheld_only));
         let all = enumerate_cuts(g, 100_000).expect("small DAG");
         prop_assert!(cuts.iter().all(|c| all.contains(c)));
+    }
+}
+
+/// A slow link where the watch alone beats sending the raw input, and a
+/// 4× link encoding of the input makes handheld-only the fastest: the
+/// decision follows the encoding, reports the encoded bytes, and pays the
+/// encoding's time on the watch.
+#[test]
+fn an_encoding_that_shrinks_the_input_moves_the_decision() {
+    let model = load(&tandem_models::tiny::tiny_mlp_onnx());
+    let g = model.graph();
+    let watch = Table { seeds: vec![5999], slowdown: 6.0, shift: 0 }; // 60 ms a layer
+    let phone = Table { seeds: vec![9], slowdown: 1.0, shift: 0 }; // 0.1 ms a layer
+    let (we, pe) = (Power(0.4, 0.03, 0.025), Power(3.0, 0.08, 0.06));
+    let x = g.tensors().iter().position(|t| t.name == "x").expect("input x");
+    let mut per_tensor = vec![vec![]; g.tensors().len()];
+    per_tensor[x] = vec![CodecOption {
+        label: "int8".into(),
+        ratio: 4.0,
+        encode_bytes_per_s: 1e6,
+        decode_bytes_per_s: 1e7,
+    }];
+    let codecs = LinkCodecs { per_tensor, slowdown: (2.0, 1.0) };
+    // 100 B/s: x (16 B) raw takes 160 ms, y (12 B) comes back in 60 ms.
+    let input = DecisionInput {
+        graph: g,
+        wearable: Side { latency: &watch, energy: &we },
+        handheld: Side { latency: &phone, energy: &pe },
+        link: LinkEstimate { up_bytes_per_s: 100.0, down_bytes_per_s: 200.0, rtt: Duration::ZERO },
+        status: HandheldStatus { load: 0.0 },
+        weights: EnergyWeights { wearable: 0.7, handheld: 0.3 },
+        hint: LatencyHint::Fastest,
+        mode: Mode::Single,
+        codecs: None,
+    };
+    for method in [Method::MinCut, Method::Exhaustive] {
+        let raw = decide(&input, method).expect("decides");
+        assert!(raw.chosen.is_wearable_only(), "{method:?}: {raw:?}");
+        let coded = decide(&DecisionInput { codecs: Some(&codecs), ..input }, method).expect("decides");
+        assert!(coded.chosen.is_handheld_only(), "{method:?}: {coded:?}");
+        assert_eq!(coded.evaluation.up_bytes, 4, "16 bytes at 4x");
+        // Encoding 16 bytes at 1 MB/s on a watch 2x slower: 32 µs on the watch.
+        assert!((coded.evaluation.t_wearable - 32e-6).abs() < 1e-12, "{:?}", coded.evaluation);
+        assert!(coded.evaluation.latency_s < raw.evaluation.latency_s);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Slow links, where what a tensor crosses in decides the cut: the
+    /// min-cut and the stream search, pricing each tensor in its cheapest
+    /// encoding, still equal brute force over the same prices.
+    #[test]
+    fn the_searches_stay_exact_with_link_encodings(
+        ops in proptest::collection::vec((0u8..4, 0usize..64, 0usize..64), 4..11),
+        seeds in proptest::collection::vec(any::<u32>(), 4..16),
+        rate in 3e2f64..3e3,
+    ) {
+        let model = load(&tandem_models::tiny::random_dag_onnx(&ops));
+        let g = model.graph();
+        let p = maybe_codecs(prices(g, &seeds, rate, (0.7, 0.3)), g, &seeds, true);
+        let all = enumerate_cuts(g, 100_000).expect("small DAG");
+        for objective in [Objective::Latency, Objective::Energy] {
+            let cut = Cut::from_mask(g, min_cut_prefix(g, &p, objective)).expect("a valid prefix");
+            let got = sum_objective(g, &p, &cut, objective);
+            let best = all.iter().map(|c| sum_objective(g, &p, c, objective)).fold(f64::INFINITY, f64::min);
+            prop_assert!(got <= best * (1.0 + 1e-9) + 1e-15, "{objective:?}: min-cut {got} vs brute force {best}");
+        }
+        let best = stream_values(g, &p, &all, StreamGoal::Period).into_iter().fold(f64::INFINITY, f64::min);
+        let found = search(g, &p, StreamGoal::Period, &[], 10_000_000);
+        let cut = found.cut.expect("a cut");
+        let got = stream_values(g, &p, std::slice::from_ref(&cut), StreamGoal::Period)[0];
+        prop_assert!((got - best).abs() <= 1e-12 + 1e-9 * best, "stream: search {got} vs brute force {best}");
     }
 }

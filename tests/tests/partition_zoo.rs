@@ -101,6 +101,7 @@ fn every_method_decides_on_every_model() -> anyhow::Result<()> {
                 weights: EnergyWeights::default(),
                 hint: LatencyHint::Fastest,
                 mode: Mode::Single,
+                codecs: None,
             };
             for mode in [Mode::Single, Mode::Stream] {
                 let fastest = decide(&DecisionInput { mode, ..base }, Method::MinCut)?;

@@ -403,6 +403,7 @@ pub fn run_oracle(
                     weights: pair.weights,
                     hint,
                     mode: pair.mode,
+                    codecs: None,
                 };
                 for &method in methods {
                     let d = decide_with(&input, method, Some(&simplified))?;

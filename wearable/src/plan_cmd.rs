@@ -161,6 +161,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         weights: EnergyWeights { wearable: args.ww, handheld: 1.0 - args.ww },
         hint: args.latency_hint,
         mode: if args.stream { Mode::Stream } else { Mode::Single },
+        codecs: None,
     };
     let method = Method::from(args.method);
     let simplified = Simplified::new(graph);

@@ -148,7 +148,7 @@ pub fn sum_cost(graph: &LayerGraph, prices: &NodePrices, mask: &[bool], objectiv
             Producer::Const => false,
         };
         if made_in && tensor.consumers.iter().any(|&c| !mask[c]) {
-            total += prices.up(tensor.bytes, objective);
+            total += prices.up_tensor(id, tensor.bytes, objective);
         }
         if let Producer::Node(u) = tensor.producer {
             if !mask[u] && graph.outputs().contains(&id) {
@@ -231,7 +231,7 @@ fn min_cut_window(
     }
     for &id in tensors {
         let bytes = graph.tensor(id).bytes;
-        top = top.max(prices.up(bytes, objective)).max(prices.down(bytes, objective));
+        top = top.max(prices.up_tensor(id, bytes, objective)).max(prices.down(bytes, objective));
     }
     let scale = if top > 0.0 && top.is_finite() { SCALE_TOP / top } else { 1.0 };
     let cap = |price: f64| -> u64 {
@@ -254,7 +254,7 @@ fn min_cut_window(
     for (local, &id) in tensors.iter().enumerate() {
         let tensor = graph.tensor(id);
         let x = m + local;
-        let up = cap(prices.up(tensor.bytes, objective));
+        let up = cap(prices.up_tensor(id, tensor.bytes, objective));
         let read_inside: Vec<usize> = tensor.consumers.iter().copied().filter(|&c| inside(c)).collect();
         let read_after = tensor.consumers.iter().any(|&c| c >= b);
         match tensor.producer {

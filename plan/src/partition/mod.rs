@@ -12,10 +12,12 @@
 //!
 //! [`Planner`] re-decides as conditions change, with hysteresis.
 
+pub mod codecs;
 pub mod mincut;
 pub mod simplify;
 pub mod stream;
 
+pub use codecs::{CodecOption, LinkCodecs, UpLink};
 pub use simplify::{Simplified, SimplifyStats};
 
 use std::time::Duration;
@@ -129,6 +131,9 @@ pub struct NodePrices {
     pub s_per_byte: (f64, f64),
     /// Energy weights.
     pub weights: EnergyWeights,
+    /// How each tensor (by id) crosses the link, when link encodings are
+    /// priced ([`NodePrices::with_codecs`]); empty: every tensor raw.
+    pub up_links: Vec<UpLink>,
 }
 
 /// A sum-of-costs objective the min-cut can optimize.
@@ -165,6 +170,7 @@ impl NodePrices {
             radio_handheld_w: (handheld.energy.transmit_power_w(), handheld.energy.receive_power_w()),
             s_per_byte: (rate(link.up_bytes_per_s), rate(link.down_bytes_per_s)),
             weights,
+            up_links: vec![],
         }
     }
 
@@ -212,6 +218,8 @@ pub struct Evaluation {
     pub t_wearable: f64,
     /// Uplink transfer (s).
     pub t_up: f64,
+    /// Bytes sent up (encoded, when link encodings are priced).
+    pub up_bytes: u64,
     /// Handheld compute, load included (s).
     pub t_handheld: f64,
     /// Downlink transfer (s).
@@ -263,17 +271,29 @@ pub fn evaluate(graph: &LayerGraph, prices: &NodePrices, cut: &Cut, rtt: Duratio
 /// measured): `tw` on the wearable, `tp` on the handheld (load included).
 /// Link time and radio energy come from the cut's bytes and `prices`.
 pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Duration) -> Evaluation {
-    let t_up = prices.up(cut.up_bytes(), Objective::Latency);
+    // Encoding is wearable work, decoding handheld work, in their stages.
+    let (mut up_bytes, mut tw, mut tp) = (cut.up_bytes(), tw, tp);
+    if !prices.up_links.is_empty() {
+        up_bytes = 0;
+        for &t in cut.up_tensors() {
+            let (bytes, enc, dec) = prices.up_link(t, 0);
+            up_bytes += bytes;
+            tw += enc;
+            tp += dec;
+        }
+    }
+    let t_up = prices.up(up_bytes, Objective::Latency);
     let t_down = prices.down(cut.down_bytes(), Objective::Latency);
     let offloads = !cut.is_wearable_only();
     let t_rtt = if offloads { rtt.as_secs_f64() } else { 0.0 };
     let energy_j = prices.weights.wearable * prices.compute_w.0 * tw
         + prices.weights.handheld * prices.compute_w.1 * tp
-        + prices.up(cut.up_bytes(), Objective::Energy)
+        + prices.up(up_bytes, Objective::Energy)
         + prices.down(cut.down_bytes(), Objective::Energy);
     Evaluation {
         t_wearable: tw,
         t_up,
+        up_bytes,
         t_handheld: tp,
         t_down,
         t_rtt,
@@ -303,6 +323,8 @@ pub struct DecisionInput<'a> {
     pub hint: LatencyHint,
     /// Single inference or stream.
     pub mode: Mode,
+    /// Link encodings each tensor may cross in (`None`: raw only).
+    pub codecs: Option<&'a LinkCodecs>,
 }
 
 /// The chosen partition and why.
@@ -426,8 +448,11 @@ pub fn decide_with(
     simplified: Option<&Simplified>,
 ) -> Result<Decision> {
     let graph = input.graph;
-    let prices =
+    let mut prices =
         NodePrices::new(graph, input.wearable, input.handheld, &input.link, &input.status, input.weights);
+    if let Some(codecs) = input.codecs {
+        prices = prices.with_codecs(graph, codecs, &input.status);
+    }
     let own = std::cell::OnceCell::new();
     let representative = || -> Result<Vec<Cut>> {
         let simplified = simplified.unwrap_or_else(|| own.get_or_init(|| Simplified::new(graph)));
@@ -565,12 +590,13 @@ pub struct Planner {
     current: Option<Decision>,
     dirty: bool,
     simplified: Option<Simplified>,
+    codecs: Option<std::sync::Arc<LinkCodecs>>,
 }
 
 impl Planner {
     /// A planner with no decision yet.
     pub fn new(config: PlannerConfig, conditions: Conditions) -> Planner {
-        Planner { config, conditions, current: None, dirty: true, simplified: None }
+        Planner { config, conditions, current: None, dirty: true, simplified: None, codecs: None }
     }
 
     /// The conditions now.
@@ -613,6 +639,12 @@ impl Planner {
         self.conditions.mode = mode;
     }
 
+    /// New link encodings per tensor (predicted ratios and speeds), or none.
+    pub fn handle_codecs(&mut self, codecs: Option<std::sync::Arc<LinkCodecs>>) {
+        self.dirty |= self.codecs != codecs;
+        self.codecs = codecs;
+    }
+
     /// A predictor changed (for example it evolved): re-decide on next poll.
     pub fn handle_predictor_update(&mut self) {
         self.dirty = true;
@@ -640,6 +672,7 @@ impl Planner {
             weights: c.weights,
             hint: c.hint,
             mode: c.mode,
+            codecs: self.codecs.as_deref(),
         };
         let layers = graph.nodes().len();
         let simplified = match self.simplified.take() {
@@ -658,7 +691,10 @@ impl Planner {
             self.current = Some(best);
             return Ok(None);
         }
-        let prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
+        let mut prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
+        if let Some(codecs) = &self.codecs {
+            prices = prices.with_codecs(graph, codecs, &c.status);
+        }
         let now = evaluate(graph, &prices, &current.chosen, c.link.rtt);
         if beats(&best.evaluation, &now, c.hint, c.mode, self.config.margin) {
             self.current = Some(best.clone());

@@ -72,7 +72,10 @@ struct Search<'a> {
     a: f64,
     b: f64,
     forced: f64,
+    /// Bytes on the link up (encoded), and the encode and decode seconds of what crosses.
     up_bytes: u64,
+    up_encode_s: f64,
+    up_decode_s: f64,
     down_bytes: u64,
     n_in: usize,
     n_out: usize,
@@ -84,8 +87,8 @@ impl Search<'_> {
     fn stages(&self, a: f64, b: f64) -> (f64, f64) {
         let p = self.prices;
         (
-            a + if self.n_in > 0 { p.overhead_s.0 } else { 0.0 },
-            b + if self.n_out > 0 { p.overhead_s.1 } else { 0.0 },
+            a + self.up_encode_s + if self.n_in > 0 { p.overhead_s.0 } else { 0.0 },
+            b + self.up_decode_s + if self.n_out > 0 { p.overhead_s.1 } else { 0.0 },
         )
     }
 
@@ -132,7 +135,10 @@ impl Search<'_> {
         };
         if made_in && !self.counted[t] {
             self.counted[t] = true;
-            self.up_bytes += tensor.bytes;
+            let (bytes, enc, dec) = self.prices.up_link(t, tensor.bytes);
+            self.up_bytes += bytes;
+            self.up_encode_s += enc;
+            self.up_decode_s += dec;
             newly.push(t);
         }
     }
@@ -141,7 +147,10 @@ impl Search<'_> {
     fn unsend(&mut self, newly: Vec<usize>) {
         for t in newly {
             self.counted[t] = false;
-            self.up_bytes -= self.graph.tensor(t).bytes;
+            let (bytes, enc, dec) = self.prices.up_link(t, self.graph.tensor(t).bytes);
+            self.up_bytes -= bytes;
+            self.up_encode_s -= enc;
+            self.up_decode_s -= dec;
         }
     }
 
@@ -277,6 +286,8 @@ pub fn search(
         b: 0.0,
         forced: 0.0,
         up_bytes: 0,
+        up_encode_s: 0.0,
+        up_decode_s: 0.0,
         down_bytes: 0,
         n_in: 0,
         n_out: 0,

@@ -1,0 +1,113 @@
+//! Link encodings in the partitioner's prices: each crossing tensor is
+//! priced in its cheapest allowed encoding (encoded on the wearable, fewer
+//! bytes on the link, decoded on the handheld). The choice depends on the
+//! tensor and the link, never on the cut, so every search (the min-cut
+//! included) stays exact over the per-tensor prices.
+
+use serde::Serialize;
+
+use super::{HandheldStatus, NodePrices};
+use tandem_core::LayerGraph;
+
+/// One encoding a tensor may cross in, besides raw.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CodecOption {
+    /// Its name (`shuffle-lz4`, `int8`, ...).
+    pub label: String,
+    /// Predicted raw bytes over encoded bytes (> 0).
+    pub ratio: f64,
+    /// Raw bytes encoded per second on the host the speeds were measured on.
+    pub encode_bytes_per_s: f64,
+    /// Raw bytes decoded per second on that host.
+    pub decode_bytes_per_s: f64,
+}
+
+/// What each tensor may cross in: per tensor id, the encodings besides raw
+/// (an empty list: raw only), and how much slower than the measuring host
+/// the wearable encodes and the handheld decodes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LinkCodecs {
+    /// By tensor id.
+    pub per_tensor: Vec<Vec<CodecOption>>,
+    /// (wearable, handheld) slowdown against the measuring host (≥ 1 means slower).
+    pub slowdown: (f64, f64),
+}
+
+/// How a tensor crosses the link, and what that costs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UpLink {
+    /// The encoding (`raw` when none pays).
+    pub label: String,
+    /// Bytes on the link.
+    pub bytes: u64,
+    /// Seconds of encoding on the wearable.
+    pub encode_s: f64,
+    /// Seconds of decoding on the handheld (its load included).
+    pub decode_s: f64,
+}
+
+impl NodePrices {
+    /// These prices with each tensor sent in its cheapest encoding of
+    /// `codecs`: the one whose encode + transfer + decode time is least
+    /// (raw when none beats it). Tensors `codecs` does not list stay raw.
+    pub fn with_codecs(
+        mut self,
+        graph: &LayerGraph,
+        codecs: &LinkCodecs,
+        status: &HandheldStatus,
+    ) -> NodePrices {
+        let (sw, sh) = (codecs.slowdown.0.max(0.0), codecs.slowdown.1.max(0.0) * status.dilation());
+        let per_byte = self.s_per_byte.0;
+        self.up_links = graph
+            .tensors()
+            .iter()
+            .enumerate()
+            .map(|(id, tensor)| {
+                let raw = UpLink { label: "raw".into(), bytes: tensor.bytes, encode_s: 0.0, decode_s: 0.0 };
+                let options = codecs.per_tensor.get(id).map(Vec::as_slice).unwrap_or_default();
+                options
+                    .iter()
+                    .filter(|o| o.ratio > 0.0 && o.encode_bytes_per_s > 0.0 && o.decode_bytes_per_s > 0.0)
+                    .map(|o| UpLink {
+                        label: o.label.clone(),
+                        bytes: ((tensor.bytes as f64 / o.ratio).ceil() as u64).max(1),
+                        encode_s: tensor.bytes as f64 / o.encode_bytes_per_s * sw,
+                        decode_s: tensor.bytes as f64 / o.decode_bytes_per_s * sh,
+                    })
+                    .fold(raw, |best, l| {
+                        let time = |l: &UpLink| l.encode_s + l.bytes as f64 * per_byte + l.decode_s;
+                        if time(&l) < time(&best) {
+                            l
+                        } else {
+                            best
+                        }
+                    })
+            })
+            .collect();
+        self
+    }
+
+    /// How tensor `id` (of `raw_bytes`) crosses: its encoding's link bytes
+    /// and encode and decode seconds; raw when no codecs were given.
+    pub fn up_link(&self, id: usize, raw_bytes: u64) -> (u64, f64, f64) {
+        match self.up_links.get(id) {
+            Some(l) => (l.bytes, l.encode_s, l.decode_s),
+            None => (raw_bytes, 0.0, 0.0),
+        }
+    }
+
+    /// Price of sending tensor `id` up in its encoding: encoding on the
+    /// wearable, the link, decoding on the handheld.
+    pub fn up_tensor(&self, id: usize, raw_bytes: u64, objective: super::Objective) -> f64 {
+        let (bytes, enc, dec) = self.up_link(id, raw_bytes);
+        let link = self.up(bytes, objective);
+        let t = enc + dec;
+        let e =
+            self.weights.wearable * self.compute_w.0 * enc + self.weights.handheld * self.compute_w.1 * dec;
+        link + match objective {
+            super::Objective::Latency => t,
+            super::Objective::Energy => e,
+            super::Objective::Lagrangian(l) => e + l * t,
+        }
+    }
+}
