@@ -392,22 +392,20 @@ impl Message {
         make: impl FnOnce(Vec<TensorMeta>) -> Header,
         tensors: &[(String, &Tensor, Encoding)],
     ) -> Result<Message, ProtocolError> {
-        let mut metas = Vec::with_capacity(tensors.len());
-        let mut body = vec![];
-        for (name, t, encoding) in tensors {
-            let (mut meta, raw) = tensor_to_wire(name, t)?;
-            if *encoding == Encoding::Raw || !encoding.applies(t.datum_type(), t.shape()) {
-                body.extend_from_slice(raw);
-            } else {
-                let packed = encoding::encode(t, *encoding).map_err(|e| meta.bad(e.to_string()))?;
-                meta.encoding = *encoding;
-                meta.params = packed.params;
-                meta.len = packed.bytes.len() as u64;
-                body.extend_from_slice(&packed.bytes);
-            }
-            metas.push(meta);
+        let packed =
+            tensors.iter().map(|(name, t, e)| pack_tensor(name, t, *e)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Message::from_packed(make, packed))
+    }
+
+    /// A message carrying tensors packed by [`pack_tensor`].
+    pub fn from_packed(make: impl FnOnce(Vec<TensorMeta>) -> Header, packed: Vec<PackedTensor>) -> Message {
+        let mut metas = Vec::with_capacity(packed.len());
+        let mut body = Vec::with_capacity(packed.iter().map(|p| p.bytes.len()).sum());
+        for p in packed {
+            body.extend_from_slice(&p.bytes);
+            metas.push(p.meta);
         }
-        Ok(Message { header: make(metas), body })
+        Message { header: make(metas), body }
     }
 
     /// A message carrying `tensors` in its body; `header` gets their descriptions.
@@ -424,6 +422,28 @@ impl Message {
         }
         Ok(Message { header: make(metas), body })
     }
+}
+
+/// A tensor ready for a message body: its description and its bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedTensor {
+    /// Its description (encoding and body length included).
+    pub meta: TensorMeta,
+    /// Its bytes, raw or encoded.
+    pub bytes: Vec<u8>,
+}
+
+/// Packs a tensor with `encoding` (raw where the encoding does not apply to it).
+pub fn pack_tensor(name: &str, t: &Tensor, encoding: Encoding) -> Result<PackedTensor, ProtocolError> {
+    let (mut meta, raw) = tensor_to_wire(name, t)?;
+    if encoding == Encoding::Raw || !encoding.applies(t.datum_type(), t.shape()) {
+        return Ok(PackedTensor { meta, bytes: raw.to_vec() });
+    }
+    let packed = encoding::encode(t, encoding).map_err(|e| meta.bad(e.to_string()))?;
+    meta.encoding = encoding;
+    meta.params = packed.params;
+    meta.len = packed.bytes.len() as u64;
+    Ok(PackedTensor { meta, bytes: packed.bytes })
 }
 
 /// A tract tensor's wire description and bytes (little-endian hosts only).

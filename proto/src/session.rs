@@ -16,8 +16,8 @@
 use tract_onnx::prelude::Tensor;
 
 use crate::protocol::{
-    model_digest, Digest, ErrorCode, Header, LatencySummary, Message, ProtocolError, StatusReport,
-    TensorMeta, MAX_OVERRIDES, MAX_OVERRIDE_LEN, PROTOCOL_VERSION,
+    model_digest, Digest, ErrorCode, Header, LatencySummary, Message, PackedTensor, ProtocolError,
+    StatusReport, TensorMeta, MAX_OVERRIDES, MAX_OVERRIDE_LEN, PROTOCOL_VERSION,
 };
 use tandem_core::InputShapes;
 
@@ -431,6 +431,16 @@ impl WearableSession {
         let m = Message::with_tensors(|tensors| Header::RunSuffix { frame, cut, tensors }, tensors)?;
         self.in_flight.push_back(frame);
         Ok(Some(m))
+    }
+
+    /// [`WearableSession::offload`] with tensors already packed (encoded).
+    pub fn offload_packed(&mut self, frame: u64, cut: String, packed: Vec<PackedTensor>) -> Option<Message> {
+        if !self.is_ready() {
+            return None;
+        }
+        let m = Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors }, packed);
+        self.in_flight.push_back(frame);
+        Some(m)
     }
 
     /// The link failed: every unanswered frame runs locally.

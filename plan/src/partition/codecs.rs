@@ -87,6 +87,22 @@ impl NodePrices {
         self
     }
 
+    /// The encoding of each tensor `cut` sends up, by name (empty when no
+    /// codecs are priced).
+    pub fn encodings_of(
+        &self,
+        graph: &LayerGraph,
+        cut: &tandem_core::Cut,
+    ) -> std::collections::BTreeMap<String, String> {
+        if self.up_links.is_empty() {
+            return Default::default();
+        }
+        cut.up_tensors()
+            .iter()
+            .map(|&t| (graph.tensor(t).name.clone(), self.up_links[t].label.clone()))
+            .collect()
+    }
+
     /// How tensor `id` (of `raw_bytes`) crosses: its encoding's link bytes
     /// and encode and decode seconds; raw when no codecs were given.
     pub fn up_link(&self, id: usize, raw_bytes: u64) -> (u64, f64, f64) {

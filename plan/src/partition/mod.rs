@@ -332,6 +332,9 @@ pub struct DecisionInput<'a> {
 pub struct Decision {
     /// Names of the tensors sent up.
     pub cut: Vec<String>,
+    /// The encoding each of them crosses in, by name (empty when link
+    /// encodings were not priced: all raw).
+    pub encodings: std::collections::BTreeMap<String, String>,
     /// Layers on the wearable.
     pub prefix_nodes: usize,
     /// The cut itself (not serialized).
@@ -536,8 +539,10 @@ pub fn decide_with(
     let (i, reason) = choose(&evaluations, input.hint, input.mode)
         .ok_or_else(|| Error::InvalidCut("the model has no candidate cut".into()))?;
     let chosen = cuts[i].clone();
+    let encodings = prices.encodings_of(graph, &chosen);
     Ok(Decision {
         cut: chosen.up_tensors().iter().map(|&t| graph.tensor(t).name.clone()).collect(),
+        encodings,
         prefix_nodes: chosen.prefix_len(),
         evaluation: evaluations[i].clone(),
         chosen,

@@ -7,9 +7,10 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use crate::link::{Link, Transport};
-use crate::Tensor;
+
 use tandem_proto::protocol::{
-    encode, ErrorCode, FrameDecoder, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
+    encode, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor, StatusReport,
+    MAX_FRAME_BYTES,
 };
 use tandem_proto::session::{WearableAction, WearableSession};
 
@@ -17,8 +18,16 @@ use super::{Backoff, ModelFile};
 
 /// From the app thread to the link task.
 pub(super) enum Command {
-    Offload { frame: u64, cut: String, tensors: Vec<(String, Tensor)> },
-    Probe { id: u64, bytes: usize },
+    /// A frame's suffix, its crossing tensors packed (encoded) already.
+    Offload {
+        frame: u64,
+        cut: String,
+        packed: Vec<PackedTensor>,
+    },
+    Probe {
+        id: u64,
+        bytes: usize,
+    },
     Shutdown,
 }
 
@@ -232,28 +241,19 @@ async fn run_link(
                     let _ = send(&Message::new(Header::Bye));
                     break 'conn Ok(());
                 }
-                Some(Command::Offload { frame, cut, tensors }) => {
-                    let refs: Vec<(String, &Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
-                    match session.offload(frame, cut, &refs) {
-                        Ok(Some(m)) => {
-                            if let Err(e) = send(&m) {
-                                why = Some(e);
-                            }
-                        }
-                        Ok(None) => {
-                            let _ = events.send(Event::RunLocally {
-                                frames: vec![frame],
-                                reason: "the handheld is not ready".into(),
-                            });
-                        }
-                        Err(e) => {
-                            let _ = events.send(Event::RunLocally {
-                                frames: vec![frame],
-                                reason: format!("cannot send its tensors: {e}"),
-                            });
+                Some(Command::Offload { frame, cut, packed }) => match session.offload_packed(frame, cut, packed) {
+                    Some(m) => {
+                        if let Err(e) = send(&m) {
+                            why = Some(e);
                         }
                     }
-                }
+                    None => {
+                        let _ = events.send(Event::RunLocally {
+                            frames: vec![frame],
+                            reason: "the handheld is not ready".into(),
+                        });
+                    }
+                },
                 Some(Command::Probe { id, bytes }) => {
                     let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
                     if let Err(e) = send(&m) {

@@ -40,6 +40,7 @@ use tandem_plan::partition::{
     LinkEstimate, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::ProfiledLatency;
+use tandem_proto::encoding::Encoding;
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
 
@@ -605,14 +606,22 @@ impl Session {
         let plan = self.executor.plan(&cut)?;
         let t0 = Instant::now();
         let up = plan.run_prefix_dilated(g, &inputs, self.config.dilation)?;
-        let wearable = t0.elapsed();
-        let mut tensors = vec![];
-        let mut local_outputs = Values::new();
-        for &t in cut.up_tensors() {
+        // Packing (encoding) the crossing tensors is the watch's work too.
+        let encodings = self.encodings_for(&cut);
+        let mut packed = vec![];
+        let mut raw_bytes = 0u64;
+        let encoding_started = Instant::now();
+        for (&t, &encoding) in cut.up_tensors().iter().zip(&encodings) {
             let name = &g.tensor(t).name;
             let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
-            tensors.push((name.clone(), (**v).clone()));
+            raw_bytes += v.as_bytes().len() as u64;
+            let p = tandem_proto::protocol::pack_tensor(name, v, encoding)
+                .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
+            packed.push(p);
         }
+        dilate(encoding_started.elapsed(), self.config.dilation);
+        let wearable = t0.elapsed();
+        let mut local_outputs = Values::new();
         for &t in g.outputs() {
             let name = &g.tensor(t).name;
             if !cut.down_tensors().contains(&t) {
@@ -621,7 +630,8 @@ impl Session {
                 }
             }
         }
-        let up_bytes = tensors.iter().map(|(_, t)| (t.len() * t.datum_type().size_of()) as u64).sum();
+        let up_bytes = packed.iter().map(|p| p.bytes.len() as u64).sum();
+        debug!(frame, raw_bytes, up_bytes, "crossing tensors packed");
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
         let budget =
@@ -647,7 +657,7 @@ impl Session {
         });
         pipe.start_offloaded(frame, in_flight, self.now() + budget)
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
-        if self.commands.send(Command::Offload { frame, cut: key, tensors }).is_err() {
+        if self.commands.send(Command::Offload { frame, cut: key, packed }).is_err() {
             return Err(Error::Session("the link task stopped".into()));
         }
         Ok(())
@@ -790,5 +800,13 @@ impl Drop for Session {
                 _ => continue,
             }
         }
+    }
+}
+
+/// Sleeps `(factor − 1) × took`: work that took `took` here, on a device
+/// `factor` times slower (the emulated watch).
+fn dilate(took: Duration, factor: f64) {
+    if factor > 1.0 {
+        std::thread::sleep(took.mul_f64(factor - 1.0));
     }
 }

@@ -3,6 +3,23 @@
 use super::*;
 
 impl Session {
+    /// The encoding of each tensor `cut` sends up, in `up_tensors` order:
+    /// the planner's choice for its decided cut, raw otherwise.
+    pub(super) fn encodings_for(&self, cut: &Cut) -> Vec<Encoding> {
+        let raw = vec![Encoding::Raw; cut.up_tensors().len()];
+        let Some(d) = self.planner.current().filter(|d| d.chosen.key() == cut.key()) else { return raw };
+        let g = self.model.model.graph();
+        cut.up_tensors()
+            .iter()
+            .map(|&t| {
+                d.encodings
+                    .get(&g.tensor(t).name)
+                    .and_then(|label| Encoding::parse(label).ok())
+                    .unwrap_or(Encoding::Raw)
+            })
+            .collect()
+    }
+
     /// The cut for the next frame (polling the planner between frames),
     /// its predicted latency (ms), and why it runs every layer here when it does.
     pub(super) fn next_cut(&mut self, mode: Mode) -> (Cut, Option<f64>, Option<String>) {
