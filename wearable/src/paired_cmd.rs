@@ -75,6 +75,19 @@ pub struct PairArgs {
     /// retried until then; a refused model fails at once).
     #[arg(long, value_name = "SECS")]
     pub require_handheld: Option<f64>,
+    /// Link encodings the planner may choose per crossing tensor: `raw`
+    /// (none) or `lossless` (bit-exact: shuffle + LZ4, sparse + LZ4).
+    #[arg(long, value_enum, default_value = "lossless")]
+    pub encodings: EncodingsArg,
+}
+
+/// Which link encodings a session may use (lossy ones wait for the accuracy budget).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EncodingsArg {
+    /// Raw tensors.
+    Raw,
+    /// Bit-exact encodings where they pay.
+    Lossless,
 }
 
 /// `run`'s own arguments.
@@ -187,6 +200,10 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         let l = LinkProfile::named(name)?;
         config.link_default = l.nominal_estimate();
     }
+    config.encodings = match p.encodings {
+        EncodingsArg::Raw => tandem::encoding::Allowed::Raw,
+        EncodingsArg::Lossless => tandem::encoding::Allowed::Lossless,
+    };
     config.placement = match p.placement {
         PlacementArg::Auto => Placement::Auto,
         PlacementArg::Wearable => Placement::WearableOnly,
@@ -238,7 +255,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "handheld": report.handheld_ms,
             "total": report.latency_ms,
         },
-        "bytes": {"up": report.up_bytes, "down": report.down_bytes},
+        "bytes": {"up": report.up_bytes, "up_raw": report.up_raw_bytes, "down": report.down_bytes},
         "predicted_ms": report.predicted_ms,
         "measured_ms": report.latency_ms,
         "energy_j_model_based": {"wearable": report.wearable_j, "handheld": report.handheld_j},

@@ -34,12 +34,18 @@ fn json_line(args: &[&str]) -> (serde_json::Value, String) {
 fn run_prints_outputs_then_the_cut_latency_breakdown_and_bytes() {
     let server = HandheldProcess::start(&handheld_bin(), &[]).expect("server");
     let m = model();
-    let (j, out) = json_line(&["run", "--model", &m, "--connect", &server.addr, "--placement", "handheld"]);
+    let run = ["run", "--model", &m, "--connect", &server.addr, "--placement", "handheld"];
+    let (raw, raw_out) = json_line(&[&run[..], &["--encodings", "raw"]].concat());
+    assert_eq!(raw["bytes"]["up"], 3 * 128 * 128 * 4, "the input crosses whole: {raw}");
+    let (j, out) = json_line(&run);
     assert!(out.lines().next().is_some_and(|l| l.contains("argmax")), "no output summary: {out}");
+    assert_eq!(out.lines().next(), raw_out.lines().next(), "lossless encodings change no output");
     assert_eq!(j["offloaded"], true, "{j}");
     assert_eq!(j["handheld"], "pixel-8-pro", "{j}");
     assert_eq!(j["prefix_layers"], 0, "{j}");
-    assert_eq!(j["bytes"]["up"], 3 * 128 * 128 * 4, "the input crosses whole: {j}");
+    // The input crosses whole, shuffled and LZ4-compressed (random floats: a little smaller).
+    assert_eq!(j["bytes"]["up_raw"], 3 * 128 * 128 * 4, "{j}");
+    assert!(j["bytes"]["up"].as_u64().is_some_and(|b| b < 3 * 128 * 128 * 4), "{j}");
     assert_eq!(j["bytes"]["down"], 1000 * 4, "{j}");
     for k in ["wearable", "link", "handheld", "total"] {
         assert!(j["latency_ms"][k].as_f64().is_some(), "no latency_ms.{k}: {j}");

@@ -46,43 +46,64 @@ pub struct UpLink {
     pub decode_s: f64,
 }
 
+impl LinkCodecs {
+    /// How tensor `id` of `raw_bytes` crosses fastest at `s_per_byte` up,
+    /// with the handheld `handheld_dilation` times slower by its load: the
+    /// encoding whose encode + transfer + decode time is least, raw when
+    /// none beats it.
+    pub fn cheapest(&self, id: usize, raw_bytes: u64, s_per_byte: f64, handheld_dilation: f64) -> UpLink {
+        let (sw, sh) = (self.slowdown.0.max(0.0), self.slowdown.1.max(0.0) * handheld_dilation);
+        let raw = UpLink { label: "raw".into(), bytes: raw_bytes, encode_s: 0.0, decode_s: 0.0 };
+        let time = |l: &UpLink| l.encode_s + l.bytes as f64 * s_per_byte + l.decode_s;
+        self.per_tensor
+            .get(id)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter(|o| o.ratio > 0.0 && o.encode_bytes_per_s > 0.0 && o.decode_bytes_per_s > 0.0)
+            .map(|o| UpLink {
+                label: o.label.clone(),
+                bytes: ((raw_bytes as f64 / o.ratio).ceil() as u64).max(1),
+                encode_s: raw_bytes as f64 / o.encode_bytes_per_s * sw,
+                decode_s: raw_bytes as f64 / o.decode_bytes_per_s * sh,
+            })
+            .fold(raw, |best, l| if time(&l) < time(&best) { l } else { best })
+    }
+
+    /// Folds an observed ratio of tensor `id` in encoding `label` into its
+    /// prediction (an EWMA with weight `alpha` on the new value); returns
+    /// the new prediction (`None` for an unknown tensor or encoding, or a
+    /// ratio that is not positive and finite).
+    pub fn observe(&mut self, id: usize, label: &str, ratio: f64, alpha: f64) -> Option<f64> {
+        if !(ratio.is_finite() && ratio > 0.0) {
+            return None;
+        }
+        let option = self.per_tensor.get_mut(id)?.iter_mut().find(|o| o.label == label)?;
+        option.ratio += alpha.clamp(0.0, 1.0) * (ratio - option.ratio);
+        Some(option.ratio)
+    }
+
+    /// The predicted ratio of tensor `id` in encoding `label`.
+    pub fn ratio(&self, id: usize, label: &str) -> Option<f64> {
+        self.per_tensor.get(id)?.iter().find(|o| o.label == label).map(|o| o.ratio)
+    }
+}
+
 impl NodePrices {
     /// These prices with each tensor sent in its cheapest encoding of
-    /// `codecs`: the one whose encode + transfer + decode time is least
-    /// (raw when none beats it). Tensors `codecs` does not list stay raw.
+    /// `codecs` ([`LinkCodecs::cheapest`]). Tensors `codecs` does not list stay raw.
     pub fn with_codecs(
         mut self,
         graph: &LayerGraph,
         codecs: &LinkCodecs,
         status: &HandheldStatus,
     ) -> NodePrices {
-        let (sw, sh) = (codecs.slowdown.0.max(0.0), codecs.slowdown.1.max(0.0) * status.dilation());
-        let per_byte = self.s_per_byte.0;
+        let (per_byte, k) = (self.s_per_byte.0, status.dilation());
         self.up_links = graph
             .tensors()
             .iter()
             .enumerate()
-            .map(|(id, tensor)| {
-                let raw = UpLink { label: "raw".into(), bytes: tensor.bytes, encode_s: 0.0, decode_s: 0.0 };
-                let options = codecs.per_tensor.get(id).map(Vec::as_slice).unwrap_or_default();
-                options
-                    .iter()
-                    .filter(|o| o.ratio > 0.0 && o.encode_bytes_per_s > 0.0 && o.decode_bytes_per_s > 0.0)
-                    .map(|o| UpLink {
-                        label: o.label.clone(),
-                        bytes: ((tensor.bytes as f64 / o.ratio).ceil() as u64).max(1),
-                        encode_s: tensor.bytes as f64 / o.encode_bytes_per_s * sw,
-                        decode_s: tensor.bytes as f64 / o.decode_bytes_per_s * sh,
-                    })
-                    .fold(raw, |best, l| {
-                        let time = |l: &UpLink| l.encode_s + l.bytes as f64 * per_byte + l.decode_s;
-                        if time(&l) < time(&best) {
-                            l
-                        } else {
-                            best
-                        }
-                    })
-            })
+            .map(|(id, tensor)| codecs.cheapest(id, tensor.bytes, per_byte, k))
             .collect();
         self
     }

@@ -99,6 +99,11 @@ pub struct SessionConfig {
     pub battery: Option<f64>,
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,
+    /// Link encodings the planner may choose per crossing tensor: `Raw`
+    /// (none), or `Lossless` (the default: results stay bit-identical).
+    /// Lossy encodings need an accuracy budget, not built yet: `Lossy` is
+    /// priced as `Lossless`.
+    pub encodings: tandem_proto::encoding::Allowed,
 }
 
 impl SessionConfig {
@@ -127,6 +132,7 @@ impl SessionConfig {
             },
             battery: None,
             chunk_bytes: 64 << 10,
+            encodings: tandem_proto::encoding::Allowed::Lossless,
         }
     }
 

@@ -37,13 +37,15 @@ use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, EnergyModel, PowerModel};
 use tandem_plan::partition::{
     beats, evaluate, Conditions, Decision, EnergyWeights, Evaluation, HandheldStatus, LatencyHint,
-    LinkEstimate, Mode, NodePrices, Planner, PlannerConfig, Side,
+    LinkCodecs, LinkEstimate, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::ProfiledLatency;
-use tandem_proto::encoding::Encoding;
+use tandem_proto::encoding::{Allowed, Encoding};
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
+use tandem_proto::protocol::PackedTensor;
 
+mod codecs;
 mod config;
 mod link_task;
 mod planning;
@@ -67,6 +69,7 @@ struct InFlight {
     sent_at: Instant,
     wearable: Duration,
     up_bytes: u64,
+    up_raw_bytes: u64,
     predicted_ms: Option<f64>,
 }
 
@@ -117,6 +120,12 @@ pub struct Session {
     fed: Values,
     fetched: Option<Outputs>,
     last: Option<FrameReport>,
+    /// Link encodings: measured on the first frame that could be offloaded
+    /// (`None` before, or when they are off), updated by what frames send.
+    codecs: Option<LinkCodecs>,
+    /// The encodings the planner last decided with.
+    planned_codecs: Option<std::sync::Arc<LinkCodecs>>,
+    codecs_tried: bool,
 }
 
 fn session_err(e: impl std::fmt::Display) -> Error {
@@ -206,6 +215,9 @@ impl Session {
             fed: Values::new(),
             fetched: None,
             last: None,
+            codecs: None,
+            planned_codecs: None,
+            codecs_tried: false,
             config,
         };
         if s.config.placement == Placement::WearableOnly {
@@ -490,6 +502,7 @@ impl Session {
                     (f.up_bytes, down_bytes),
                     f.predicted_ms,
                 );
+                let report = FrameReport { up_raw_bytes: f.up_raw_bytes, ..report };
                 complete(pipe, frame, Ok((report, values)));
             }
             Event::RunLocally { frames, reason } => {
@@ -546,6 +559,7 @@ impl Session {
             handheld_ms: handheld.as_secs_f64() * 1e3,
             latency_ms: latency.as_secs_f64() * 1e3,
             up_bytes,
+            up_raw_bytes: up_bytes,
             down_bytes,
             predicted_ms,
             wearable_j: w.compute_energy_j(wearable) + w.transmit_energy_j(t_up) + w.receive_energy_j(t_down),
@@ -581,6 +595,7 @@ impl Session {
         started: Instant,
         mode: Mode,
     ) -> Result<()> {
+        self.ensure_codecs(&inputs);
         let (cut, predicted_ms, local_reason) = self.next_cut(mode);
         let g = self.model.model.graph();
         if cut.is_wearable_only() {
@@ -645,6 +660,7 @@ impl Session {
             link = ?self.profiler.estimate(),
             "offloading"
         );
+        self.observe_ratios(&cut, &encodings, &packed);
         let in_flight = Box::new(InFlight {
             inputs,
             local_outputs,
@@ -653,6 +669,7 @@ impl Session {
             sent_at,
             wearable,
             up_bytes,
+            up_raw_bytes: raw_bytes,
             predicted_ms,
         });
         pipe.start_offloaded(frame, in_flight, self.now() + budget)

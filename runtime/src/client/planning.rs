@@ -4,20 +4,81 @@ use super::*;
 
 impl Session {
     /// The encoding of each tensor `cut` sends up, in `up_tensors` order:
-    /// the planner's choice for its decided cut, raw otherwise.
+    /// the planner's choice for its decided cut; for another cut (a fixed
+    /// placement), each tensor's cheapest at the current link estimate;
+    /// raw without link encodings.
     pub(super) fn encodings_for(&self, cut: &Cut) -> Vec<Encoding> {
-        let raw = vec![Encoding::Raw; cut.up_tensors().len()];
-        let Some(d) = self.planner.current().filter(|d| d.chosen.key() == cut.key()) else { return raw };
         let g = self.model.model.graph();
+        let parse = |label: &str| Encoding::parse(label).unwrap_or(Encoding::Raw);
+        if let Some(d) = self.planner.current().filter(|d| d.chosen.key() == cut.key()) {
+            return cut
+                .up_tensors()
+                .iter()
+                .map(|&t| d.encodings.get(&g.tensor(t).name).map_or(Encoding::Raw, |l| parse(l)))
+                .collect();
+        }
+        let Some(codecs) = &self.codecs else { return vec![Encoding::Raw; cut.up_tensors().len()] };
+        let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
+        let per_byte = 1.0 / link.up_bytes_per_s.max(1e-9);
         cut.up_tensors()
             .iter()
-            .map(|&t| {
-                d.encodings
-                    .get(&g.tensor(t).name)
-                    .and_then(|label| Encoding::parse(label).ok())
-                    .unwrap_or(Encoding::Raw)
-            })
+            .map(|&t| parse(&codecs.cheapest(t, g.tensor(t).bytes, per_byte, status.dilation()).label))
             .collect()
+    }
+
+    /// Measures the link encodings on the first frame that could be
+    /// offloaded, once, and hands them to the planner.
+    pub(super) fn ensure_codecs(&mut self, inputs: &Values) {
+        if self.codecs_tried
+            || self.config.encodings == Allowed::Raw
+            || self.config.placement == Placement::WearableOnly
+            || !self.is_ready()
+        {
+            return;
+        }
+        self.codecs_tried = true;
+        let started = Instant::now();
+        // The handheld decodes at this host's speed: its profile's slowdown is
+        // relative to a phone, not to this host (see docs).
+        let slowdown = (self.config.dilation.max(1.0), 1.0);
+        match codecs::calibrate(&self.model.model, inputs, self.config.encodings, slowdown) {
+            Ok(c) => {
+                let tensors = c.per_tensor.iter().filter(|o| !o.is_empty()).count();
+                info!(tensors, took_ms = started.elapsed().as_millis() as u64, "link encodings measured");
+                let planned = std::sync::Arc::new(c.clone());
+                self.codecs = Some(c);
+                self.planned_codecs = Some(planned.clone());
+                self.offload_check = None;
+                self.planner.handle_codecs(Some(planned));
+            }
+            Err(e) => warn!("measuring the link encodings failed ({e}); sending raw tensors"),
+        }
+    }
+
+    /// Folds the ratios a frame's packed tensors achieved into the
+    /// predictions; re-plans when one moved more than 10% from what the
+    /// planner decided with.
+    pub(super) fn observe_ratios(&mut self, cut: &Cut, encodings: &[Encoding], packed: &[PackedTensor]) {
+        let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
+        let mut moved = false;
+        for ((&t, e), p) in cut.up_tensors().iter().zip(encodings).zip(packed) {
+            if *e == Encoding::Raw || p.meta.encoding != *e {
+                continue;
+            }
+            let raw = p.meta.byte_len().unwrap_or(0) as f64;
+            let ratio = raw / p.bytes.len().max(1) as f64;
+            if let (Some(now), Some(then)) =
+                (codecs::observe(codecs, t, e.name(), ratio), planned.ratio(t, e.name()))
+            {
+                moved |= (now - then).abs() > 0.1 * then;
+            }
+        }
+        if moved {
+            let planned = std::sync::Arc::new(codecs.clone());
+            self.planned_codecs = Some(planned.clone());
+            self.offload_check = None;
+            self.planner.handle_codecs(Some(planned));
+        }
     }
 
     /// The cut for the next frame (polling the planner between frames),

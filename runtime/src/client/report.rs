@@ -33,6 +33,8 @@ pub struct FrameReport {
     pub latency_ms: f64,
     /// Bytes sent up.
     pub up_bytes: u64,
+    /// Those tensors' raw size (more than `up_bytes` when they crossed encoded).
+    pub up_raw_bytes: u64,
     /// Bytes received.
     pub down_bytes: u64,
     /// The planner's predicted latency for the cut (ms), when it decided it.
@@ -76,6 +78,8 @@ pub struct StreamReport {
     pub handheld_j_per_frame: f64,
     /// Bytes up in all.
     pub up_bytes: u64,
+    /// Their raw size (more when they crossed encoded).
+    pub up_raw_bytes: u64,
     /// Bytes down in all.
     pub down_bytes: u64,
 }
@@ -112,6 +116,7 @@ impl StreamReport {
             wearable_j_per_frame: frames.iter().map(|f| f.wearable_j).sum::<f64>() / n as f64,
             handheld_j_per_frame: frames.iter().map(|f| f.handheld_j).sum::<f64>() / n as f64,
             up_bytes: frames.iter().map(|f| f.up_bytes).sum(),
+            up_raw_bytes: frames.iter().map(|f| f.up_raw_bytes).sum(),
             down_bytes: frames.iter().map(|f| f.down_bytes).sum(),
         }
     }
