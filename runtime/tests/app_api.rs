@@ -157,3 +157,33 @@ fn input_shape_overrides_reach_the_handheld_in_the_handshake() {
     assert_eq!(files, ["mlp.onnx"], "nothing was pushed");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Lossless link encodings, on by default: a mostly-black image crosses in
+/// a fraction of its raw bytes, and the outputs are bit for bit those of a
+/// session sending raw tensors.
+#[test]
+fn a_sparse_input_crosses_encoded_and_the_outputs_do_not_change() {
+    let path =
+        tandem_models::ensure_models().expect("models").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("mnist");
+    let image: Vec<f32> = (0..28 * 28).map(|i| if i % 28 > 10 && i % 28 < 14 { 0.8 } else { 0.0 }).collect();
+    let run = |encodings| {
+        let server = spawn_memory(ServerConfig::default()).expect("server");
+        let mut config =
+            SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
+        config.placement = Placement::HandheldOnly;
+        config.encodings = encodings;
+        let mut s = Session::open(model.clone(), Box::new(server), config).expect("session");
+        s.feed_f32("input", &[1, 1, 28, 28], &image).expect("feed");
+        let report = s.run().expect("run");
+        assert!(report.offloaded, "{report:?}");
+        (report, s.fetch("output").expect("output"))
+    };
+    use tandem::encoding::Allowed;
+    let (raw, raw_out) = run(Allowed::Raw);
+    let (coded, coded_out) = run(Allowed::Lossless);
+    assert_eq!((raw.up_bytes, raw.up_raw_bytes), (28 * 28 * 4, 28 * 28 * 4));
+    assert_eq!(coded.up_raw_bytes, 28 * 28 * 4);
+    assert!(coded.up_bytes * 5 < coded.up_raw_bytes, "{coded:?}");
+    assert_eq!(raw_out.as_bytes(), coded_out.as_bytes(), "bit for bit");
+}

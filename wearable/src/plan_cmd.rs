@@ -83,6 +83,15 @@ pub struct PlanArgs {
     /// Trained predictors (`predict fit --out`); without, the model is profiled here.
     #[arg(long)]
     pub predictors: Option<PathBuf>,
+    /// Link encodings to price per crossing tensor, as `run` and `stream`
+    /// send them: `raw`, or `lossless` (measured on `--input`, else on a
+    /// random input).
+    #[arg(long, value_enum, default_value = "lossless")]
+    pub encodings: crate::paired_cmd::EncodingsArg,
+    /// A real input (a serialized TensorProto of the first input) to
+    /// measure the encodings' ratios on.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
 }
 
 /// Parses a link rate into bytes per second: `1mbit`, `700kbit`, `2mbps`
@@ -148,6 +157,23 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     };
     let w_lat = Scaled { inner: base.as_ref(), slowdown: wearable.slowdown };
     let h_lat = Scaled { inner: base.as_ref(), slowdown: handheld.slowdown };
+    let codecs = match args.encodings {
+        crate::paired_cmd::EncodingsArg::Raw => None,
+        crate::paired_cmd::EncodingsArg::Lossless => {
+            let inputs = match &args.input {
+                Some(path) => tandem::check::inputs_from_pb(&model, path)?,
+                None => tandem::check::random_inputs(&model, 0)?,
+            };
+            // Encoding on the watch and decoding on the phone at their slowdowns against this host.
+            let slowdown = (wearable.slowdown.max(1.0), handheld.slowdown.max(0.0));
+            Some(tandem::client::codecs::calibrate(
+                &model,
+                &inputs,
+                tandem::encoding::Allowed::Lossless,
+                slowdown,
+            )?)
+        }
+    };
     let input = DecisionInput {
         graph,
         wearable: Side { latency: &w_lat, energy: &w_energy },
@@ -161,7 +187,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         weights: EnergyWeights { wearable: args.ww, handheld: 1.0 - args.ww },
         hint: args.latency_hint,
         mode: if args.stream { Mode::Stream } else { Mode::Single },
-        codecs: None,
+        codecs: codecs.as_ref(),
     };
     let method = Method::from(args.method);
     let simplified = Simplified::new(graph);
@@ -195,7 +221,19 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
             st.layers, st.after_pruning, st.after_bundling, st.bundled_blocks
         );
     }
-    println!("crossing    {}", if d.cut.is_empty() { "(nothing)".to_string() } else { d.cut.join(", ") });
+    let crossing: Vec<String> = d
+        .cut
+        .iter()
+        .map(|t| match d.encodings.get(t).filter(|e| *e != "raw") {
+            Some(e) => format!("{t} ({e})"),
+            None => t.clone(),
+        })
+        .collect();
+    println!(
+        "crossing    {}{}",
+        if crossing.is_empty() { "(nothing)".to_string() } else { crossing.join(", ") },
+        if d.cut.is_empty() { String::new() } else { format!(": {} bytes up", e.up_bytes) }
+    );
     println!(
         "stages ms   wearable {:.3} | up {:.3} | rtt {:.3} | handheld {:.3} | down {:.3}",
         ms(e.t_wearable),
@@ -221,6 +259,8 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
             "method": d.method,
             "optimal": d.optimal,
             "reason": d.reason,
+            "encodings": d.encodings,
+            "up_bytes": e.up_bytes,
             "evaluation": e,
         })
     );

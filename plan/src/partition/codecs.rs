@@ -148,3 +148,40 @@ impl NodePrices {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codecs(ratio: f64) -> LinkCodecs {
+        let option =
+            CodecOption { label: "lz".into(), ratio, encode_bytes_per_s: 1e6, decode_bytes_per_s: 2e6 };
+        LinkCodecs { per_tensor: vec![vec![], vec![option]], slowdown: (2.0, 1.0) }
+    }
+
+    #[test]
+    fn the_cheapest_way_across_weighs_coding_time_against_link_time() {
+        let c = codecs(4.0);
+        // 1 MB at 1 MB/s: raw takes 1 s; encoded, 0.25 s + 2 s encoding (a 2x slower watch) + 0.5 s.
+        let slow_coder = c.cheapest(1, 1_000_000, 1e-6, 1.0);
+        assert_eq!(slow_coder.label, "raw");
+        // At 100 kB/s raw takes 10 s: 2.5 s of link plus 2.5 s of coding wins.
+        let slow_link = c.cheapest(1, 1_000_000, 1e-5, 1.0);
+        assert_eq!((slow_link.label.as_str(), slow_link.bytes), ("lz", 250_000));
+        assert!((slow_link.encode_s - 2.0).abs() < 1e-12 && (slow_link.decode_s - 0.5).abs() < 1e-12);
+        // A loaded handheld decodes slower; a tensor without options stays raw.
+        assert!((c.cheapest(1, 1_000_000, 1e-5, 3.0).decode_s - 1.5).abs() < 1e-12);
+        assert_eq!(c.cheapest(0, 10, 1.0, 1.0).label, "raw");
+    }
+
+    #[test]
+    fn observed_ratios_move_the_prediction_by_the_ewma_weight() {
+        let mut c = codecs(4.0);
+        assert_eq!(c.observe(1, "lz", 2.0, 0.25), Some(3.5));
+        assert_eq!(c.ratio(1, "lz"), Some(3.5));
+        assert_eq!(c.observe(1, "lz", f64::NAN, 0.25), None, "a bad observation is ignored");
+        assert_eq!(c.observe(1, "zstd", 2.0, 0.25), None, "an encoding it was not measured with");
+        assert_eq!(c.observe(7, "lz", 2.0, 0.25), None);
+        assert_eq!(c.ratio(1, "lz"), Some(3.5));
+    }
+}

@@ -45,7 +45,7 @@ use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
 use tandem_proto::protocol::PackedTensor;
 
-mod codecs;
+pub mod codecs;
 mod config;
 mod link_task;
 mod planning;
