@@ -187,3 +187,51 @@ fn a_sparse_input_crosses_encoded_and_the_outputs_do_not_change() {
     assert!(coded.up_bytes * 5 < coded.up_raw_bytes, "{coded:?}");
     assert_eq!(raw_out.as_bytes(), coded_out.as_bytes(), "bit for bit");
 }
+
+/// Lossy link encodings only within the accuracy budget, measured on the
+/// first frame: a budget the int8 and f16 round trips break leaves the
+/// input lossless (outputs bit for bit the raw run's); an argmax budget
+/// lets the input cross at a quarter of its bytes with the same argmax.
+#[test]
+fn lossy_encodings_are_used_only_within_the_accuracy_budget() {
+    use tandem::client::Accuracy;
+    use tandem::encoding::Allowed;
+    let path =
+        tandem_models::ensure_models().expect("models").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("mnist");
+    let x = random_inputs(&model.model, 9).expect("inputs").remove("input").expect("input");
+    let image = tandem::check::as_f32(&x).expect("f32");
+    let run = |encodings, accuracy| {
+        // The handheld holds the model (no push over the slow link).
+        let models_dir = path.parent().map(|p| p.to_path_buf());
+        let server = spawn_memory(ServerConfig { models_dir, ..Default::default() }).expect("server");
+        // 200 kbit/s: bytes cost more than the watch's coding time.
+        let profile = LinkProfile::custom("slow", 200e3, Duration::from_millis(2), Duration::ZERO, 244);
+        let transport = EmulatedTransport::new(
+            server,
+            profile.clone(),
+            LinkControl::new(&profile, Schedule::default()),
+            3,
+        );
+        let mut config =
+            SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
+        config.placement = Placement::HandheldOnly;
+        config.encodings = encodings;
+        config.accuracy = accuracy;
+        let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+        s.feed_f32("input", &[1, 1, 28, 28], &image).expect("feed");
+        let report = s.run().expect("run");
+        assert!(report.offloaded, "{report:?}");
+        (report, s.fetch_f32("output").expect("output").1)
+    };
+    let argmax =
+        |v: &[f32]| v.iter().enumerate().fold((0, f32::MIN), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0;
+    let (raw, raw_out) = run(Allowed::Raw, None);
+    let (tight, tight_out) = run(Allowed::Lossy, Some(Accuracy::MaxRelError(1e-9)));
+    assert!(tight.up_bytes * 2 > raw.up_bytes, "no lossy encoding within 1e-9: {tight:?}");
+    assert_eq!(tight_out, raw_out, "lossless only: the same outputs");
+    let (loose, loose_out) = run(Allowed::Lossy, Some(Accuracy::Argmax));
+    assert!(loose.up_bytes * 3 < raw.up_bytes, "int8 within the argmax budget: {loose:?}");
+    assert_ne!(loose_out, raw_out, "a lossy encoding changes the values");
+    assert_eq!(argmax(&loose_out), argmax(&raw_out), "but not the argmax");
+}

@@ -76,18 +76,26 @@ pub struct PairArgs {
     #[arg(long, value_name = "SECS")]
     pub require_handheld: Option<f64>,
     /// Link encodings the planner may choose per crossing tensor: `raw`
-    /// (none) or `lossless` (bit-exact: shuffle + LZ4, sparse + LZ4).
+    /// (none), `lossless` (bit-exact: shuffle + LZ4, sparse + LZ4), or
+    /// `lossy` (f16 and int8 too, within `--accuracy`).
     #[arg(long, value_enum, default_value = "lossless")]
     pub encodings: EncodingsArg,
+    /// The accuracy budget of lossy encodings: `rel:X` (every output within
+    /// relative error X of the unsplit run) or `argmax` (every output's
+    /// argmax unchanged), measured on the first frame.
+    #[arg(long, value_parser = tandem::client::Accuracy::parse)]
+    pub accuracy: Option<tandem::client::Accuracy>,
 }
 
-/// Which link encodings a session may use (lossy ones wait for the accuracy budget).
+/// Which link encodings a session may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EncodingsArg {
     /// Raw tensors.
     Raw,
     /// Bit-exact encodings where they pay.
     Lossless,
+    /// Lossy ones too, where they keep the outputs within `--accuracy`.
+    Lossy,
 }
 
 /// `run`'s own arguments.
@@ -203,7 +211,12 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     config.encodings = match p.encodings {
         EncodingsArg::Raw => tandem::encoding::Allowed::Raw,
         EncodingsArg::Lossless => tandem::encoding::Allowed::Lossless,
+        EncodingsArg::Lossy => tandem::encoding::Allowed::Lossy,
     };
+    if p.encodings == EncodingsArg::Lossy && p.accuracy.is_none() {
+        anyhow::bail!("--encodings lossy needs an --accuracy budget (rel:X or argmax)");
+    }
+    config.accuracy = p.accuracy;
     config.placement = match p.placement {
         PlacementArg::Auto => Placement::Auto,
         PlacementArg::Wearable => Placement::WearableOnly,

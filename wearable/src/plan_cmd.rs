@@ -85,7 +85,8 @@ pub struct PlanArgs {
     pub predictors: Option<PathBuf>,
     /// Link encodings to price per crossing tensor, as `run` and `stream`
     /// send them: `raw`, or `lossless` (measured on `--input`, else on a
-    /// random input).
+    /// random input). `lossy` is refused here: its budget is measured by
+    /// `run` and `stream`.
     #[arg(long, value_enum, default_value = "lossless")]
     pub encodings: crate::paired_cmd::EncodingsArg,
     /// A real input (a serialized TensorProto of the first input) to
@@ -159,6 +160,9 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     let h_lat = Scaled { inner: base.as_ref(), slowdown: handheld.slowdown };
     let codecs = match args.encodings {
         crate::paired_cmd::EncodingsArg::Raw => None,
+        crate::paired_cmd::EncodingsArg::Lossy => {
+            bail!("plan prices raw and lossless encodings; run and stream measure lossy ones against --accuracy")
+        }
         crate::paired_cmd::EncodingsArg::Lossless => {
             let inputs = match &args.input {
                 Some(path) => tandem::check::inputs_from_pb(&model, path)?,

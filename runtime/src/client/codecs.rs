@@ -10,15 +10,17 @@ use tandem_core::graph::Producer;
 use tandem_plan::partition::{CodecOption, LinkCodecs};
 use tandem_proto::encoding::{decode, encode, Allowed, Encoding};
 
-use crate::{Error, Model, Result, Values};
+use super::Accuracy;
+use crate::{Cut, Error, Model, Result, SplitExecutor, Values};
 
 /// Weight of a new observation in a tensor's predicted ratio.
 pub const RATIO_ALPHA: f64 = 0.3;
 
-/// Measures `allowed`'s encodings (lossless ones only, for now: lossy ones
-/// need an accuracy budget) on every tensor of `model` that a cut could
-/// send, computed from `inputs`. `slowdown` is (wearable, handheld) against
-/// this host. An encoding that does not shrink a tensor is left out for it.
+/// Measures `allowed`'s encodings on every tensor of `model` that a cut
+/// could send, computed from `inputs`. `slowdown` is (wearable, handheld)
+/// against this host. An encoding that does not shrink a tensor is left
+/// out for it. Lossy ones are listed here; whether they keep a cut within
+/// the accuracy budget is checked per cut ([`within_budget`]).
 pub fn calibrate(
     model: &Model,
     inputs: &Values,
@@ -26,10 +28,8 @@ pub fn calibrate(
     slowdown: (f64, f64),
 ) -> Result<LinkCodecs> {
     let g = model.graph();
-    let encodings: Vec<Encoding> = Encoding::ALL
-        .into_iter()
-        .filter(|e| *e != Encoding::Raw && e.is_lossless() && e.allowed_by(allowed))
-        .collect();
+    let encodings: Vec<Encoding> =
+        Encoding::ALL.into_iter().filter(|e| *e != Encoding::Raw && e.allowed_by(allowed)).collect();
     let mut per_tensor = vec![vec![]; g.tensors().len()];
     if encodings.is_empty() {
         return Ok(LinkCodecs { per_tensor, slowdown });
@@ -86,4 +86,105 @@ pub fn calibrate(
 /// Folds one observed ratio into `codecs` ([`LinkCodecs::observe`] at [`RATIO_ALPHA`]).
 pub fn observe(codecs: &mut LinkCodecs, tensor: usize, label: &str, ratio: f64) -> Option<f64> {
     codecs.observe(tensor, label, ratio, RATIO_ALPHA)
+}
+
+/// The frame lossy encodings are measured on, and its unsplit outputs.
+pub struct Calibration {
+    /// The frame's inputs.
+    pub inputs: Values,
+    /// The unsplit run's model outputs on them.
+    pub outputs: Values,
+}
+
+impl Calibration {
+    /// Runs `model` unsplit on `inputs`.
+    pub fn new(model: &Model, inputs: &Values) -> Result<Calibration> {
+        let g = model.graph();
+        let all = tandem_core::split::full_plan(model)?.run(g, inputs)?;
+        let outputs = g
+            .outputs()
+            .iter()
+            .map(|&t| {
+                let name = &g.tensor(t).name;
+                all.get(name)
+                    .map(|v| (name.clone(), v.clone()))
+                    .ok_or_else(|| Error::MissingTensor(name.clone()))
+            })
+            .collect::<Result<Values>>()?;
+        Ok(Calibration { inputs: inputs.clone(), outputs })
+    }
+}
+
+/// How far `got` is from `want` under `accuracy`: the largest relative
+/// error (max |a − b| over max |a|) for [`Accuracy::MaxRelError`], the
+/// share of rows (over the last axis) whose argmax changed for
+/// [`Accuracy::Argmax`].
+pub fn error_of(want: &tandem_core::Tensor, got: &tandem_core::Tensor, accuracy: Accuracy) -> Result<f64> {
+    let (a, b) = (tandem_core::check::as_f32(want)?, tandem_core::check::as_f32(got)?);
+    if a.len() != b.len() {
+        return Ok(f64::INFINITY);
+    }
+    Ok(match accuracy {
+        Accuracy::MaxRelError(_) => {
+            let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            let e = if scale > 0.0 { f64::from(worst / scale) } else { f64::from(worst) };
+            if e.is_nan() {
+                f64::INFINITY
+            } else {
+                e
+            }
+        }
+        Accuracy::Argmax => {
+            let row = want.shape().last().copied().unwrap_or(1).max(1);
+            let argmax = |v: &[f32]| {
+                v.iter()
+                    .enumerate()
+                    .fold((0, f32::NEG_INFINITY), |best, (i, &x)| if x > best.1 { (i, x) } else { best })
+                    .0
+            };
+            let changed = a.chunks(row).zip(b.chunks(row)).filter(|(x, y)| argmax(x) != argmax(y)).count();
+            changed as f64 / (a.len() / row).max(1) as f64
+        }
+    })
+}
+
+/// Whether `cut`, sending its crossing tensors in `encodings` (in
+/// `up_tensors` order), keeps every output of the calibration frame within
+/// `accuracy`; and the worst error seen.
+pub fn within_budget(
+    model: &Model,
+    executor: &SplitExecutor,
+    cut: &Cut,
+    encodings: &[Encoding],
+    calibration: &Calibration,
+    accuracy: Accuracy,
+) -> Result<(bool, f64)> {
+    let g = model.graph();
+    let plan = executor.plan(cut)?;
+    let up = plan.run_prefix(g, &calibration.inputs)?;
+    let mut sent = up.clone();
+    for (&t, &e) in cut.up_tensors().iter().zip(encodings) {
+        let name = &g.tensor(t).name;
+        let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+        if e == Encoding::Raw || !e.applies(v.datum_type(), v.shape()) {
+            continue;
+        }
+        let bad = |why: String| Error::Link(format!("{e} on '{name}': {why}"));
+        let packed = encode(v, e).map_err(|err| bad(err.to_string()))?;
+        let back = decode(v.datum_type(), v.shape(), &packed).map_err(|err| bad(err.to_string()))?;
+        sent.insert(name.clone(), back.into());
+    }
+    let down = plan.run_suffix(g, &sent)?;
+    let mut worst = 0f64;
+    for (name, want) in &calibration.outputs {
+        let got =
+            down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+        worst = worst.max(error_of(want, got, accuracy)?);
+    }
+    let ok = match accuracy {
+        Accuracy::MaxRelError(bound) => worst <= bound,
+        Accuracy::Argmax => worst == 0.0,
+    };
+    Ok((ok, worst))
 }

@@ -100,10 +100,35 @@ pub struct SessionConfig {
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,
     /// Link encodings the planner may choose per crossing tensor: `Raw`
-    /// (none), or `Lossless` (the default: results stay bit-identical).
-    /// Lossy encodings need an accuracy budget, not built yet: `Lossy` is
-    /// priced as `Lossless`.
+    /// (none), `Lossless` (the default: results stay bit-identical), or
+    /// `Lossy` (f16 and int8 too, each only where a measurement on the
+    /// calibration frame shows it within `accuracy`).
     pub encodings: tandem_proto::encoding::Allowed,
+    /// The accuracy budget lossy encodings must stay within (needed for `Lossy`).
+    pub accuracy: Option<Accuracy>,
+}
+
+/// How far a lossy link encoding may move a frame's outputs from the
+/// unsplit run's, measured on the calibration frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Accuracy {
+    /// Every output within this relative error: max |a − b| over max |a|.
+    MaxRelError(f64),
+    /// Every output's argmax (over its last axis, per row) unchanged.
+    Argmax,
+}
+
+impl Accuracy {
+    /// Parses `rel:X` (X > 0) or `argmax`.
+    pub fn parse(s: &str) -> std::result::Result<Accuracy, String> {
+        if s == "argmax" {
+            return Ok(Accuracy::Argmax);
+        }
+        match s.strip_prefix("rel:").map(str::parse::<f64>) {
+            Some(Ok(x)) if x > 0.0 && x.is_finite() => Ok(Accuracy::MaxRelError(x)),
+            _ => Err(format!("accuracy '{s}': rel:X (a relative error above 0) or argmax")),
+        }
+    }
 }
 
 impl SessionConfig {
@@ -133,6 +158,7 @@ impl SessionConfig {
             battery: None,
             chunk_bytes: 64 << 10,
             encodings: tandem_proto::encoding::Allowed::Lossless,
+            accuracy: None,
         }
     }
 

@@ -52,7 +52,7 @@ mod planning;
 mod report;
 mod status;
 
-pub use config::{Backoff, ModelFile, Placement, SessionConfig};
+pub use config::{Accuracy, Backoff, ModelFile, Placement, SessionConfig};
 use link_task::{manage_link, Command, Event};
 pub use report::{FrameReport, StreamReport};
 pub use status::{Frame, Status};
@@ -126,6 +126,10 @@ pub struct Session {
     /// The encodings the planner last decided with.
     planned_codecs: Option<std::sync::Arc<LinkCodecs>>,
     codecs_tried: bool,
+    /// The frame lossy encodings are measured on (with `Lossy` encodings).
+    calibration: Option<codecs::Calibration>,
+    /// (cut key, encodings) already measured against the accuracy budget.
+    budget_checked: std::collections::HashMap<(String, Vec<Encoding>), bool>,
 }
 
 fn session_err(e: impl std::fmt::Display) -> Error {
@@ -218,6 +222,8 @@ impl Session {
             codecs: None,
             planned_codecs: None,
             codecs_tried: false,
+            calibration: None,
+            budget_checked: Default::default(),
             config,
         };
         if s.config.placement == Placement::WearableOnly {
@@ -597,6 +603,7 @@ impl Session {
     ) -> Result<()> {
         self.ensure_codecs(&inputs);
         let (cut, predicted_ms, local_reason) = self.next_cut(mode);
+        let encodings = if cut.is_wearable_only() { vec![] } else { self.encodings_for(&cut) };
         let g = self.model.model.graph();
         if cut.is_wearable_only() {
             let (outputs, took) = self.run_local(&inputs)?;
@@ -622,7 +629,6 @@ impl Session {
         let t0 = Instant::now();
         let up = plan.run_prefix_dilated(g, &inputs, self.config.dilation)?;
         // Packing (encoding) the crossing tensors is the watch's work too.
-        let encodings = self.encodings_for(&cut);
         let mut packed = vec![];
         let mut raw_bytes = 0u64;
         let encoding_started = Instant::now();

@@ -1,4 +1,4 @@
-//! The cut for the next frame: the planner polled between frames, and offloading checked against running alone.
+//! The cut for the next frame and its link encodings: the planner polled between frames, offloading checked against running alone, lossy encodings held to the accuracy budget.
 
 use super::*;
 
@@ -7,22 +7,100 @@ impl Session {
     /// the planner's choice for its decided cut; for another cut (a fixed
     /// placement), each tensor's cheapest at the current link estimate;
     /// raw without link encodings.
-    pub(super) fn encodings_for(&self, cut: &Cut) -> Vec<Encoding> {
+    /// Lossy ones are used only once the calibration frame shows the cut
+    /// within the accuracy budget with them; a cut that breaks it loses
+    /// those tensors' lossy options, and the planner re-decides.
+    pub(super) fn encodings_for(&mut self, cut: &Cut) -> Vec<Encoding> {
+        let mut encodings = self.chosen_encodings(cut);
+        // Each refusal removes at least one lossy option: this ends.
+        while !encodings.iter().all(|e| e.is_lossless()) {
+            if self.within_budget(cut, &encodings) {
+                break;
+            }
+            encodings = self.cheapest_encodings(cut);
+        }
+        encodings
+    }
+
+    /// Whether `cut` with `encodings` is within the accuracy budget on the
+    /// calibration frame (measured once per pair); when not, those tensors
+    /// lose the lossy options used, and the planner re-decides.
+    fn within_budget(&mut self, cut: &Cut, encodings: &[Encoding]) -> bool {
+        let encodings = encodings.to_vec();
+        let key = (cut.key(), encodings.clone());
+        let ok = match self.budget_checked.get(&key) {
+            Some(&ok) => ok,
+            None => {
+                let ok = match (self.config.accuracy, &self.calibration) {
+                    (Some(accuracy), Some(calibration)) => {
+                        let model = &self.model.model;
+                        match codecs::within_budget(
+                            model,
+                            &self.executor,
+                            cut,
+                            &encodings,
+                            calibration,
+                            accuracy,
+                        ) {
+                            Ok((ok, worst)) => {
+                                info!(cut = %cut.describe(model.graph()), ?encodings, ok, worst, "lossy encodings against the accuracy budget");
+                                ok
+                            }
+                            Err(e) => {
+                                warn!("measuring lossy encodings failed ({e}); not using them");
+                                false
+                            }
+                        }
+                    }
+                    _ => false,
+                };
+                self.budget_checked.insert(key, ok);
+                ok
+            }
+        };
+        if ok {
+            return true;
+        }
+        if let Some(codecs) = &mut self.codecs {
+            for (&t, e) in cut.up_tensors().iter().zip(&encodings) {
+                if !e.is_lossless() {
+                    codecs.per_tensor[t].retain(|o| o.label != e.name());
+                }
+            }
+            let planned = std::sync::Arc::new(codecs.clone());
+            self.planned_codecs = Some(planned.clone());
+            self.offload_check = None;
+            self.planner.handle_codecs(Some(planned));
+        }
+        false
+    }
+
+    /// The planner's encodings for its decided cut, else each tensor's cheapest.
+    fn chosen_encodings(&self, cut: &Cut) -> Vec<Encoding> {
         let g = self.model.model.graph();
         let parse = |label: &str| Encoding::parse(label).unwrap_or(Encoding::Raw);
-        if let Some(d) = self.planner.current().filter(|d| d.chosen.key() == cut.key()) {
-            return cut
+        match self.planner.current().filter(|d| d.chosen.key() == cut.key()) {
+            Some(d) => cut
                 .up_tensors()
                 .iter()
                 .map(|&t| d.encodings.get(&g.tensor(t).name).map_or(Encoding::Raw, |l| parse(l)))
-                .collect();
+                .collect(),
+            None => self.cheapest_encodings(cut),
         }
+    }
+
+    /// Each tensor's cheapest encoding at the current link estimate (raw without codecs).
+    fn cheapest_encodings(&self, cut: &Cut) -> Vec<Encoding> {
+        let g = self.model.model.graph();
         let Some(codecs) = &self.codecs else { return vec![Encoding::Raw; cut.up_tensors().len()] };
         let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
         let per_byte = 1.0 / link.up_bytes_per_s.max(1e-9);
         cut.up_tensors()
             .iter()
-            .map(|&t| parse(&codecs.cheapest(t, g.tensor(t).bytes, per_byte, status.dilation()).label))
+            .map(|&t| {
+                let label = codecs.cheapest(t, g.tensor(t).bytes, per_byte, status.dilation()).label;
+                Encoding::parse(&label).unwrap_or(Encoding::Raw)
+            })
             .collect()
     }
 
@@ -41,7 +119,22 @@ impl Session {
         // The handheld decodes at this host's speed: its profile's slowdown is
         // relative to a phone, not to this host (see docs).
         let slowdown = (self.config.dilation.max(1.0), 1.0);
-        match codecs::calibrate(&self.model.model, inputs, self.config.encodings, slowdown) {
+        // Lossy encodings only with a budget to hold them to, measured on this frame.
+        let mut allowed = self.config.encodings;
+        if allowed == Allowed::Lossy {
+            match (self.config.accuracy, codecs::Calibration::new(&self.model.model, inputs)) {
+                (Some(_), Ok(c)) => self.calibration = Some(c),
+                (None, _) => {
+                    warn!("lossy link encodings need an accuracy budget; using lossless ones");
+                    allowed = Allowed::Lossless;
+                }
+                (Some(_), Err(e)) => {
+                    warn!("the calibration frame failed to run ({e}); using lossless encodings");
+                    allowed = Allowed::Lossless;
+                }
+            }
+        }
+        match codecs::calibrate(&self.model.model, inputs, allowed, slowdown) {
             Ok(c) => {
                 let tensors = c.per_tensor.iter().filter(|o| !o.is_empty()).count();
                 info!(tensors, took_ms = started.elapsed().as_millis() as u64, "link encodings measured");
