@@ -28,6 +28,9 @@ pub struct AppPairArgs {
     /// The watch's compute dilation on this host (1: a real watch).
     #[arg(long, default_value_t = 8.0)]
     pub dilation: f64,
+    /// Link encodings and their accuracy budget.
+    #[command(flatten)]
+    pub coding: crate::paired_cmd::EncodingArgs,
 }
 
 impl AppPairArgs {
@@ -43,6 +46,7 @@ impl AppPairArgs {
     pub fn config(&self) -> Result<SessionConfig> {
         let mut config = SessionConfig::emulated_watch_and_phone()?;
         config.dilation = self.dilation.max(1.0);
+        self.coding.apply(&mut config)?;
         Ok(config)
     }
 

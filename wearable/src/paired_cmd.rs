@@ -75,6 +75,14 @@ pub struct PairArgs {
     /// retried until then; a refused model fails at once).
     #[arg(long, value_name = "SECS")]
     pub require_handheld: Option<f64>,
+    /// Link encodings and their accuracy budget.
+    #[command(flatten)]
+    pub coding: EncodingArgs,
+}
+
+/// `--encodings` and `--accuracy`, for every command that runs a Session.
+#[derive(Args, Debug, Clone)]
+pub struct EncodingArgs {
     /// Link encodings the planner may choose per crossing tensor: `raw`
     /// (none), `lossless` (bit-exact: shuffle + LZ4, sparse + LZ4), or
     /// `lossy` (f16 and int8 too, within `--accuracy`).
@@ -85,6 +93,22 @@ pub struct PairArgs {
     /// argmax unchanged), measured on the first frame.
     #[arg(long, value_parser = tandem::client::Accuracy::parse)]
     pub accuracy: Option<tandem::client::Accuracy>,
+}
+
+impl EncodingArgs {
+    /// Sets them on `config`; lossy encodings need a budget.
+    pub fn apply(&self, config: &mut SessionConfig) -> Result<()> {
+        config.encodings = match self.encodings {
+            EncodingsArg::Raw => tandem::encoding::Allowed::Raw,
+            EncodingsArg::Lossless => tandem::encoding::Allowed::Lossless,
+            EncodingsArg::Lossy => tandem::encoding::Allowed::Lossy,
+        };
+        if self.encodings == EncodingsArg::Lossy && self.accuracy.is_none() {
+            bail!("--encodings lossy needs an --accuracy budget (rel:X or argmax)");
+        }
+        config.accuracy = self.accuracy;
+        Ok(())
+    }
 }
 
 /// Which link encodings a session may use.
@@ -208,15 +232,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         let l = LinkProfile::named(name)?;
         config.link_default = l.nominal_estimate();
     }
-    config.encodings = match p.encodings {
-        EncodingsArg::Raw => tandem::encoding::Allowed::Raw,
-        EncodingsArg::Lossless => tandem::encoding::Allowed::Lossless,
-        EncodingsArg::Lossy => tandem::encoding::Allowed::Lossy,
-    };
-    if p.encodings == EncodingsArg::Lossy && p.accuracy.is_none() {
-        anyhow::bail!("--encodings lossy needs an --accuracy budget (rel:X or argmax)");
-    }
-    config.accuracy = p.accuracy;
+    p.coding.apply(&mut config)?;
     config.placement = match p.placement {
         PlacementArg::Auto => Placement::Auto,
         PlacementArg::Wearable => Placement::WearableOnly,

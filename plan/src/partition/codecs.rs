@@ -71,15 +71,18 @@ impl LinkCodecs {
     }
 
     /// Folds an observed ratio of tensor `id` in encoding `label` into its
-    /// prediction (an EWMA with weight `alpha` on the new value); returns
-    /// the new prediction (`None` for an unknown tensor or encoding, or a
-    /// ratio that is not positive and finite).
+    /// prediction: an EWMA of the logarithm with weight `alpha` on the new
+    /// value (ratios multiply: a silent first frame that packed 170× must
+    /// not take dozens of speech frames to fall to 1.6×). Returns the new
+    /// prediction (`None` for an unknown tensor or encoding, or a ratio
+    /// that is not positive and finite).
     pub fn observe(&mut self, id: usize, label: &str, ratio: f64, alpha: f64) -> Option<f64> {
         if !(ratio.is_finite() && ratio > 0.0) {
             return None;
         }
         let option = self.per_tensor.get_mut(id)?.iter_mut().find(|o| o.label == label)?;
-        option.ratio += alpha.clamp(0.0, 1.0) * (ratio - option.ratio);
+        let log = option.ratio.ln() + alpha.clamp(0.0, 1.0) * (ratio.ln() - option.ratio.ln());
+        option.ratio = log.exp();
         Some(option.ratio)
     }
 
@@ -177,11 +180,18 @@ mod tests {
     #[test]
     fn observed_ratios_move_the_prediction_by_the_ewma_weight() {
         let mut c = codecs(4.0);
-        assert_eq!(c.observe(1, "lz", 2.0, 0.25), Some(3.5));
-        assert_eq!(c.ratio(1, "lz"), Some(3.5));
+        // 4 · (2 / 4)^0.25
+        let want = 4.0 * 0.5f64.powf(0.25);
+        assert!(c.observe(1, "lz", 2.0, 0.25).is_some_and(|r| (r - want).abs() < 1e-12));
+        // From 170x to 1.6x: five observations at 0.3 bring it under 4x.
+        let mut silent = codecs(170.0);
+        for _ in 0..5 {
+            silent.observe(1, "lz", 1.6, 0.3);
+        }
+        assert!(silent.ratio(1, "lz").is_some_and(|r| r < 4.0), "{:?}", silent.ratio(1, "lz"));
         assert_eq!(c.observe(1, "lz", f64::NAN, 0.25), None, "a bad observation is ignored");
         assert_eq!(c.observe(1, "zstd", 2.0, 0.25), None, "an encoding it was not measured with");
         assert_eq!(c.observe(7, "lz", 2.0, 0.25), None);
-        assert_eq!(c.ratio(1, "lz"), Some(3.5));
+        assert!(c.ratio(1, "lz").is_some_and(|r| (r - want).abs() < 1e-12));
     }
 }

@@ -208,7 +208,9 @@ impl Session {
         let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
         let mut failed = None;
         match self.planner.poll_decision(g, wearable, handheld) {
-            Ok(Some(d)) => info!(cut = %d.chosen.describe(g), reason = %d.reason, "partition"),
+            Ok(Some(d)) => {
+                info!(cut = %d.chosen.describe(g), encodings = ?d.encodings, reason = %d.reason, "partition")
+            }
             Ok(None) => {}
             Err(e) => {
                 warn!("the planner failed ({e}); running on the wearable");

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use tandem::client::{ModelFile, Session};
+use tandem::client::{ModelFile, Session, StreamReport};
 use tandem::{frame, tensor_f32, InputShapes};
 
 use crate::apps::{load_with_input_shape, AppPairArgs};
@@ -140,26 +140,26 @@ fn keyword_name(path: &Path) -> String {
 }
 
 /// Runs every frame of `inputs` through `session` (fed as `name` of
-/// `shape`), in order: each frame's first output, and how many frames the
-/// handheld answered.
+/// `shape`), in order: each frame's first output, and the stream's report.
 fn run_all(
     session: &mut Session,
     name: &str,
     shape: &[usize],
     inputs: Vec<Vec<f32>>,
-) -> Result<(Vec<Vec<f32>>, usize)> {
+) -> Result<(Vec<Vec<f32>>, StreamReport)> {
     let frames = inputs
         .into_iter()
         .map(|x| Ok(frame([(name, tensor_f32(shape, &x)?)])))
         .collect::<Result<Vec<_>, tandem::Error>>()?;
-    let (mut out, mut offloaded) = (vec![], 0);
+    let (mut out, mut reports) = (vec![], vec![]);
+    let started = std::time::Instant::now();
     for r in session.stream(frames)? {
         let f = r?;
         let first = f.outputs.names().first().map(|n| n.to_string()).context("a model without outputs")?;
         out.push(f.outputs.f32(&first)?.1);
-        offloaded += usize::from(f.report.offloaded);
+        reports.push(f.report);
     }
-    Ok((out, offloaded))
+    Ok((out, StreamReport::from_frames(&reports, started.elapsed())))
 }
 
 /// `tandem-wearable wakeword`.
@@ -214,7 +214,7 @@ pub fn wakeword(args: WakewordArgs) -> Result<ExitCode> {
     let mut emb = args.pair.open(emb_model, 11)?;
     let status = emb.status().to_string();
     let n_windows = windows.len();
-    let (embeddings, offloaded) = run_all(&mut emb, &emb_input, &emb_shape, windows)?;
+    let (embeddings, emb_report) = run_all(&mut emb, &emb_input, &emb_shape, windows)?;
     // 3. Keyword heads, on the watch.
     let mut found = 0;
     let mut best = serde_json::Map::new();
@@ -244,7 +244,9 @@ pub fn wakeword(args: WakewordArgs) -> Result<ExitCode> {
         serde_json::json!({
             "wav": args.wav.display().to_string(), "sample_rate": wav_rate, "seconds": seconds,
             "chunks": mel_out.len(), "embeddings": n_windows, "detections": found,
-            "max_score": best, "embedding_status": status, "embeddings_offloaded": offloaded,
+            "max_score": best, "embedding_status": status, "embeddings_offloaded": emb_report.offloaded,
+            "embedding_fps": emb_report.throughput_fps, "embedding_up_bytes": emb_report.up_bytes,
+            "embedding_up_raw_bytes": emb_report.up_raw_bytes,
         })
     );
     Ok(ExitCode::SUCCESS)
