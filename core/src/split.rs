@@ -304,6 +304,22 @@ impl SplitExecutor {
     }
 }
 
+/// The model's outputs among `values` (a run's tensors), by name;
+/// missing ones are an error.
+pub fn model_outputs(graph: &LayerGraph, values: &Values) -> Result<Values> {
+    graph
+        .outputs()
+        .iter()
+        .map(|&t| {
+            let name = &graph.tensor(t).name;
+            values
+                .get(name)
+                .map(|v| (name.clone(), v.clone()))
+                .ok_or_else(|| Error::MissingTensor(name.clone()))
+        })
+        .collect()
+}
+
 /// The whole model as one optimized plan (the unsplit baseline).
 pub fn full_plan(model: &Model) -> Result<Half> {
     let g = model.graph();

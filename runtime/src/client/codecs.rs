@@ -101,16 +101,7 @@ impl Calibration {
     pub fn new(model: &Model, inputs: &Values) -> Result<Calibration> {
         let g = model.graph();
         let all = tandem_core::split::full_plan(model)?.run(g, inputs)?;
-        let outputs = g
-            .outputs()
-            .iter()
-            .map(|&t| {
-                let name = &g.tensor(t).name;
-                all.get(name)
-                    .map(|v| (name.clone(), v.clone()))
-                    .ok_or_else(|| Error::MissingTensor(name.clone()))
-            })
-            .collect::<Result<Values>>()?;
+        let outputs = tandem_core::split::model_outputs(g, &all)?;
         Ok(Calibration { inputs: inputs.clone(), outputs })
     }
 }

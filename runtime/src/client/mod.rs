@@ -579,16 +579,7 @@ impl Session {
         let started = Instant::now();
         let all = plan.run_prefix_dilated(g, inputs, self.config.dilation)?;
         let took = started.elapsed();
-        let outputs = g
-            .outputs()
-            .iter()
-            .map(|&t| {
-                let name = &g.tensor(t).name;
-                all.get(name)
-                    .map(|v| (name.clone(), v.clone()))
-                    .ok_or_else(|| Error::MissingTensor(name.clone()))
-            })
-            .collect::<Result<Values>>()?;
+        let outputs = tandem_core::split::model_outputs(g, &all)?;
         Ok((outputs, took))
     }
 
