@@ -371,6 +371,9 @@ impl Message {
 
     /// Splits the body into the described tensors, decoding encoded ones.
     pub fn tensors(&self) -> Result<Vec<(String, Tensor)>, ProtocolError> {
+        // The decoder checked this for received frames; a message built in
+        // this process is held to the same limits.
+        check_body(&self.header, self.body.len())?;
         let mut at = 0;
         let mut out = vec![];
         for meta in self.tensor_metas() {
