@@ -226,6 +226,13 @@ pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> 
     Ok(Encoded { encoding, params, bytes: packed })
 }
 
+/// `t` encoded and decoded again (what the other side of the link gets), and
+/// the encoded size in bytes.
+pub fn round_trip(t: &Tensor, encoding: Encoding) -> Result<(Tensor, usize), EncodingError> {
+    let packed = encode(t, encoding)?;
+    Ok((decode(t.datum_type(), t.shape(), &packed)?, packed.bytes.len()))
+}
+
 /// Decodes a tensor of type `dt` and shape `shape` from `encoded`. Sizes
 /// are checked before anything is decompressed: a claimed size more than
 /// [`MAX_RATIO`] times the bytes sent is refused, and no decompression

@@ -388,24 +388,17 @@ impl Message {
         Ok(out)
     }
 
-    /// A message carrying `tensors`, each packed with its encoding (raw
-    /// where the encoding does not apply to it); `header` gets their
-    /// descriptions.
-    pub fn with_encoded_tensors(
-        make: impl FnOnce(Vec<TensorMeta>) -> Header,
-        tensors: &[(String, &Tensor, Encoding)],
-    ) -> Result<Message, ProtocolError> {
-        let packed =
-            tensors.iter().map(|(name, t, e)| pack_tensor(name, t, *e)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Message::from_packed(make, packed))
-    }
-
-    /// A message carrying tensors packed by [`pack_tensor`].
+    /// A message carrying tensors packed by [`pack_tensor`] (a lone
+    /// tensor's bytes become the body as they are, uncopied).
     pub fn from_packed(make: impl FnOnce(Vec<TensorMeta>) -> Header, packed: Vec<PackedTensor>) -> Message {
         let mut metas = Vec::with_capacity(packed.len());
-        let mut body = Vec::with_capacity(packed.iter().map(|p| p.bytes.len()).sum());
+        let mut body = vec![];
         for p in packed {
-            body.extend_from_slice(&p.bytes);
+            if body.is_empty() {
+                body = p.bytes;
+            } else {
+                body.extend_from_slice(&p.bytes);
+            }
             metas.push(p.meta);
         }
         Message { header: make(metas), body }

@@ -418,23 +418,10 @@ impl WearableSession {
         self.in_flight.iter().copied().collect()
     }
 
-    /// Offloads `frame`'s suffix: the message to send (`None` unless ready).
-    pub fn offload(
-        &mut self,
-        frame: u64,
-        cut: String,
-        tensors: &[(String, &Tensor)],
-    ) -> Result<Option<Message>, ProtocolError> {
-        if !self.is_ready() {
-            return Ok(None);
-        }
-        let m = Message::with_tensors(|tensors| Header::RunSuffix { frame, cut, tensors }, tensors)?;
-        self.in_flight.push_back(frame);
-        Ok(Some(m))
-    }
-
-    /// [`WearableSession::offload`] with tensors already packed (encoded).
-    pub fn offload_packed(&mut self, frame: u64, cut: String, packed: Vec<PackedTensor>) -> Option<Message> {
+    /// Offloads `frame`'s suffix, its crossing tensors packed (raw or
+    /// encoded, [`crate::protocol::pack_tensor`]): the message to send
+    /// (`None` unless ready).
+    pub fn offload(&mut self, frame: u64, cut: String, packed: Vec<PackedTensor>) -> Option<Message> {
         if !self.is_ready() {
             return None;
         }

@@ -225,16 +225,17 @@ fn an_all_zero_map_decodes_at_its_full_ratio() {
 /// not apply to (int64 ids) travel raw.
 #[test]
 fn encoded_tensors_cross_the_wire() {
-    use tandem_proto::protocol::{encode as frame, FrameDecoder, Header, Message, MAX_FRAME_BYTES};
+    use tandem_proto::protocol::{
+        encode as frame, pack_tensor, FrameDecoder, Header, Message, MAX_FRAME_BYTES,
+    };
     let values: Vec<f32> = (0..32).map(|i| if i % 3 == 0 { 0.0 } else { i as f32 * 0.5 }).collect();
     let x = f32_tensor(&[1, 4, 8], &values);
     let ids = Tensor::from_shape(&[3], &[1i64, 0, 5]).expect("ids");
     for e in Encoding::ALL {
-        let m = Message::with_encoded_tensors(
-            |tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors },
-            &[("x".into(), &x, e), ("ids".into(), &ids, e)],
-        )
-        .expect("message");
+        let packed =
+            vec![pack_tensor("x", &x, e).expect("packs"), pack_tensor("ids", &ids, e).expect("packs")];
+        let m =
+            Message::from_packed(|tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors }, packed);
         let mut d = FrameDecoder::new(MAX_FRAME_BYTES);
         d.push(&frame(&m).expect("frame"));
         let got = d.next_message().expect("decodes").expect("a message");

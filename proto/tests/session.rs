@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use tandem_core::{InputShapes, Tensor};
+use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::{
-    encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
-    StatusReport, PROTOCOL_VERSION,
+    encode, model_digest, pack_tensor, ErrorCode, FrameDecoder, Header, LatencySummary, Message,
+    ProtocolError, StatusReport, PROTOCOL_VERSION,
 };
 use tandem_proto::session::{Action, HandheldSession, WearableAction, WearableSession};
 
@@ -261,7 +262,9 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
     // Three frames out, answered in order.
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     for frame in 1..=3 {
-        let m = w.offload(frame, "1".into(), &[("x".into(), &x)]).expect("encodes").expect("ready");
+        let m = w
+            .offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw).expect("packs")])
+            .expect("ready");
         match &h.on_message(deliver(&m), |_| false)[..] {
             [Action::Run { frame: f, .. }] => assert_eq!(*f, frame),
             other => panic!("{other:?}"),
@@ -288,7 +291,8 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [10, 11] {
-        w.offload(frame, "1".into(), &[("x".into(), &x)]).expect("ok").expect("ready");
+        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw).expect("packs")])
+            .expect("ready");
     }
     let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)]).expect("result");
     let a = w.on_message(wrong);
@@ -304,12 +308,12 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
         status: status(),
     }));
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
-    w.offload(1, String::new(), &[]).expect("ok");
+    w.offload(1, String::new(), vec![]).expect("ready");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
     let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    assert_eq!(w.offload(1, String::new(), &[]).expect("ok"), None);
+    assert_eq!(w.offload(1, String::new(), vec![]), None);
     // Another version in the Welcome.
     w.start();
     let a = w.on_message(Message::new(Header::Welcome {

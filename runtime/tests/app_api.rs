@@ -158,34 +158,49 @@ fn input_shape_overrides_reach_the_handheld_in_the_handshake() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// MNIST run on the handheld, its `image` input crossing an emulated
+/// 200 kbit/s link (where bytes cost more than the watch's coding time) in
+/// the link encodings `encodings` allows: the frame's report and output.
+fn mnist_over_a_slow_link(
+    image: &[f32],
+    encodings: tandem::encoding::Allowed,
+    accuracy: Option<tandem::client::Accuracy>,
+) -> (tandem::FrameReport, Vec<f32>) {
+    let path =
+        tandem_models::ensure_models().expect("models").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("mnist");
+    // The handheld holds the model (no push over the slow link).
+    let models_dir = path.parent().map(|p| p.to_path_buf());
+    let server = spawn_memory(ServerConfig { models_dir, ..Default::default() }).expect("server");
+    let profile = LinkProfile::custom("slow", 200e3, Duration::from_millis(2), Duration::ZERO, 244);
+    let control = LinkControl::new(&profile, Schedule::default());
+    let transport = EmulatedTransport::new(server, profile, control, 3);
+    let mut config =
+        SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
+    config.placement = Placement::HandheldOnly;
+    config.encodings = encodings;
+    config.accuracy = accuracy;
+    let mut s = Session::open(model, Box::new(transport), config).expect("session");
+    s.feed_f32("input", &[1, 1, 28, 28], image).expect("feed");
+    let report = s.run().expect("run");
+    assert!(report.offloaded, "{report:?}");
+    (report, s.fetch_f32("output").expect("output").1)
+}
+
 /// Lossless link encodings, on by default: a mostly-black image crosses in
 /// a fraction of its raw bytes, and the outputs are bit for bit those of a
 /// session sending raw tensors.
 #[test]
 fn a_sparse_input_crosses_encoded_and_the_outputs_do_not_change() {
-    let path =
-        tandem_models::ensure_models().expect("models").zoo_path("mnist").expect("mnist").to_path_buf();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("mnist");
-    let image: Vec<f32> = (0..28 * 28).map(|i| if i % 28 > 10 && i % 28 < 14 { 0.8 } else { 0.0 }).collect();
-    let run = |encodings| {
-        let server = spawn_memory(ServerConfig::default()).expect("server");
-        let mut config =
-            SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
-        config.placement = Placement::HandheldOnly;
-        config.encodings = encodings;
-        let mut s = Session::open(model.clone(), Box::new(server), config).expect("session");
-        s.feed_f32("input", &[1, 1, 28, 28], &image).expect("feed");
-        let report = s.run().expect("run");
-        assert!(report.offloaded, "{report:?}");
-        (report, s.fetch("output").expect("output"))
-    };
     use tandem::encoding::Allowed;
-    let (raw, raw_out) = run(Allowed::Raw);
-    let (coded, coded_out) = run(Allowed::Lossless);
+    let image: Vec<f32> = (0..28 * 28).map(|i| if i % 28 > 10 && i % 28 < 14 { 0.8 } else { 0.0 }).collect();
+    let (raw, raw_out) = mnist_over_a_slow_link(&image, Allowed::Raw, None);
+    let (coded, coded_out) = mnist_over_a_slow_link(&image, Allowed::Lossless, None);
     assert_eq!((raw.up_bytes, raw.up_raw_bytes), (28 * 28 * 4, 28 * 28 * 4));
     assert_eq!(coded.up_raw_bytes, 28 * 28 * 4);
     assert!(coded.up_bytes * 5 < coded.up_raw_bytes, "{coded:?}");
-    assert_eq!(raw_out.as_bytes(), coded_out.as_bytes(), "bit for bit");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&raw_out), bits(&coded_out), "bit for bit");
 }
 
 /// Lossy link encodings only within the accuracy budget, measured on the
@@ -201,29 +216,7 @@ fn lossy_encodings_are_used_only_within_the_accuracy_budget() {
     let model = ModelFile::load(&path, &InputShapes::none()).expect("mnist");
     let x = random_inputs(&model.model, 9).expect("inputs").remove("input").expect("input");
     let image = tandem::check::as_f32(&x).expect("f32");
-    let run = |encodings, accuracy| {
-        // The handheld holds the model (no push over the slow link).
-        let models_dir = path.parent().map(|p| p.to_path_buf());
-        let server = spawn_memory(ServerConfig { models_dir, ..Default::default() }).expect("server");
-        // 200 kbit/s: bytes cost more than the watch's coding time.
-        let profile = LinkProfile::custom("slow", 200e3, Duration::from_millis(2), Duration::ZERO, 244);
-        let transport = EmulatedTransport::new(
-            server,
-            profile.clone(),
-            LinkControl::new(&profile, Schedule::default()),
-            3,
-        );
-        let mut config =
-            SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
-        config.placement = Placement::HandheldOnly;
-        config.encodings = encodings;
-        config.accuracy = accuracy;
-        let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
-        s.feed_f32("input", &[1, 1, 28, 28], &image).expect("feed");
-        let report = s.run().expect("run");
-        assert!(report.offloaded, "{report:?}");
-        (report, s.fetch_f32("output").expect("output").1)
-    };
+    let run = |encodings, accuracy| mnist_over_a_slow_link(&image, encodings, accuracy);
     let argmax =
         |v: &[f32]| v.iter().enumerate().fold((0, f32::MIN), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0;
     let (raw, raw_out) = run(Allowed::Raw, None);

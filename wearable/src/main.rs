@@ -186,9 +186,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             encoded_bytes += t.as_bytes().len();
                             return Ok(t.clone());
                         }
-                        let packed = tandem::encoding::encode(t, e).map_err(bad)?;
-                        encoded_bytes += packed.bytes.len();
-                        Ok(tandem::encoding::decode(t.datum_type(), t.shape(), &packed).map_err(bad)?.into())
+                        let (back, sent) = tandem::encoding::round_trip(t, e).map_err(bad)?;
+                        encoded_bytes += sent;
+                        Ok(back.into())
                     };
                     check_cuts_over(&model, &cut_list, &inputs, &mut link, e.is_lossless())?
                 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tandem_core::graph::Producer;
 use tandem_plan::partition::{CodecOption, LinkCodecs};
-use tandem_proto::encoding::{decode, encode, Allowed, Encoding};
+use tandem_proto::encoding::{decode, encode, round_trip, Allowed, Encoding};
 
 use super::Accuracy;
 use crate::{Cut, Error, Model, Result, SplitExecutor, Values};
@@ -81,11 +81,6 @@ pub fn calibrate(
             .collect();
     }
     Ok(LinkCodecs { per_tensor, slowdown })
-}
-
-/// Folds one observed ratio into `codecs` ([`LinkCodecs::observe`] at [`RATIO_ALPHA`]).
-pub fn observe(codecs: &mut LinkCodecs, tensor: usize, label: &str, ratio: f64) -> Option<f64> {
-    codecs.observe(tensor, label, ratio, RATIO_ALPHA)
 }
 
 /// The frame lossy encodings are measured on, and its unsplit outputs.
@@ -161,9 +156,7 @@ pub fn within_budget(
         if e == Encoding::Raw || !e.applies(v.datum_type(), v.shape()) {
             continue;
         }
-        let bad = |why: String| Error::Link(format!("{e} on '{name}': {why}"));
-        let packed = encode(v, e).map_err(|err| bad(err.to_string()))?;
-        let back = decode(v.datum_type(), v.shape(), &packed).map_err(|err| bad(err.to_string()))?;
+        let (back, _) = round_trip(v, e).map_err(|err| Error::Link(format!("{e} on '{name}': {err}")))?;
         sent.insert(name.clone(), back.into());
     }
     let down = plan.run_suffix(g, &sent)?;

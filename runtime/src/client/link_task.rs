@@ -241,7 +241,7 @@ async fn run_link(
                     let _ = send(&Message::new(Header::Bye));
                     break 'conn Ok(());
                 }
-                Some(Command::Offload { frame, cut, packed }) => match session.offload_packed(frame, cut, packed) {
+                Some(Command::Offload { frame, cut, packed }) => match session.offload(frame, cut, packed) {
                     Some(m) => {
                         if let Err(e) = send(&m) {
                             why = Some(e);

@@ -67,12 +67,17 @@ impl Session {
                     codecs.per_tensor[t].retain(|o| o.label != e.name());
                 }
             }
-            let planned = std::sync::Arc::new(codecs.clone());
-            self.planned_codecs = Some(planned.clone());
-            self.offload_check = None;
-            self.planner.handle_codecs(Some(planned));
+            self.replan_with_codecs();
         }
         false
+    }
+
+    /// Hands the current link encodings to the planner, which re-decides.
+    fn replan_with_codecs(&mut self) {
+        let planned = self.codecs.clone().map(std::sync::Arc::new);
+        self.planned_codecs = planned.clone();
+        self.offload_check = None;
+        self.planner.handle_codecs(planned);
     }
 
     /// The planner's encodings for its decided cut, else each tensor's cheapest.
@@ -138,11 +143,8 @@ impl Session {
             Ok(c) => {
                 let tensors = c.per_tensor.iter().filter(|o| !o.is_empty()).count();
                 info!(tensors, took_ms = started.elapsed().as_millis() as u64, "link encodings measured");
-                let planned = std::sync::Arc::new(c.clone());
                 self.codecs = Some(c);
-                self.planned_codecs = Some(planned.clone());
-                self.offload_check = None;
-                self.planner.handle_codecs(Some(planned));
+                self.replan_with_codecs();
             }
             Err(e) => warn!("measuring the link encodings failed ({e}); sending raw tensors"),
         }
@@ -161,16 +163,13 @@ impl Session {
             let raw = p.meta.byte_len().unwrap_or(0) as f64;
             let ratio = raw / p.bytes.len().max(1) as f64;
             if let (Some(now), Some(then)) =
-                (codecs::observe(codecs, t, e.name(), ratio), planned.ratio(t, e.name()))
+                (codecs.observe(t, e.name(), ratio, codecs::RATIO_ALPHA), planned.ratio(t, e.name()))
             {
                 moved |= (now - then).abs() > 0.1 * then;
             }
         }
         if moved {
-            let planned = std::sync::Arc::new(codecs.clone());
-            self.planned_codecs = Some(planned.clone());
-            self.offload_check = None;
-            self.planner.handle_codecs(Some(planned));
+            self.replan_with_codecs();
         }
     }
 
