@@ -104,7 +104,7 @@ PHOTOS = {
 }
 PHRASE = "alexa, what is the weather like today"
 AUDIO_SECONDS = 4
-VERSION = 3
+VERSION = 4
 
 
 def sha256(data):
@@ -152,7 +152,8 @@ def member(package, name, digest, wheel_dir):
 
 
 def speech_16k(seconds):
-    """The phrase spoken by espeak-ng, 16 kHz mono int16-range floats, padded."""
+    """The phrase spoken by espeak-ng, 16 kHz mono int16 PCM as floats (as a
+    microphone gives it, and openWakeWord feeds it), padded."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as d:
@@ -164,7 +165,7 @@ def speech_16k(seconds):
     t = np.arange(int(len(samples) * 16000 / rate)) / 16000.0
     resampled = np.interp(t, np.arange(len(samples)) / rate, samples)
     out = np.zeros(16000 * seconds, dtype=np.float32)
-    out[: min(len(out), len(resampled))] = resampled[: len(out)]
+    out[: min(len(out), len(resampled))] = np.round(resampled[: len(out)])
     return out
 
 
@@ -178,9 +179,12 @@ def photo(name, wheel_dir):
 
 
 def chw(img, size, mean, std):
+    """Pixels to floats as a model card's normalization computes them
+    (tandem_core::sensor::widen_value): (p * scale - mean) / std in float32,
+    so the link can carry the pixels and widen them to the same bits."""
     import numpy as np
 
-    a = np.asarray(img.resize(size), dtype=np.float32) / 255.0
+    a = np.asarray(img.resize(size), dtype=np.float32) * np.float32(1.0 / 255.0)
     a = (a - np.array(mean, dtype=np.float32)) / np.array(std, dtype=np.float32)
     return a.transpose(2, 0, 1)[None].astype(np.float32)
 
@@ -194,7 +198,8 @@ def letterbox(img, side):
     w, h = round(img.size[0] * scale), round(img.size[1] * scale)
     canvas = Image.new("RGB", (side, side), (114, 114, 114))
     canvas.paste(img.resize((w, h)), ((side - w) // 2, (side - h) // 2))
-    return (np.asarray(canvas, dtype=np.float32) / 255.0).transpose(2, 0, 1)[None].astype(np.float32)
+    pixels = np.asarray(canvas, dtype=np.float32) * np.float32(1.0 / 255.0)
+    return pixels.transpose(2, 0, 1)[None].astype(np.float32)
 
 
 def tukey(m, alpha=0.25):

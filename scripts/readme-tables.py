@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Refreshes the paired-runtime tables of docs/results.md (and the README's
 headline demo table) from the JSON lines the demo and the benches wrote
-(target/demo, target/paired). A table whose JSON lines are missing is left
-as it is."""
+(target/demo, target/paired, target/encodings). A table whose JSON lines
+are missing is left as it is."""
 import json, re, sys
 from pathlib import Path
 
@@ -54,6 +54,52 @@ def loopback(path):
     return "\n".join(out)
 
 
+def encodings_bench(path):
+    """`tandem-bench encodings`' lines as one row per (model, cut): each
+    encoding's ratio over the cut's tensors (raw over encoded bytes), and
+    the lossy ones' largest error."""
+    cols = [("shuffle-lz4", "shuffle-lz4", False), ("sparse-lz4", "sparse-lz4", False),
+            ("sensor type (u8/i16-lz4)", ("u8-lz4", "i16-lz4"), False), ("f16", "f16", True),
+            ("int8", "int8", True), ("int8 per channel", "int8-channel", True),
+            ("jpeg-90", "jpeg-90", True), ("jpeg-75", "jpeg-75", True)]
+    rows, order = {}, []
+    for line in open(path):
+        j = json.loads(line)
+        if "summary" in j or "skipped" in j:
+            continue
+        key = (j["model"], j["cut"])
+        if key not in rows:
+            rows[key] = {"input": j["is_model_input"] and j["cut"].startswith("0/"), "enc": {}}
+            order.append(key)
+        e = rows[key]["enc"].setdefault(j["encoding"], [0, 0, 0.0])
+        e[0] += j["raw_bytes"]
+        e[1] += j["encoded_bytes"]
+        e[2] = max(e[2], j["max_rel_err"])
+    out = ["| model | cut (watch/all) | crossing raw KB | " + " | ".join(c[0] for c in cols) + " |",
+           "|---|---:|---:|" + "---:|" * len(cols)]
+    for key in order:
+        r = rows[key]
+        cells = []
+        for _, names, lossy in cols:
+            names = names if isinstance(names, tuple) else (names,)
+            found = [r["enc"][n] for n in names if n in r["enc"]]
+            if not found:
+                cells.append("–")
+                continue
+            raw, enc, err = found[0]
+            err_s = "inf" if err == float("inf") else f"{err:.1e}"
+            cells.append(f"{raw / max(enc, 1):.2f}×" + (f" ({err_s})" if lossy else ""))
+        raw_kb = r["enc"]["raw"][0] / 1e3 if "raw" in r["enc"] else 0
+        cut = key[1] + (" (input)" if r["input"] else "")
+        out.append(f"| {key[0]} | {cut} | {raw_kb:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def encodings_goal(path):
+    """The tables `scripts/encodings-goal.py` wrote."""
+    return path.read_text().strip()
+
+
 t = root / "target"
 def maybe(table, paths):
     """The table from `paths`, or None when one of them is missing."""
@@ -66,6 +112,8 @@ tables = {
     "loopback": maybe(lambda p: loopback(p[0]), [t / "paired/loopback.jsonl"]),
     "emulation": maybe(lambda p: emulation(p[0]), [t / "paired/emulation.jsonl"]),
     "pipe": maybe(pipe, [t / f"paired/pipeline-{l}.jsonl" for l in ["none", "wifi-good", "ble-2m"]]),
+    "encodings-bench": maybe(lambda p: encodings_bench(p[0]), [t / "encodings/bench.jsonl"]),
+    "encodings-goal": maybe(lambda p: encodings_goal(p[0]), [t / "encodings/goal.md"]),
 }
 for page, keys in [(root / "docs/results.md", list(tables)), (root / "README.md", ["demo-ble"])]:
     text = page.read_text()

@@ -2,16 +2,19 @@
 //! that cross at a model's representative cuts (the model input, and the
 //! cuts holding about 25%, 50% and 75% of its FLOPs), on real inputs where
 //! the model has them: bytes, encode and decode speed (this host, median
-//! of runs), and the error of the lossy ones. One JSON line per (model,
-//! cut, tensor, encoding), then one summary line per model.
+//! of runs), and the error of the lossy ones. Real models whose card gives
+//! an input a sensor type (u8 pixels, i16 PCM) also try the sensor
+//! encodings on it (its pixels or samples, and JPEG). One JSON line per
+//! (model, cut, tensor, encoding), then one summary line per model.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use serde_json::json;
 use tandem::check::{as_f32, inputs_from_pb, load_tensor_pb, random_inputs};
-use tandem::encoding::{decode, encode, Encoding};
+use tandem::encoding::{decode, encode_with, Encoding, EncodingError, Widening};
 use tandem::graph::Producer;
 use tandem::profile::median;
 use tandem::split::tapped_plan;
@@ -22,6 +25,8 @@ struct Subject {
     model: Model,
     inputs: Values,
     real_input: bool,
+    /// Inputs that are a sensor's values, from the model's card.
+    widenings: BTreeMap<String, Widening>,
 }
 
 /// The zoo (random inputs), the light models (their shipped ramp input;
@@ -34,7 +39,7 @@ fn subjects(models: Vec<PathBuf>, shapes: &InputShapes) -> anyhow::Result<Vec<Su
         for path in models {
             let model = Model::from_path(&path, shapes).with_context(|| path.display().to_string())?;
             let inputs = random_inputs(&model, 5)?;
-            out.push(Subject { model, inputs, real_input: false });
+            out.push(Subject { model, inputs, real_input: false, widenings: BTreeMap::new() });
         }
         return Ok(out);
     }
@@ -42,23 +47,31 @@ fn subjects(models: Vec<PathBuf>, shapes: &InputShapes) -> anyhow::Result<Vec<Su
     for e in &paths.zoo {
         let model = Model::from_path(&e.path, &InputShapes::none())?;
         let inputs = random_inputs(&model, 5)?;
-        out.push(Subject { model, inputs, real_input: false });
+        out.push(Subject { model, inputs, real_input: false, widenings: BTreeMap::new() });
     }
     for e in &paths.light {
         let model = Model::from_path(&e.model, &InputShapes::none())?;
         // A ramp input (ONNX's runner's) into constant weights: not real data.
         let inputs = inputs_from_pb(&model, &e.input)?;
-        out.push(Subject { model, inputs, real_input: false });
+        out.push(Subject { model, inputs, real_input: false, widenings: BTreeMap::new() });
     }
     let real = tandem_models::real::ensure_real_models()?;
     for e in real.models.iter().filter(|e| e.refused_node_op.is_none()) {
-        let model = Model::from_path(real.path(&e.file), &InputShapes::parse(&e.input_shapes)?)?;
+        let shapes = InputShapes::parse(&e.input_shapes)?;
+        let model = Model::from_path(real.path(&e.file), &shapes)?;
+        let mut widenings = BTreeMap::new();
+        if let Some(path) = tandem_models::real::card_path(&e.name) {
+            let card = tandem::card::ModelCard::load(path)?;
+            if card.input_shapes() == shapes {
+                widenings.extend(card.inputs.iter().filter_map(|i| Some((i.name.clone(), i.widening()?))));
+            }
+        }
         let mut inputs = Values::new();
         for (spec, file) in e.input_shapes.iter().zip(&e.inputs) {
             let name = spec.split_once('=').map(|(n, _)| n).context("NAME=dims")?;
             inputs.insert(name.to_string(), load_tensor_pb(&real.path(file))?.into());
         }
-        out.push(Subject { model, inputs, real_input: true });
+        out.push(Subject { model, inputs, real_input: true, widenings });
     }
     Ok(out)
 }
@@ -104,14 +117,28 @@ pub fn encodings(models: Vec<PathBuf>, shapes: &InputShapes, runs: usize) -> any
                 let tensor = value(&info.name)?;
                 let raw = tensor.as_bytes().len();
                 let mut smallest_lossless = raw;
-                for e in Encoding::ALL.into_iter().filter(|e| e.applies(tensor.datum_type(), tensor.shape()))
-                {
+                let widening =
+                    subject.widenings.get(&info.name).filter(|_| matches!(info.producer, Producer::Input(_)));
+                let fits = |e: &Encoding| {
+                    e.applies(tensor.datum_type(), tensor.shape())
+                        && (!e.needs_widening() || widening.is_some_and(|w| e.fits(w, tensor.shape())))
+                };
+                for e in Encoding::ALL.into_iter().filter(fits) {
                     let (mut enc, mut dec) = (vec![], vec![]);
-                    let mut packed = encode(tensor, e)?;
+                    let mut packed = match encode_with(tensor, e, widening) {
+                        Err(EncodingError::NotExact { .. }) => {
+                            println!(
+                                "{}",
+                                json!({"model": model.name(), "tensor": info.name, "encoding": e.name(), "skipped": "not exactly the card's sensor values"})
+                            );
+                            continue;
+                        }
+                        other => other?,
+                    };
                     let mut back = decode(tensor.datum_type(), tensor.shape(), &packed)?;
                     for _ in 0..runs {
                         let t0 = Instant::now();
-                        packed = encode(tensor, e)?;
+                        packed = encode_with(tensor, e, widening)?;
                         enc.push(t0.elapsed());
                         let t0 = Instant::now();
                         back = decode(tensor.datum_type(), tensor.shape(), &packed)?;

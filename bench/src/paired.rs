@@ -28,7 +28,7 @@ pub fn loopback(messages: usize) -> anyhow::Result<()> {
         let mut client = client.await??;
         let tensor = Tensor::from_shape(&[1, 256, 32, 32], &vec![0.5f32; 256 * 32 * 32])?;
         let message = Message::with_tensors(
-            |tensors| Header::RunSuffix { frame: 1, cut: "0".into(), tensors },
+            |tensors| Header::RunSuffix { frame: 1, cut: "0".into(), tensors, answer: vec![] },
             &[("t".to_string(), &tensor)],
         )?;
         let frame = encode(&message)?;

@@ -356,11 +356,22 @@ impl InputCard {
 
     /// A sensor value normalized for channel `c`: `(v · scale − mean[c]) / std[c]`.
     pub fn normalize(&self, v: f32, c: usize) -> f32 {
-        let pick = |v: &Option<Vec<f32>>, default: f32| {
-            v.as_ref()
-                .map_or(default, |v| if v.len() == 1 { v[0] } else { v.get(c).copied().unwrap_or(default) })
-        };
-        (v * self.scale.unwrap_or(1.0) - pick(&self.mean, 0.0)) / pick(&self.std, 1.0)
+        let (mean, std) = (self.mean.as_deref().unwrap_or(&[]), self.std.as_deref().unwrap_or(&[]));
+        crate::sensor::widen_value(v, c, self.scale.unwrap_or(1.0), mean, std)
+    }
+
+    /// How the link may carry this input in the sensor's own type (u8, i16)
+    /// for the handheld to widen: with a layout and a narrow sensor type.
+    pub fn widening(&self) -> Option<crate::sensor::Widening> {
+        let ty = self.sensor_type.filter(|t| *t != SensorType::F32)?;
+        let list = |v: &Option<Vec<f32>>| v.clone().unwrap_or_default();
+        Some(crate::sensor::Widening {
+            ty,
+            layout: self.layout.clone()?,
+            scale: self.scale.unwrap_or(1.0),
+            mean: list(&self.mean),
+            std: list(&self.std),
+        })
     }
 }
 

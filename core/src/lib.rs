@@ -43,6 +43,7 @@ pub mod error;
 pub mod graph;
 pub mod model;
 pub mod profile;
+pub mod sensor;
 pub mod split;
 mod workaround;
 

@@ -336,7 +336,15 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
             params: tandem::encoding::Params::None,
             len,
         };
-        raw_frame(&Header::RunSuffix { frame: 1, cut: handheld_only.clone(), tensors: vec![tensor] }, &body)
+        raw_frame(
+            &Header::RunSuffix {
+                frame: 1,
+                cut: handheld_only.clone(),
+                tensors: vec![tensor],
+                answer: vec![],
+            },
+            &body,
+        )
     };
     let run_suffix = |shape: Vec<u64>, body: Vec<u8>| {
         let len = shape.iter().product::<u64>() * 4;

@@ -34,10 +34,11 @@ fn prices(graph: &LayerGraph, seeds: &[u32], rate: f64, weights: (f64, f64)) -> 
         s_per_byte: (1.0 / rate, 0.5 / rate),
         weights: EnergyWeights { wearable: weights.0, handheld: weights.1 },
         up_links: vec![],
+        down_links: vec![],
     }
 }
 
-/// With `on`, every other tensor may also cross in one or two link
+/// With `on`, two tensors in three may also cross in one or two link
 /// encodings of seeded ratio (1–8×) and speed (1 kB/s to 100 MB/s): the prices
 /// then pick each tensor's cheapest, which the searches must respect.
 fn maybe_codecs(p: NodePrices, graph: &LayerGraph, seeds: &[u32], on: bool) -> NodePrices {
@@ -58,6 +59,8 @@ fn random_codecs(graph: &LayerGraph, seeds: &[u32]) -> LinkCodecs {
                     ratio: 1.0 + 7.0 * at(t + 3 * k),
                     encode_bytes_per_s: 10f64.powf(3.0 + 5.0 * at(t + 5 * k + 1)),
                     decode_bytes_per_s: 10f64.powf(3.0 + 5.0 * at(t + 7 * k + 2)),
+                    // Half are lossless: those may also price answers coming down.
+                    lossless: k == 0,
                 })
                 .collect()
         })
@@ -73,7 +76,9 @@ fn sum_objective(graph: &LayerGraph, p: &NodePrices, cut: &Cut, objective: Objec
         total += if cut.on_wearable(v) { w } else { h };
     }
     let up: f64 = cut.up_tensors().iter().map(|&t| p.up_tensor(t, graph.tensor(t).bytes, objective)).sum();
-    total + up + p.down(cut.down_bytes(), objective)
+    let down: f64 =
+        cut.down_tensors().iter().map(|&t| p.down_tensor(t, graph.tensor(t).bytes, objective)).sum();
+    total + up + down
 }
 
 fn dag() -> impl Strategy<Value = Vec<(u8, usize, usize)>> {
@@ -403,6 +408,7 @@ fn an_encoding_that_shrinks_the_input_moves_the_decision() {
         ratio: 4.0,
         encode_bytes_per_s: 1e6,
         decode_bytes_per_s: 1e7,
+        lossless: false,
     }];
     let codecs = LinkCodecs { per_tensor, slowdown: (2.0, 1.0) };
     // 100 B/s: x (16 B) raw takes 160 ms, y (12 B) comes back in 60 ms.

@@ -1,13 +1,19 @@
 //! Tensor encodings for the link, without I/O: how a crossing tensor's
 //! bytes are packed (raw; lossless byte-plane shuffle + LZ4 and sparse
-//! bitmap + LZ4; lossy f16 and int8 affine, per tensor or per channel) and
-//! unpacked, with every size checked before anything is decompressed.
+//! bitmap + LZ4; a sensor input narrowed to its own u8 or i16 values, then
+//! LZ4; lossy f16, int8 affine per tensor or per channel, and JPEG for
+//! u8 images) and unpacked, with every size checked before anything is
+//! decompressed.
 //!
 //! Lossless encodings give back the same bytes (NaN payloads and −0.0
-//! included). Lossy ones are for f32 tensors only; whether their error is
-//! acceptable is the caller's accuracy budget, measured, not assumed here.
+//! included); the narrow ones apply only where every value is exactly a
+//! sensor value under the model card's widening, and say so when not.
+//! Lossy ones are for f32 tensors only; whether their error is acceptable
+//! is the caller's accuracy budget, measured, not assumed here.
 
 use serde::{Deserialize, Serialize};
+use tandem_core::card::SensorType;
+pub use tandem_core::sensor::Widening;
 use thiserror::Error;
 use tract_onnx::prelude::{DatumType, Tensor};
 
@@ -29,6 +35,13 @@ pub enum Encoding {
     /// A bitmap of the elements that are not all-zero bytes, then those
     /// elements, then LZ4. Bit-exact; any element type; for ReLU maps.
     SparseLz4,
+    /// An f32 input as its sensor's u8 values (pixels), then LZ4; the
+    /// handheld widens them as the model card says. Bit-exact: it applies
+    /// only where every value widens back to the same bits.
+    U8Lz4,
+    /// An f32 input as its sensor's i16 values (PCM), byte planes, then
+    /// LZ4; widened, and exact, as for [`Encoding::U8Lz4`].
+    I16Lz4,
     /// f32 as IEEE half precision. Lossy; f32 only.
     F16,
     /// f32 as int8, `x ≈ (q − zero) · scale`, one scale and zero point per
@@ -36,6 +49,13 @@ pub enum Encoding {
     Int8 {
         /// One scale per channel of axis 1 (rank ≥ 2) instead of one per tensor.
         per_channel: bool,
+    },
+    /// An f32 image input (u8 sensor, NCHW or NHWC, batch 1, 1 or 3
+    /// channels) as a JPEG of its pixels at this quality; widened as the
+    /// model card says. Lossy.
+    Jpeg {
+        /// JPEG quality, 1 to 100.
+        quality: u8,
     },
 }
 
@@ -52,23 +72,50 @@ pub enum Allowed {
 
 impl Encoding {
     /// Every encoding, raw first.
-    pub const ALL: [Encoding; 6] = [
+    pub const ALL: [Encoding; 10] = [
         Encoding::Raw,
         Encoding::ShuffleLz4,
         Encoding::SparseLz4,
+        Encoding::U8Lz4,
+        Encoding::I16Lz4,
         Encoding::F16,
         Encoding::Int8 { per_channel: false },
         Encoding::Int8 { per_channel: true },
+        Encoding::Jpeg { quality: 90 },
+        Encoding::Jpeg { quality: 75 },
     ];
 
     /// Whether decoding gives back the same bytes.
     pub fn is_lossless(self) -> bool {
-        matches!(self, Encoding::Raw | Encoding::ShuffleLz4 | Encoding::SparseLz4)
+        matches!(
+            self,
+            Encoding::Raw | Encoding::ShuffleLz4 | Encoding::SparseLz4 | Encoding::U8Lz4 | Encoding::I16Lz4
+        )
     }
 
-    /// Whether it applies to tensors of type `dt` (lossy ones: f32 only).
+    /// Whether it needs the input's [`Widening`] (a sensor type from the model card).
+    pub fn needs_widening(self) -> bool {
+        matches!(self, Encoding::U8Lz4 | Encoding::I16Lz4 | Encoding::Jpeg { .. })
+    }
+
+    /// Whether it applies to tensors of type `dt` (lossy and narrow ones: f32 only).
     pub fn applies_to(self, dt: DatumType) -> bool {
-        self.is_lossless() || dt == DatumType::F32
+        (self.is_lossless() && !self.needs_widening()) || dt == DatumType::F32
+    }
+
+    /// Whether it applies to a tensor of shape `shape` widened by `w`: the
+    /// sensor type fits (u8 or i16; JPEG: a u8 image with 1 or 3 channels,
+    /// batch 1, NCHW or NHWC). Encodings that need no widening: always.
+    pub fn fits(self, w: &Widening, shape: &[usize]) -> bool {
+        if !self.needs_widening() {
+            return true;
+        }
+        w.check(shape).is_ok()
+            && match self {
+                Encoding::U8Lz4 => w.ty == SensorType::U8,
+                Encoding::I16Lz4 => w.ty == SensorType::I16,
+                _ => w.ty == SensorType::U8 && image_dims(w, shape).is_some(),
+            }
     }
 
     /// Whether it applies to a tensor of type `dt` and shape `shape`: lossy
@@ -101,11 +148,21 @@ impl Encoding {
             Encoding::F16 => "f16",
             Encoding::Int8 { per_channel: false } => "int8",
             Encoding::Int8 { per_channel: true } => "int8-channel",
+            Encoding::U8Lz4 => "u8-lz4",
+            Encoding::I16Lz4 => "i16-lz4",
+            Encoding::Jpeg { quality: 90 } => "jpeg-90",
+            Encoding::Jpeg { quality: 75 } => "jpeg-75",
+            Encoding::Jpeg { .. } => "jpeg",
         }
     }
 
-    /// The encoding named `name` (see [`Encoding::name`]).
+    /// The encoding named `name` (see [`Encoding::name`]; `jpeg-Q` for any quality 1 to 100).
     pub fn parse(name: &str) -> Result<Encoding, String> {
+        if let Some(q) = name.strip_prefix("jpeg-").and_then(|q| q.parse::<u8>().ok()) {
+            if (1..=100).contains(&q) {
+                return Ok(Encoding::Jpeg { quality: q });
+            }
+        }
         Self::ALL.into_iter().find(|e| e.name() == name).ok_or_else(|| {
             let known: Vec<&str> = Self::ALL.iter().map(|e| e.name()).collect();
             format!("unknown encoding '{name}' (known: {})", known.join(", "))
@@ -115,7 +172,10 @@ impl Encoding {
 
 impl std::fmt::Display for Encoding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Encoding::Jpeg { quality } => write!(f, "jpeg-{quality}"),
+            e => f.write_str(e.name()),
+        }
     }
 }
 
@@ -132,6 +192,8 @@ pub enum Params {
         /// Zero points.
         zeros: Vec<i8>,
     },
+    /// u8, i16 and JPEG: how the sensor's values widen to the model's floats.
+    Widen(Widening),
 }
 
 /// An encoded tensor.
@@ -161,6 +223,19 @@ pub enum EncodingError {
     /// int8 cannot represent NaN or infinity.
     #[error("int8 cannot encode a tensor holding NaN or infinity")]
     NotFinite,
+    /// A narrow encoding needs the input's widening (its model card's sensor type).
+    #[error("{0} needs the input's sensor type and normalization (a model card's sensor_type)")]
+    NoWidening(Encoding),
+    /// A value is not exactly a sensor value under the widening.
+    #[error("{encoding}: value {index} ({value}) is not exactly a sensor value under the model card's normalization")]
+    NotExact {
+        /// The encoding.
+        encoding: Encoding,
+        /// The element's index.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
     /// The decoded size claimed is too large for the bytes sent.
     #[error("{decoded} bytes from {encoded} encoded ({encoding}): a ratio above {MAX_RATIO} is refused")]
     Bomb {
@@ -185,12 +260,36 @@ fn corrupt(encoding: Encoding, reason: impl Into<String>) -> EncodingError {
     EncodingError::Corrupt { encoding, reason: reason.into() }
 }
 
-/// Encodes `t` with `encoding`.
+/// Encodes `t` with `encoding` (not one that needs a widening: see [`encode_with`]).
 pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> {
+    encode_with(t, encoding, None)
+}
+
+/// Encodes `t` with `encoding`; the narrow and JPEG encodings use `widening`,
+/// how the input's sensor values become its floats.
+pub fn encode_with(
+    t: &Tensor,
+    encoding: Encoding,
+    widening: Option<&Widening>,
+) -> Result<Encoded, EncodingError> {
     let not_applicable =
         || EncodingError::NotApplicable { encoding, dtype: t.datum_type(), shape: t.shape().to_vec() };
     if !encoding.applies(t.datum_type(), t.shape()) {
         return Err(not_applicable());
+    }
+    if encoding.needs_widening() {
+        let w = widening.ok_or(EncodingError::NoWidening(encoding))?;
+        if !encoding.fits(w, t.shape()) {
+            return Err(not_applicable());
+        }
+        let x: Vec<f32> = f32s(t.as_bytes()).collect();
+        let bytes = match encoding {
+            Encoding::Jpeg { quality } => {
+                jpeg(&x, t.shape(), w, quality).map_err(|r| corrupt(encoding, r))?
+            }
+            _ => narrow(&x, t.shape(), w, encoding)?,
+        };
+        return Ok(Encoded { encoding, params: Params::Widen(w.clone()), bytes });
     }
     let bytes = t.as_bytes();
     let size = t.datum_type().size_of();
@@ -222,6 +321,7 @@ pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> 
             }
             (Params::Int8 { scales, zeros }, q)
         }
+        Encoding::U8Lz4 | Encoding::I16Lz4 | Encoding::Jpeg { .. } => unreachable!("encoded above"),
     };
     Ok(Encoded { encoding, params, bytes: packed })
 }
@@ -229,7 +329,16 @@ pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> 
 /// `t` encoded and decoded again (what the other side of the link gets), and
 /// the encoded size in bytes.
 pub fn round_trip(t: &Tensor, encoding: Encoding) -> Result<(Tensor, usize), EncodingError> {
-    let packed = encode(t, encoding)?;
+    round_trip_with(t, encoding, None)
+}
+
+/// [`round_trip`] with the input's widening, for the narrow and JPEG encodings.
+pub fn round_trip_with(
+    t: &Tensor,
+    encoding: Encoding,
+    widening: Option<&Widening>,
+) -> Result<(Tensor, usize), EncodingError> {
+    let packed = encode_with(t, encoding, widening)?;
     Ok((decode(t.datum_type(), t.shape(), &packed)?, packed.bytes.len()))
 }
 
@@ -265,10 +374,17 @@ pub fn decode_parts(
     }
     let params_fit = match (encoding, params) {
         (Encoding::Int8 { .. }, params) => matches!(params, Params::Int8 { .. }),
+        (e, params) if e.needs_widening() => matches!(params, Params::Widen(_)),
         (_, params) => *params == Params::None,
     };
     if !params_fit {
         return Err(bad("parameters of another encoding".into()));
+    }
+    if let Params::Widen(w) = params {
+        w.check(shape).map_err(|r| bad(format!("widening: {r}")))?;
+        if !encoding.fits(w, shape) {
+            return Err(bad(format!("a {:?} sensor with layout '{}' for shape {shape:?}", w.ty, w.layout)));
+        }
     }
     let raw: Vec<u8> = match encoding {
         Encoding::Raw => {
@@ -326,6 +442,28 @@ pub fn decode_parts(
             }
             out.iter().flat_map(|v| v.to_le_bytes()).collect()
         }
+        Encoding::U8Lz4 | Encoding::I16Lz4 => {
+            let Params::Widen(w) = params else { unreachable!("checked above") };
+            let width = if encoding == Encoding::U8Lz4 { 1 } else { 2 };
+            let mut packed = vec![0u8; n * width];
+            let got = lz4_flex::block::decompress_into(bytes, &mut packed).map_err(|e| bad(e.to_string()))?;
+            if got != packed.len() {
+                return Err(bad(format!("{got} bytes decompressed for {n} sensor values")));
+            }
+            let values: Vec<f32> = if width == 1 {
+                packed.iter().map(|&q| f32::from(q)).collect()
+            } else {
+                unshuffle(&packed, 2)
+                    .chunks_exact(2)
+                    .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])))
+                    .collect()
+            };
+            widen_all(&values, shape, w)
+        }
+        Encoding::Jpeg { .. } => {
+            let Params::Widen(w) = params else { unreachable!("checked above") };
+            unjpeg(bytes, shape, w).map_err(bad)?
+        }
     };
     let mut t = Tensor::zero_dt(dt, shape).map_err(|e| bad(e.to_string()))?;
     t.as_bytes_mut().copy_from_slice(&raw);
@@ -333,6 +471,105 @@ pub fn decode_parts(
         return Err(bad("a bool byte is not 0 or 1".into()));
     }
     Ok(t)
+}
+
+/// Sensor values (in the tensor's order) widened to the model's f32 bytes.
+fn widen_all(values: &[f32], shape: &[usize], w: &Widening) -> Vec<u8> {
+    let (channels, inner) = w.runs(shape);
+    let inner = inner.max(1);
+    values
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &q)| w.widen(q, (i / inner) % channels.max(1)).to_le_bytes())
+        .collect()
+}
+
+/// The sensor values of `x` (u8, or i16 in byte planes), then LZ4; refused
+/// when a value is not exactly a sensor value.
+fn narrow(x: &[f32], shape: &[usize], w: &Widening, encoding: Encoding) -> Result<Vec<u8>, EncodingError> {
+    let (channels, inner) = w.runs(shape);
+    let inner = inner.max(1);
+    let width = if encoding == Encoding::U8Lz4 { 1 } else { 2 };
+    let mut out = Vec::with_capacity(x.len() * width);
+    for (index, &value) in x.iter().enumerate() {
+        let q = w.narrow(value, (index / inner) % channels.max(1)).ok_or(EncodingError::NotExact {
+            encoding,
+            index,
+            value,
+        })?;
+        if width == 1 {
+            out.push(q as u8);
+        } else {
+            out.extend_from_slice(&(q as i16).to_le_bytes());
+        }
+    }
+    let planes = if width == 2 { shuffle(&out, 2) } else { out };
+    Ok(lz4_flex::block::compress(&planes))
+}
+
+/// (height, width, channels, channels last) of a batch-1 NCHW or NHWC image with 1 or 3 channels.
+fn image_dims(w: &Widening, shape: &[usize]) -> Option<(usize, usize, usize, bool)> {
+    let (c, h, wd, last) = match (w.layout.as_str(), shape) {
+        ("NCHW", &[1, c, h, wd]) => (c, h, wd, false),
+        ("NHWC", &[1, h, wd, c]) => (c, h, wd, true),
+        _ => return None,
+    };
+    let side = 1..=usize::from(u16::MAX);
+    (matches!(c, 1 | 3) && side.contains(&h) && side.contains(&wd)).then_some((h, wd, c, last))
+}
+
+/// The pixels of image `x` (each value's nearest sensor value) as a JPEG.
+fn jpeg(x: &[f32], shape: &[usize], w: &Widening, quality: u8) -> Result<Vec<u8>, String> {
+    use image::ImageEncoder;
+    let (h, wd, c, last) = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let mut pixels = vec![0u8; h * wd * c];
+    for y in 0..h {
+        for xx in 0..wd {
+            for ch in 0..c {
+                let i = if last { (y * wd + xx) * c + ch } else { (ch * h + y) * wd + xx };
+                pixels[(y * wd + xx) * c + ch] = w.nearest(x[i], ch) as u8;
+            }
+        }
+    }
+    let colour = if c == 3 { image::ExtendedColorType::Rgb8 } else { image::ExtendedColorType::L8 };
+    let mut out = vec![];
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100))
+        .write_image(&pixels, wd as u32, h as u32, colour)
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// A JPEG's pixels widened into the tensor's layout; its size and colour
+/// type are checked against the shape before its pixels are decoded.
+fn unjpeg(bytes: &[u8], shape: &[usize], w: &Widening) -> Result<Vec<u8>, String> {
+    use image::ImageDecoder;
+    let (h, wd, c, last) = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let decoder =
+        image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(bytes)).map_err(|e| e.to_string())?;
+    let want = if c == 3 { image::ColorType::Rgb8 } else { image::ColorType::L8 };
+    if decoder.dimensions() != (wd as u32, h as u32) || decoder.color_type() != want {
+        return Err(format!(
+            "a {:?} {}x{} JPEG for a {wd}x{h} image of {c} channels",
+            decoder.color_type(),
+            decoder.dimensions().0,
+            decoder.dimensions().1
+        ));
+    }
+    let mut pixels = vec![0u8; h * wd * c];
+    if decoder.total_bytes() != pixels.len() as u64 {
+        return Err("its pixel buffer does not match the shape".into());
+    }
+    decoder.read_image(&mut pixels).map_err(|e| e.to_string())?;
+    let mut out = vec![0f32; pixels.len()];
+    for y in 0..h {
+        for xx in 0..wd {
+            for ch in 0..c {
+                let i = if last { (y * wd + xx) * c + ch } else { (ch * h + y) * wd + xx };
+                out[i] = w.widen(f32::from(pixels[(y * wd + xx) * c + ch]), ch);
+            }
+        }
+    }
+    Ok(out.iter().flat_map(|v| v.to_le_bytes()).collect())
 }
 
 /// Little-endian f32 bytes as values.

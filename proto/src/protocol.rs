@@ -30,7 +30,7 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 use tract_onnx::prelude::{DatumType, Tensor};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Most input-shape overrides plus symbol values a `Hello` may carry.
 pub const MAX_OVERRIDES: usize = 64;
@@ -309,6 +309,10 @@ pub enum Header {
         cut: String,
         /// The crossing tensors, in the body.
         tensors: Vec<TensorMeta>,
+        /// The encodings the answer's tensors should come back in, in the
+        /// cut's down-tensor order. Only the generic lossless ones are
+        /// honoured (answers are never lossy); others and missing ones: raw.
+        answer: Vec<Encoding>,
     },
     /// Handheld → wearable: a suffix's outputs.
     Result {
@@ -429,14 +433,30 @@ pub struct PackedTensor {
     pub bytes: Vec<u8>,
 }
 
-/// Packs a tensor with `encoding` (raw where the encoding does not apply to it).
-pub fn pack_tensor(name: &str, t: &Tensor, encoding: Encoding) -> Result<PackedTensor, ProtocolError> {
+/// Packs a tensor with `encoding` (raw where the encoding does not apply to
+/// it). The sensor encodings use `widening`; a tensor whose values are not
+/// exactly sensor values under it is packed with shuffle + LZ4 instead
+/// (also lossless), and its meta says so.
+pub fn pack_tensor(
+    name: &str,
+    t: &Tensor,
+    encoding: Encoding,
+    widening: Option<&encoding::Widening>,
+) -> Result<PackedTensor, ProtocolError> {
     let (mut meta, raw) = tensor_to_wire(name, t)?;
     if encoding == Encoding::Raw || !encoding.applies(t.datum_type(), t.shape()) {
         return Ok(PackedTensor { meta, bytes: raw.to_vec() });
     }
-    let packed = encoding::encode(t, encoding).map_err(|e| meta.bad(e.to_string()))?;
-    meta.encoding = encoding;
+    let packed = match encoding::encode_with(t, encoding, widening) {
+        Err(encoding::EncodingError::NotExact { .. } | encoding::EncodingError::NoWidening(_))
+            if encoding.is_lossless() =>
+        {
+            encoding::encode(t, Encoding::ShuffleLz4)
+        }
+        other => other,
+    };
+    let packed = packed.map_err(|e| meta.bad(e.to_string()))?;
+    meta.encoding = packed.encoding;
     meta.params = packed.params;
     meta.len = packed.bytes.len() as u64;
     Ok(PackedTensor { meta, bytes: packed.bytes })

@@ -15,9 +15,10 @@
 
 use tract_onnx::prelude::Tensor;
 
+use crate::encoding::Encoding;
 use crate::protocol::{
     model_digest, Digest, ErrorCode, Header, LatencySummary, Message, PackedTensor, ProtocolError,
-    StatusReport, TensorMeta, MAX_OVERRIDES, MAX_OVERRIDE_LEN, PROTOCOL_VERSION,
+    StatusReport, MAX_OVERRIDES, MAX_OVERRIDE_LEN, PROTOCOL_VERSION,
 };
 use tandem_core::InputShapes;
 
@@ -236,7 +237,7 @@ impl HandheldSession {
                     }
                 }
             }
-            (State::Ready { last_frame, .. }, Header::RunSuffix { frame, cut, tensors }) => {
+            (State::Ready { last_frame, .. }, Header::RunSuffix { frame, cut, tensors, answer }) => {
                 if last_frame.is_some_and(|l| frame <= l) {
                     Err((
                         ErrorCode::Unexpected,
@@ -248,7 +249,7 @@ impl HandheldSession {
                 } else {
                     *last_frame = Some(frame);
                     let message = Message {
-                        header: Header::RunSuffix { frame, cut: cut.clone(), tensors },
+                        header: Header::RunSuffix { frame, cut: cut.clone(), tensors, answer },
                         body: message.body,
                     };
                     Ok(vec![Action::Run { frame, cut, message }])
@@ -288,16 +289,28 @@ impl HandheldSession {
         error(ErrorCode::Model, reason)
     }
 
-    /// A suffix ran: its result message.
+    /// A suffix ran: its result message, each output packed in the
+    /// encoding `answer` asks for it (the request's `answer`, in the same
+    /// order) when that is a generic lossless one, else raw.
     pub fn result(
         frame: u64,
         handheld_compute_us: u64,
         outputs: &[(String, &Tensor)],
+        answer: &[Encoding],
     ) -> Result<Message, ProtocolError> {
-        Message::with_tensors(
-            |tensors: Vec<TensorMeta>| Header::Result { frame, handheld_compute_us, tensors },
-            outputs,
-        )
+        let packed = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, (name, t))| {
+                let e = answer
+                    .get(i)
+                    .copied()
+                    .filter(|e| e.is_lossless() && !e.needs_widening())
+                    .unwrap_or(Encoding::Raw);
+                crate::protocol::pack_tensor(name, t, e, None)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Message::from_packed(|tensors| Header::Result { frame, handheld_compute_us, tensors }, packed))
     }
 }
 
@@ -419,13 +432,20 @@ impl WearableSession {
     }
 
     /// Offloads `frame`'s suffix, its crossing tensors packed (raw or
-    /// encoded, [`crate::protocol::pack_tensor`]): the message to send
+    /// encoded, [`crate::protocol::pack_tensor`]), asking for the answer's
+    /// tensors in `answer` (see [`Header::RunSuffix`]): the message to send
     /// (`None` unless ready).
-    pub fn offload(&mut self, frame: u64, cut: String, packed: Vec<PackedTensor>) -> Option<Message> {
+    pub fn offload(
+        &mut self,
+        frame: u64,
+        cut: String,
+        packed: Vec<PackedTensor>,
+        answer: Vec<Encoding>,
+    ) -> Option<Message> {
         if !self.is_ready() {
             return None;
         }
-        let m = Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors }, packed);
+        let m = Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors, answer }, packed);
         self.in_flight.push_back(frame);
         Some(m)
     }

@@ -231,11 +231,21 @@ fn encoded_tensors_cross_the_wire() {
     let values: Vec<f32> = (0..32).map(|i| if i % 3 == 0 { 0.0 } else { i as f32 * 0.5 }).collect();
     let x = f32_tensor(&[1, 4, 8], &values);
     let ids = Tensor::from_shape(&[3], &[1i64, 0, 5]).expect("ids");
-    for e in Encoding::ALL {
-        let packed =
-            vec![pack_tensor("x", &x, e).expect("packs"), pack_tensor("ids", &ids, e).expect("packs")];
-        let m =
-            Message::from_packed(|tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors }, packed);
+    // The sensor encodings need a widening: without one (or for values that
+    // are not a sensor's) the narrow ones fall back to shuffle + LZ4.
+    let fallback = pack_tensor("x", &x, Encoding::U8Lz4, None).expect("packs");
+    assert_eq!(fallback.meta.encoding, Encoding::ShuffleLz4);
+    let e = pack_tensor("x", &x, Encoding::Jpeg { quality: 90 }, None).expect_err("no widening");
+    assert!(e.to_string().contains("sensor type"), "{e}");
+    for e in Encoding::ALL.into_iter().filter(|e| !e.needs_widening()) {
+        let packed = vec![
+            pack_tensor("x", &x, e, None).expect("packs"),
+            pack_tensor("ids", &ids, e, None).expect("packs"),
+        ];
+        let m = Message::from_packed(
+            |tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors, answer: vec![] },
+            packed,
+        );
         let mut d = FrameDecoder::new(MAX_FRAME_BYTES);
         d.push(&frame(&m).expect("frame"));
         let got = d.next_message().expect("decodes").expect("a message");
@@ -270,7 +280,12 @@ fn one_message_may_not_decode_to_more_than_the_cap() {
         len: 1024,
     };
     let m = Message {
-        header: Header::RunSuffix { frame: 1, cut: "1".into(), tensors: (0..80).map(meta).collect() },
+        header: Header::RunSuffix {
+            frame: 1,
+            cut: "1".into(),
+            tensors: (0..80).map(meta).collect(),
+            answer: vec![],
+        },
         body: vec![0; 80 * 1024],
     };
     let e = frame(&m).expect_err("over the cap").to_string();

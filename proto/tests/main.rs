@@ -4,4 +4,5 @@
 mod encoding;
 mod pipeline;
 mod protocol;
+mod sensor_encoding;
 mod session;

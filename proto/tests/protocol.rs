@@ -19,7 +19,7 @@ fn samples() -> Vec<Message> {
     let ids = Tensor::from_shape(&[4], &[1i64, -7, 0, i64::MAX]).expect("tensor");
     let mask = Tensor::from_shape(&[2], &[true, false]).expect("tensor");
     let run = Message::with_tensors(
-        |tensors| Header::RunSuffix { frame: 7, cut: "3f".into(), tensors },
+        |tensors| Header::RunSuffix { frame: 7, cut: "3f".into(), tensors, answer: vec![] },
         &[("x".to_string(), &x), ("ids".to_string(), &ids), ("mask".to_string(), &mask)],
     )
     .expect("tensors");
@@ -104,7 +104,7 @@ fn decode_all(bytes: &[u8]) -> Result<Vec<Message>, ProtocolError> {
 
 /// A RunSuffix whose header is re-encoded with `tensors` and given `body`.
 fn run_frame(tensors: Vec<TensorMeta>, body: &[u8]) -> Vec<u8> {
-    let good = Message::new(Header::RunSuffix { frame: 1, cut: String::new(), tensors });
+    let good = Message::new(Header::RunSuffix { frame: 1, cut: String::new(), tensors, answer: vec![] });
     let encoded = bincode::serde::encode_to_vec(&good.header, bincode::config::standard()).expect("header");
     frame(&encoded, body)
 }

@@ -47,7 +47,7 @@ fn error_code(actions: &[Action]) -> Option<ErrorCode> {
 fn run(frame: u64) -> Message {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     Message::with_tensors(
-        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors },
+        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![] },
         &[("x".into(), &x)],
     )
     .expect("message")
@@ -201,9 +201,26 @@ fn probes_echo_in_any_state_and_bye_closes() {
 #[test]
 fn results_carry_the_outputs() {
     let y = Tensor::from_shape(&[1, 3], &[0.2f32, 0.3, 0.5]).expect("tensor");
-    let m = HandheldSession::result(9, 1500, &[("y".into(), &y)]).expect("result");
+    let m = HandheldSession::result(9, 1500, &[("y".into(), &y)], &[]).expect("result");
     assert!(matches!(m.header, Header::Result { frame: 9, handheld_compute_us: 1500, .. }));
     assert_eq!(m.tensors().expect("tensors"), vec![("y".to_string(), y)]);
+}
+
+#[test]
+fn results_come_back_in_the_lossless_encodings_asked_for_and_never_lossy() {
+    let probs: Vec<f32> = (0..4000).map(|i| if i % 97 == 0 { 0.9 } else { 1e-6 }).collect();
+    let y = Tensor::from_shape(&[40, 100], &probs).expect("tensor");
+    let z = Tensor::from_shape(&[2], &[1.5f32, -2.0]).expect("tensor");
+    let outputs = [("y".to_string(), &y), ("z".to_string(), &z), ("w".to_string(), &y)];
+    // Shuffle + LZ4 for y; f16 (lossy) and u8 (a sensor's) are refused: raw.
+    let asked = [Encoding::ShuffleLz4, Encoding::F16, Encoding::U8Lz4];
+    let m = deliver(&HandheldSession::result(3, 10, &outputs, &asked).expect("result"));
+    let Header::Result { tensors, .. } = &m.header else { panic!("a result") };
+    let used: Vec<Encoding> = tensors.iter().map(|t| t.encoding).collect();
+    assert_eq!(used, [Encoding::ShuffleLz4, Encoding::Raw, Encoding::Raw]);
+    assert!(m.body.len() < 16_000 + 8 + 8_000, "y shrank: {} body bytes", m.body.len());
+    let back = m.tensors().expect("tensors");
+    assert_eq!(back, outputs.iter().map(|(n, t)| (n.clone(), (*t).clone())).collect::<Vec<_>>());
 }
 
 /// Carries messages between the two sessions as encoded bytes, as a link would.
@@ -263,7 +280,12 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     for frame in 1..=3 {
         let m = w
-            .offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw).expect("packs")])
+            .offload(
+                frame,
+                "1".into(),
+                vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
+                vec![],
+            )
             .expect("ready");
         match &h.on_message(deliver(&m), |_| false)[..] {
             [Action::Run { frame: f, .. }] => assert_eq!(*f, frame),
@@ -271,7 +293,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
         }
     }
     assert_eq!(w.in_flight(), vec![1, 2, 3]);
-    let y = HandheldSession::result(1, 100, &[("y".into(), &x)]).expect("result");
+    let y = HandheldSession::result(1, 100, &[("y".into(), &x)], &[]).expect("result");
     assert!(matches!(&w.on_message(deliver(&y))[..], [WearableAction::Delivered { frame: 1, .. }]));
     // The link drops: frames 2 and 3 run locally, in order, and none is lost.
     assert_eq!(w.on_disconnect(), vec![WearableAction::RunLocally(vec![2, 3])]);
@@ -291,10 +313,10 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [10, 11] {
-        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw).expect("packs")])
+        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
             .expect("ready");
     }
-    let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)]).expect("result");
+    let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)], &[]).expect("result");
     let a = w.on_message(wrong);
     assert!(a.contains(&WearableAction::RunLocally(vec![10, 11])), "{a:?}");
     assert_eq!(a.last(), Some(&WearableAction::Close));
@@ -308,12 +330,12 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
         status: status(),
     }));
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
-    w.offload(1, String::new(), vec![]).expect("ready");
+    w.offload(1, String::new(), vec![], vec![]).expect("ready");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
     let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    assert_eq!(w.offload(1, String::new(), vec![]), None);
+    assert_eq!(w.offload(1, String::new(), vec![], vec![]), None);
     // Another version in the Welcome.
     w.start();
     let a = w.on_message(Message::new(Header::Welcome {

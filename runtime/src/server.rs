@@ -270,7 +270,11 @@ fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
                 .ok_or_else(|| format!("the suffix did not compute '{name}'"))
         })
         .collect::<Result<_, _>>()?;
-    HandheldSession::result(job.frame, compute_us, &outputs).map_err(|e| e.to_string())
+    let answer = match &job.message.header {
+        Header::RunSuffix { answer, .. } => answer.as_slice(),
+        _ => &[],
+    };
+    HandheldSession::result(job.frame, compute_us, &outputs, answer).map_err(|e| e.to_string())
 }
 
 async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::Receiver<bool>) {

@@ -1,8 +1,9 @@
 //! The app developer's API as an app meets it: outputs in the model's
 //! order and typed, errors that say what went wrong (fetch before run, a
 //! bad frame in a stream, which keeps the others), every local frame saying
-//! why, the link estimate primed before the first decision, and input-shape
-//! overrides reaching the handheld.
+//! why, the link estimate primed before the first decision, input-shape
+//! overrides reaching the handheld, and link encodings both ways (a
+//! sensor's pixels, JPEG within a budget, encoded answers).
 
 use std::time::Duration;
 
@@ -166,9 +167,32 @@ fn mnist_over_a_slow_link(
     encodings: tandem::encoding::Allowed,
     accuracy: Option<tandem::client::Accuracy>,
 ) -> (tandem::FrameReport, Vec<f32>) {
+    mnist_from_a_sensor(image, encodings, accuracy, None)
+}
+
+/// [`mnist_over_a_slow_link`], the input being `pixels`' sensor values when given.
+fn mnist_from_a_sensor(
+    image: &[f32],
+    encodings: tandem::encoding::Allowed,
+    accuracy: Option<tandem::client::Accuracy>,
+    pixels: Option<tandem::encoding::Widening>,
+) -> (tandem::FrameReport, Vec<f32>) {
+    zoo_over_a_slow_link("mnist", &[1, 1, 28, 28], image, encodings, accuracy, pixels)
+}
+
+/// Zoo model `name` run on the handheld, its `input` (of `shape`) crossing
+/// the slow link as `mnist_from_a_sensor` says: the report and `output`.
+fn zoo_over_a_slow_link(
+    name: &str,
+    shape: &[usize],
+    image: &[f32],
+    encodings: tandem::encoding::Allowed,
+    accuracy: Option<tandem::client::Accuracy>,
+    pixels: Option<tandem::encoding::Widening>,
+) -> (tandem::FrameReport, Vec<f32>) {
     let path =
-        tandem_models::ensure_models().expect("models").zoo_path("mnist").expect("mnist").to_path_buf();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("mnist");
+        tandem_models::ensure_models().expect("models").zoo_path(name).expect("zoo model").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("zoo model");
     // The handheld holds the model (no push over the slow link).
     let models_dir = path.parent().map(|p| p.to_path_buf());
     let server = spawn_memory(ServerConfig { models_dir, ..Default::default() }).expect("server");
@@ -180,8 +204,11 @@ fn mnist_over_a_slow_link(
     config.placement = Placement::HandheldOnly;
     config.encodings = encodings;
     config.accuracy = accuracy;
+    if let Some(w) = pixels {
+        config.widenings.insert("input".into(), w);
+    }
     let mut s = Session::open(model, Box::new(transport), config).expect("session");
-    s.feed_f32("input", &[1, 1, 28, 28], image).expect("feed");
+    s.feed_f32("input", shape, image).expect("feed");
     let report = s.run().expect("run");
     assert!(report.offloaded, "{report:?}");
     (report, s.fetch_f32("output").expect("output").1)
@@ -227,4 +254,125 @@ fn lossy_encodings_are_used_only_within_the_accuracy_budget() {
     assert!(loose.up_bytes * 3 < raw.up_bytes, "int8 within the argmax budget: {loose:?}");
     assert_ne!(loose_out, raw_out, "a lossy encoding changes the values");
     assert_eq!(argmax(&loose_out), argmax(&raw_out), "but not the argmax");
+}
+
+/// A grey 8-bit camera's pixels, as the model card normalizes them.
+fn grey_pixels() -> tandem::encoding::Widening {
+    tandem::encoding::Widening {
+        ty: tandem::card::SensorType::U8,
+        layout: "NCHW".into(),
+        scale: 1.0 / 255.0,
+        mean: vec![0.1307],
+        std: vec![0.3081],
+    }
+}
+
+/// An input that is a sensor's u8 pixels under its card's normalization
+/// crosses as those pixels (a quarter of its bytes, bit-exact: the outputs
+/// are those of the raw run); an input that is not (one value off by an
+/// ulp) still runs, bit-exact, in a generic lossless encoding.
+#[test]
+fn a_sensor_input_crosses_as_its_pixels_and_the_outputs_do_not_change() {
+    use tandem::encoding::Allowed;
+    let w = grey_pixels();
+    // Noisy pixels (an LCG's top bytes): generic lossless coding gains little on their floats.
+    let mut state = 12345u32;
+    let mut image: Vec<f32> = (0..28 * 28)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            w.widen(f32::from((state >> 24) as u8), 0)
+        })
+        .collect();
+    let (raw, raw_out) = mnist_from_a_sensor(&image, Allowed::Raw, None, None);
+    let (narrow, narrow_out) = mnist_from_a_sensor(&image, Allowed::Lossless, None, Some(w.clone()));
+    assert!(narrow.up_bytes <= 28 * 28 + 28 * 28 / 100 + 16, "u8 pixels plus LZ4's framing: {narrow:?}");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&raw_out), bits(&narrow_out), "bit for bit");
+    assert_eq!(raw.up_bytes, 28 * 28 * 4);
+    image[100] = f32::from_bits(image[100].to_bits() + 1);
+    let (_, raw_out) = mnist_from_a_sensor(&image, Allowed::Raw, None, None);
+    let (other, other_out) = mnist_from_a_sensor(&image, Allowed::Lossless, None, Some(w));
+    assert!(other.up_bytes > 28 * 28 * 2, "not the sensor's values: not narrowed ({other:?})");
+    assert_eq!(bits(&raw_out), bits(&other_out), "still bit for bit");
+}
+
+/// Under a budget, a camera's image may cross as JPEG (a fraction of its
+/// pixels' bytes); a budget JPEG breaks keeps it exact (its pixels, LZ4).
+#[test]
+fn a_jpeg_input_is_used_only_within_the_budget() {
+    use tandem::client::Accuracy;
+    use tandem::encoding::Allowed;
+    let w = tandem::encoding::Widening {
+        ty: tandem::card::SensorType::U8,
+        layout: "NCHW".into(),
+        scale: 1.0 / 255.0,
+        mean: vec![0.5],
+        std: vec![0.5],
+    };
+    // A smooth, textured picture, as a camera would see one.
+    let shape = [1, 3, 128, 128];
+    let image: Vec<f32> = (0..3 * 128 * 128)
+        .map(|i| {
+            let (c, y, x) = (i / (128 * 128), (i / 128 % 128) as f32, (i % 128) as f32);
+            let p = 128.0
+                + 60.0 * (x / 9.0).sin() * (y / 13.0).cos()
+                + 30.0 * ((x + y) / 5.0).sin()
+                + c as f32 * 10.0;
+            w.widen(p.round().clamp(0.0, 255.0), c)
+        })
+        .collect();
+    let run = |encodings, accuracy, widening| {
+        zoo_over_a_slow_link("mobilenet_v1_1.0_128", &shape, &image, encodings, accuracy, widening)
+    };
+    // The unsplit run, on the watch alone.
+    let path = tandem_models::ensure_models()
+        .expect("models")
+        .zoo_path("mobilenet_v1_1.0_128")
+        .expect("zoo model")
+        .to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("zoo model");
+    let mut local = Session::open_local(model, local_config()).expect("session");
+    local.feed_f32("input", &shape, &image).expect("feed");
+    local.run().expect("run");
+    let raw_out = local.fetch_f32("output").expect("output").1;
+    let (tight, tight_out) = run(Allowed::Lossy, Some(Accuracy::MaxRelError(1e-9)), Some(w.clone()));
+    assert_eq!(tight_out, raw_out, "no lossy encoding within 1e-9: {tight:?}");
+    assert!(tight.up_bytes <= 3 * 128 * 128, "the pixels, exactly: {tight:?}");
+    let (loose, loose_out) = run(Allowed::Lossy, Some(Accuracy::MaxRelError(0.5)), Some(w));
+    assert!(loose.up_bytes * 4 < tight.up_bytes, "JPEG within a loose budget: {loose:?} vs {tight:?}");
+    assert_ne!(loose_out, raw_out, "a lossy encoding changes the values");
+}
+
+/// Answers come back in a lossless encoding where it pays: a ReLU output of
+/// 2048 × 8 floats, about half zeros, crosses in fewer bytes than raw, and
+/// the outputs are bit for bit those of raw answers.
+#[test]
+fn answers_come_back_encoded_and_bit_exact() {
+    use tandem::encoding::Allowed;
+    let shapes = InputShapes::parse(&["x=2048,4".to_string()]).expect("shapes");
+    let model = ModelFile::from_bytes(tandem_models::tiny::symbolic_mlp_onnx(), &shapes).expect("mlp");
+    let inputs = random_inputs(&model.model, 4).expect("inputs");
+    let run = |encodings| {
+        let server = spawn_memory(ServerConfig::default()).expect("server");
+        let profile = LinkProfile::custom("2mbit", 2e6, Duration::from_millis(2), Duration::ZERO, 244);
+        let control = LinkControl::new(&profile, Schedule::default());
+        let transport = EmulatedTransport::new(server, profile, control, 7);
+        let mut config =
+            SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(30));
+        config.placement = Placement::HandheldOnly;
+        config.encodings = encodings;
+        let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+        for (name, t) in &inputs {
+            s.feed(name, (**t).clone()).expect("feed");
+        }
+        let report = s.run().expect("run");
+        assert!(report.offloaded, "{report:?}");
+        (report, s.fetch_f32("y").expect("y").1)
+    };
+    let (raw, raw_out) = run(Allowed::Raw);
+    let (coded, coded_out) = run(Allowed::Lossless);
+    assert_eq!(raw.down_bytes, 2048 * 8 * 4);
+    assert!(coded.down_bytes * 10 < raw.down_bytes * 8, "at least 20% fewer bytes down: {coded:?}");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&raw_out), bits(&coded_out), "bit for bit");
 }

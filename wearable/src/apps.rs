@@ -51,9 +51,18 @@ impl AppPairArgs {
     }
 
     /// A Session for `model`: paired with `--connect` (through `--link`,
-    /// placed by `--placement`), else on the watch alone.
-    pub fn open(&self, model: ModelFile, seed: u64) -> Result<Session> {
+    /// placed by `--placement`), else on the watch alone. Inputs that
+    /// `card` gives a sensor type may cross the link in it.
+    pub fn open(
+        &self,
+        model: ModelFile,
+        seed: u64,
+        card: Option<&tandem::card::ModelCard>,
+    ) -> Result<Session> {
         let mut config = self.config()?;
+        if let Some(card) = card {
+            config.use_card(card);
+        }
         let Some(addr) = &self.connect else {
             return Ok(Session::open_local(model, config)?);
         };

@@ -78,6 +78,10 @@ pub struct PairArgs {
     /// Link encodings and their accuracy budget.
     #[command(flatten)]
     pub coding: EncodingArgs,
+    /// The model's card: inputs it gives a sensor type (u8 pixels, i16
+    /// PCM) may cross the link as those values, or as JPEG when lossy.
+    #[arg(long)]
+    pub card: Option<PathBuf>,
 }
 
 /// `--encodings` and `--accuracy`, for every command that runs a Session.
@@ -140,9 +144,13 @@ pub struct RunArgs {
 pub struct StreamArgs {
     #[command(flatten)]
     pub pair: PairArgs,
-    /// Frames to stream (random inputs).
+    /// Frames to stream.
     #[arg(long, default_value_t = 50)]
     pub frames: usize,
+    /// Every frame's input: a TensorProto `.pb` file (a real input), or
+    /// `random` (a new random input per frame).
+    #[arg(long, default_value = "random")]
+    pub input: String,
     /// Release frames at this rate (default: as fast as the pipeline takes them).
     #[arg(long)]
     pub fps: Option<f64>,
@@ -233,6 +241,12 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         config.link_default = l.nominal_estimate();
     }
     p.coding.apply(&mut config)?;
+    if let Some(path) = &p.card {
+        let card = tandem::card::ModelCard::load(path)?;
+        card.check(&model.model).with_context(|| format!("--card {}", path.display()))?;
+        let taken = config.use_card(&card);
+        eprintln!("card {}: {taken} input(s) may cross in their sensor's type", path.display());
+    }
     config.placement = match p.placement {
         PlacementArg::Auto => Placement::Auto,
         PlacementArg::Wearable => Placement::WearableOnly,
@@ -323,12 +337,17 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     let pipeline = !args.no_pipeline;
     let (mut s, _quota) = open(&args.pair, pipeline, args.max_in_flight)?;
     let model = s.model().clone();
-    let warmup: Vec<_> = (0..args.warmup as u64)
-        .map(|i| tandem::check::random_inputs(&model, 1_000_000 + i))
-        .collect::<Result<_, _>>()?;
+    let real = match args.input.as_str() {
+        "random" => None,
+        path => Some(tandem::check::inputs_from_pb(&model, std::path::Path::new(path))?),
+    };
+    let input = move |i: u64| match &real {
+        Some(inputs) => Ok(inputs.clone()),
+        None => tandem::check::random_inputs(&model, i),
+    };
+    let warmup: Vec<_> = (0..args.warmup as u64).map(|i| input(1_000_000 + i)).collect::<Result<_, _>>()?;
     s.stream(warmup)?;
-    let frames =
-        (0..args.frames as u64).map(move |i| tandem::check::random_inputs(&model, i).unwrap_or_default());
+    let frames = (0..args.frames as u64).map(move |i| input(i).unwrap_or_default());
     let mut out = match &args.frames_out {
         Some(p) => Some(std::fs::File::create(p).with_context(|| format!("--frames-out {}", p.display()))?),
         None => None,

@@ -84,15 +84,18 @@ pub struct PlanArgs {
     #[arg(long)]
     pub predictors: Option<PathBuf>,
     /// Link encodings to price per crossing tensor, as `run` and `stream`
-    /// send them: `raw`, or `lossless` (measured on `--input`, else on a
-    /// random input). `lossy` is refused here: its budget is measured by
-    /// `run` and `stream`.
-    #[arg(long, value_enum, default_value = "lossless")]
-    pub encodings: crate::paired_cmd::EncodingsArg,
+    /// send them: `raw`, `lossless`, or `lossy` (within `--accuracy`),
+    /// measured on `--input`, else on a random input.
+    #[command(flatten)]
+    pub coding: crate::paired_cmd::EncodingArgs,
     /// A real input (a serialized TensorProto of the first input) to
-    /// measure the encodings' ratios on.
+    /// measure the encodings' ratios (and a lossy budget) on.
     #[arg(long)]
     pub input: Option<PathBuf>,
+    /// The model card: inputs it gives a sensor type (u8, i16) may cross
+    /// as those values, or as JPEG when lossy.
+    #[arg(long)]
+    pub card: Option<PathBuf>,
 }
 
 /// Parses a link rate into bytes per second: `1mbit`, `700kbit`, `2mbps`
@@ -158,44 +161,84 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     };
     let w_lat = Scaled { inner: base.as_ref(), slowdown: wearable.slowdown };
     let h_lat = Scaled { inner: base.as_ref(), slowdown: handheld.slowdown };
-    let codecs = match args.encodings {
-        crate::paired_cmd::EncodingsArg::Raw => None,
-        crate::paired_cmd::EncodingsArg::Lossy => {
-            bail!("plan prices raw and lossless encodings; run and stream measure lossy ones against --accuracy")
-        }
-        crate::paired_cmd::EncodingsArg::Lossless => {
-            let inputs = match &args.input {
-                Some(path) => tandem::check::inputs_from_pb(&model, path)?,
-                None => tandem::check::random_inputs(&model, 0)?,
-            };
+    let mut config = tandem::client::SessionConfig::new(wearable.clone(), handheld.clone());
+    args.coding.apply(&mut config)?;
+    if let Some(path) = &args.card {
+        let card = tandem::card::ModelCard::load(path)?;
+        card.check(&model)?;
+        config.use_card(&card);
+    }
+    let inputs = match &args.input {
+        Some(path) => tandem::check::inputs_from_pb(&model, path)?,
+        None => tandem::check::random_inputs(&model, 0)?,
+    };
+    let mut codecs = match config.encodings {
+        tandem::encoding::Allowed::Raw => None,
+        allowed => {
             // Encoding on the watch and decoding on the phone at their slowdowns against this host.
             let slowdown = (wearable.slowdown.max(1.0), handheld.slowdown.max(0.0));
-            Some(tandem::client::codecs::calibrate(
-                &model,
-                &inputs,
-                tandem::encoding::Allowed::Lossless,
-                slowdown,
-            )?)
+            Some(tandem::client::codecs::calibrate(&model, &inputs, allowed, slowdown, &config.widenings)?)
         }
     };
-    let input = DecisionInput {
-        graph,
-        wearable: Side { latency: &w_lat, energy: &w_energy },
-        handheld: Side { latency: &h_lat, energy: &h_energy },
-        link: LinkEstimate {
-            up_bytes_per_s: args.bandwidth,
-            down_bytes_per_s: args.bandwidth,
-            rtt: args.rtt,
-        },
-        status: HandheldStatus { load: args.load },
-        weights: EnergyWeights { wearable: args.ww, handheld: 1.0 - args.ww },
-        hint: args.latency_hint,
-        mode: if args.stream { Mode::Stream } else { Mode::Single },
-        codecs: codecs.as_ref(),
+    let budget = match config.accuracy.filter(|_| config.encodings == tandem::encoding::Allowed::Lossy) {
+        Some(accuracy) => Some((accuracy, tandem::client::codecs::Calibration::new(&model, &inputs)?)),
+        None => None,
     };
+    let executor = tandem::SplitExecutor::new(model.clone());
     let method = Method::from(args.method);
     let simplified = Simplified::new(graph);
-    let d = decide_with(&input, method, Some(&simplified))?;
+    // Lossy encodings stay only where the chosen cut keeps the input's
+    // outputs within the budget; otherwise they are dropped and it re-decides.
+    let mut worst = None;
+    let d = loop {
+        let input = DecisionInput {
+            graph,
+            wearable: Side { latency: &w_lat, energy: &w_energy },
+            handheld: Side { latency: &h_lat, energy: &h_energy },
+            link: LinkEstimate {
+                up_bytes_per_s: args.bandwidth,
+                down_bytes_per_s: args.bandwidth,
+                rtt: args.rtt,
+            },
+            status: HandheldStatus { load: args.load },
+            weights: EnergyWeights { wearable: args.ww, handheld: 1.0 - args.ww },
+            hint: args.latency_hint,
+            mode: if args.stream { Mode::Stream } else { Mode::Single },
+            codecs: codecs.as_ref(),
+        };
+        let d = decide_with(&input, method, Some(&simplified))?;
+        let chosen: Vec<tandem::encoding::Encoding> = d
+            .chosen
+            .up_tensors()
+            .iter()
+            .map(|&t| {
+                let label = d.encodings.get(&graph.tensor(t).name).map_or("raw", String::as_str);
+                tandem::encoding::Encoding::parse(label).unwrap_or(tandem::encoding::Encoding::Raw)
+            })
+            .collect();
+        let (Some((accuracy, calibration)), Some(c)) = (&budget, &mut codecs) else { break d };
+        if chosen.iter().all(|e| e.is_lossless()) {
+            break d;
+        }
+        let (ok, error) = tandem::client::codecs::within_budget(
+            &model,
+            &executor,
+            &d.chosen,
+            &chosen,
+            calibration,
+            *accuracy,
+            &config.widenings,
+        )?;
+        if ok {
+            worst = Some(error);
+            break d;
+        }
+        for (&t, e) in d.chosen.up_tensors().iter().zip(&chosen) {
+            if !e.is_lossless() {
+                c.per_tensor[t].retain(|o| o.label != e.name());
+            }
+        }
+    };
     let e = &d.evaluation;
     let ms = |s: f64| s * 1e3;
     println!(
@@ -265,6 +308,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
             "reason": d.reason,
             "encodings": d.encodings,
             "up_bytes": e.up_bytes,
+            "lossy_error": worst,
             "evaluation": e,
         })
     );

@@ -1,8 +1,9 @@
 //! Link encodings in the partitioner's prices: each crossing tensor is
-//! priced in its cheapest allowed encoding (encoded on the wearable, fewer
-//! bytes on the link, decoded on the handheld). The choice depends on the
-//! tensor and the link, never on the cut, so every search (the min-cut
-//! included) stays exact over the per-tensor prices.
+//! priced in its cheapest allowed encoding (up: encoded on the wearable,
+//! fewer bytes on the link, decoded on the handheld; down, lossless ones
+//! only: encoded on the handheld, decoded on the wearable). The choice
+//! depends on the tensor and the link, never on the cut, so every search
+//! (the min-cut included) stays exact over the per-tensor prices.
 
 use serde::Serialize;
 
@@ -20,6 +21,8 @@ pub struct CodecOption {
     pub encode_bytes_per_s: f64,
     /// Raw bytes decoded per second on that host.
     pub decode_bytes_per_s: f64,
+    /// Bit-exact: it may also carry the tensor down (answers are never lossy).
+    pub lossless: bool,
 }
 
 /// What each tensor may cross in: per tensor id, the encodings besides raw
@@ -35,14 +38,14 @@ pub struct LinkCodecs {
 
 /// How a tensor crosses the link, and what that costs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct UpLink {
+pub struct Crossing {
     /// The encoding (`raw` when none pays).
     pub label: String,
     /// Bytes on the link.
     pub bytes: u64,
-    /// Seconds of encoding on the wearable.
+    /// Seconds of encoding on the sending side (the handheld's with its load).
     pub encode_s: f64,
-    /// Seconds of decoding on the handheld (its load included).
+    /// Seconds of decoding on the receiving side (the handheld's with its load).
     pub decode_s: f64,
 }
 
@@ -51,21 +54,49 @@ impl LinkCodecs {
     /// with the handheld `handheld_dilation` times slower by its load: the
     /// encoding whose encode + transfer + decode time is least, raw when
     /// none beats it.
-    pub fn cheapest(&self, id: usize, raw_bytes: u64, s_per_byte: f64, handheld_dilation: f64) -> UpLink {
+    pub fn cheapest(&self, id: usize, raw_bytes: u64, s_per_byte: f64, handheld_dilation: f64) -> Crossing {
         let (sw, sh) = (self.slowdown.0.max(0.0), self.slowdown.1.max(0.0) * handheld_dilation);
-        let raw = UpLink { label: "raw".into(), bytes: raw_bytes, encode_s: 0.0, decode_s: 0.0 };
-        let time = |l: &UpLink| l.encode_s + l.bytes as f64 * s_per_byte + l.decode_s;
+        self.fastest(id, raw_bytes, s_per_byte, (sw, sh), false)
+    }
+
+    /// How tensor `id` comes back down fastest: in a lossless encoding,
+    /// encoded on the handheld (`handheld_dilation` times slower by its
+    /// load) and decoded on the wearable; raw when none beats it.
+    pub fn cheapest_down(
+        &self,
+        id: usize,
+        raw_bytes: u64,
+        s_per_byte: f64,
+        handheld_dilation: f64,
+    ) -> Crossing {
+        let (sw, sh) = (self.slowdown.0.max(0.0), self.slowdown.1.max(0.0) * handheld_dilation);
+        self.fastest(id, raw_bytes, s_per_byte, (sh, sw), true)
+    }
+
+    /// The least encode + transfer + decode time, the sender `slowdown.0`
+    /// and the receiver `slowdown.1` times slower than the measuring host.
+    fn fastest(
+        &self,
+        id: usize,
+        raw_bytes: u64,
+        s_per_byte: f64,
+        slowdown: (f64, f64),
+        lossless: bool,
+    ) -> Crossing {
+        let raw = Crossing { label: "raw".into(), bytes: raw_bytes, encode_s: 0.0, decode_s: 0.0 };
+        let time = |l: &Crossing| l.encode_s + l.bytes as f64 * s_per_byte + l.decode_s;
         self.per_tensor
             .get(id)
             .map(Vec::as_slice)
             .unwrap_or_default()
             .iter()
             .filter(|o| o.ratio > 0.0 && o.encode_bytes_per_s > 0.0 && o.decode_bytes_per_s > 0.0)
-            .map(|o| UpLink {
+            .filter(|o| o.lossless || !lossless)
+            .map(|o| Crossing {
                 label: o.label.clone(),
                 bytes: ((raw_bytes as f64 / o.ratio).ceil() as u64).max(1),
-                encode_s: raw_bytes as f64 / o.encode_bytes_per_s * sw,
-                decode_s: raw_bytes as f64 / o.decode_bytes_per_s * sh,
+                encode_s: raw_bytes as f64 / o.encode_bytes_per_s * slowdown.0,
+                decode_s: raw_bytes as f64 / o.decode_bytes_per_s * slowdown.1,
             })
             .fold(raw, |best, l| if time(&l) < time(&best) { l } else { best })
     }
@@ -94,25 +125,23 @@ impl LinkCodecs {
 
 impl NodePrices {
     /// These prices with each tensor sent in its cheapest encoding of
-    /// `codecs` ([`LinkCodecs::cheapest`]). Tensors `codecs` does not list stay raw.
+    /// `codecs`, up ([`LinkCodecs::cheapest`]) and down
+    /// ([`LinkCodecs::cheapest_down`]). Tensors `codecs` does not list stay raw.
     pub fn with_codecs(
         mut self,
         graph: &LayerGraph,
         codecs: &LinkCodecs,
         status: &HandheldStatus,
     ) -> NodePrices {
-        let (per_byte, k) = (self.s_per_byte.0, status.dilation());
-        self.up_links = graph
-            .tensors()
-            .iter()
-            .enumerate()
-            .map(|(id, tensor)| codecs.cheapest(id, tensor.bytes, per_byte, k))
-            .collect();
+        let ((up, down), k) = (self.s_per_byte, status.dilation());
+        let tensors = graph.tensors().iter().enumerate();
+        self.up_links = tensors.clone().map(|(id, t)| codecs.cheapest(id, t.bytes, up, k)).collect();
+        self.down_links = tensors.map(|(id, t)| codecs.cheapest_down(id, t.bytes, down, k)).collect();
         self
     }
 
-    /// The encoding of each tensor `cut` sends up, by name (empty when no
-    /// codecs are priced).
+    /// The encoding of each tensor `cut` sends up or down, by name (empty
+    /// when no codecs are priced).
     pub fn encodings_of(
         &self,
         graph: &LayerGraph,
@@ -121,10 +150,28 @@ impl NodePrices {
         if self.up_links.is_empty() {
             return Default::default();
         }
-        cut.up_tensors()
-            .iter()
-            .map(|&t| (graph.tensor(t).name.clone(), self.up_links[t].label.clone()))
-            .collect()
+        let up = cut.up_tensors().iter().map(|&t| (t, &self.up_links[t]));
+        let down = cut.down_tensors().iter().map(|&t| (t, &self.down_links[t]));
+        up.chain(down).map(|(t, l)| (graph.tensor(t).name.clone(), l.label.clone())).collect()
+    }
+
+    /// How tensor `id` (of `raw_bytes`) comes down: its encoding's link
+    /// bytes, encode seconds on the handheld and decode seconds on the
+    /// wearable; raw when no codecs were given.
+    pub fn down_link(&self, id: usize, raw_bytes: u64) -> (u64, f64, f64) {
+        match self.down_links.get(id) {
+            Some(l) => (l.bytes, l.encode_s, l.decode_s),
+            None => (raw_bytes, 0.0, 0.0),
+        }
+    }
+
+    /// Price of sending tensor `id` down in its encoding: encoding on the
+    /// handheld, the link, decoding on the wearable.
+    pub fn down_tensor(&self, id: usize, raw_bytes: u64, objective: super::Objective) -> f64 {
+        let (bytes, enc, dec) = self.down_link(id, raw_bytes);
+        let e =
+            self.weights.handheld * self.compute_w.1 * enc + self.weights.wearable * self.compute_w.0 * dec;
+        self.down(bytes, objective) + coding_price(enc + dec, e, objective)
     }
 
     /// How tensor `id` (of `raw_bytes`) crosses: its encoding's link bytes
@@ -140,15 +187,18 @@ impl NodePrices {
     /// wearable, the link, decoding on the handheld.
     pub fn up_tensor(&self, id: usize, raw_bytes: u64, objective: super::Objective) -> f64 {
         let (bytes, enc, dec) = self.up_link(id, raw_bytes);
-        let link = self.up(bytes, objective);
-        let t = enc + dec;
         let e =
             self.weights.wearable * self.compute_w.0 * enc + self.weights.handheld * self.compute_w.1 * dec;
-        link + match objective {
-            super::Objective::Latency => t,
-            super::Objective::Energy => e,
-            super::Objective::Lagrangian(l) => e + l * t,
-        }
+        self.up(bytes, objective) + coding_price(enc + dec, e, objective)
+    }
+}
+
+/// The price of `t` seconds of coding that cost `e` weighted joules.
+fn coding_price(t: f64, e: f64, objective: super::Objective) -> f64 {
+    match objective {
+        super::Objective::Latency => t,
+        super::Objective::Energy => e,
+        super::Objective::Lagrangian(l) => e + l * t,
     }
 }
 
@@ -157,8 +207,13 @@ mod tests {
     use super::*;
 
     fn codecs(ratio: f64) -> LinkCodecs {
-        let option =
-            CodecOption { label: "lz".into(), ratio, encode_bytes_per_s: 1e6, decode_bytes_per_s: 2e6 };
+        let option = CodecOption {
+            label: "lz".into(),
+            ratio,
+            encode_bytes_per_s: 1e6,
+            decode_bytes_per_s: 2e6,
+            lossless: true,
+        };
         LinkCodecs { per_tensor: vec![vec![], vec![option]], slowdown: (2.0, 1.0) }
     }
 

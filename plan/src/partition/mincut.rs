@@ -152,7 +152,7 @@ pub fn sum_cost(graph: &LayerGraph, prices: &NodePrices, mask: &[bool], objectiv
         }
         if let Producer::Node(u) = tensor.producer {
             if !mask[u] && graph.outputs().contains(&id) {
-                total += prices.down(tensor.bytes, objective);
+                total += prices.down_tensor(id, tensor.bytes, objective);
             }
         }
     }
@@ -231,7 +231,7 @@ fn min_cut_window(
     }
     for &id in tensors {
         let bytes = graph.tensor(id).bytes;
-        top = top.max(prices.up_tensor(id, bytes, objective)).max(prices.down(bytes, objective));
+        top = top.max(prices.up_tensor(id, bytes, objective)).max(prices.down_tensor(id, bytes, objective));
     }
     let scale = if top > 0.0 && top.is_finite() { SCALE_TOP / top } else { 1.0 };
     let cap = |price: f64| -> u64 {
@@ -278,7 +278,7 @@ fn min_cut_window(
                     net.add(u - a, x, up);
                 }
                 if graph.outputs().contains(&id) {
-                    net.add(s, u - a, cap(prices.down(tensor.bytes, objective)));
+                    net.add(s, u - a, cap(prices.down_tensor(id, tensor.bytes, objective)));
                 }
             }
             _ => continue,

@@ -17,7 +17,7 @@ pub mod mincut;
 pub mod simplify;
 pub mod stream;
 
-pub use codecs::{CodecOption, LinkCodecs, UpLink};
+pub use codecs::{CodecOption, Crossing, LinkCodecs};
 pub use simplify::{Simplified, SimplifyStats};
 
 use std::time::Duration;
@@ -133,7 +133,9 @@ pub struct NodePrices {
     pub weights: EnergyWeights,
     /// How each tensor (by id) crosses the link, when link encodings are
     /// priced ([`NodePrices::with_codecs`]); empty: every tensor raw.
-    pub up_links: Vec<UpLink>,
+    pub up_links: Vec<Crossing>,
+    /// How each tensor (by id) comes back down, likewise.
+    pub down_links: Vec<Crossing>,
 }
 
 /// A sum-of-costs objective the min-cut can optimize.
@@ -171,6 +173,7 @@ impl NodePrices {
             s_per_byte: (rate(link.up_bytes_per_s), rate(link.down_bytes_per_s)),
             weights,
             up_links: vec![],
+            down_links: vec![],
         }
     }
 
@@ -220,6 +223,8 @@ pub struct Evaluation {
     pub t_up: f64,
     /// Bytes sent up (encoded, when link encodings are priced).
     pub up_bytes: u64,
+    /// Bytes sent down (likewise).
+    pub down_bytes: u64,
     /// Handheld compute, load included (s).
     pub t_handheld: f64,
     /// Downlink transfer (s).
@@ -271,8 +276,8 @@ pub fn evaluate(graph: &LayerGraph, prices: &NodePrices, cut: &Cut, rtt: Duratio
 /// measured): `tw` on the wearable, `tp` on the handheld (load included).
 /// Link time and radio energy come from the cut's bytes and `prices`.
 pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Duration) -> Evaluation {
-    // Encoding is wearable work, decoding handheld work, in their stages.
-    let (mut up_bytes, mut tw, mut tp) = (cut.up_bytes(), tw, tp);
+    // Encoding is the sender's work, decoding the receiver's, in their stages.
+    let (mut up_bytes, mut down_bytes, mut tw, mut tp) = (cut.up_bytes(), cut.down_bytes(), tw, tp);
     if !prices.up_links.is_empty() {
         up_bytes = 0;
         for &t in cut.up_tensors() {
@@ -282,18 +287,28 @@ pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Du
             tp += dec;
         }
     }
+    if !prices.down_links.is_empty() {
+        down_bytes = 0;
+        for &t in cut.down_tensors() {
+            let (bytes, enc, dec) = prices.down_link(t, 0);
+            down_bytes += bytes;
+            tp += enc;
+            tw += dec;
+        }
+    }
     let t_up = prices.up(up_bytes, Objective::Latency);
-    let t_down = prices.down(cut.down_bytes(), Objective::Latency);
+    let t_down = prices.down(down_bytes, Objective::Latency);
     let offloads = !cut.is_wearable_only();
     let t_rtt = if offloads { rtt.as_secs_f64() } else { 0.0 };
     let energy_j = prices.weights.wearable * prices.compute_w.0 * tw
         + prices.weights.handheld * prices.compute_w.1 * tp
         + prices.up(up_bytes, Objective::Energy)
-        + prices.down(cut.down_bytes(), Objective::Energy);
+        + prices.down(down_bytes, Objective::Energy);
     Evaluation {
         t_wearable: tw,
         t_up,
         up_bytes,
+        down_bytes,
         t_handheld: tp,
         t_down,
         t_rtt,

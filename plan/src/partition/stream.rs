@@ -54,8 +54,8 @@ struct Search<'a> {
     end: usize,
     /// Handheld seconds of the layers from `end` on.
     tail_tp: f64,
-    /// Bytes of model outputs made from `end` on.
-    tail_down: u64,
+    /// What the tail's model outputs cost down: (bytes, encode s, decode s).
+    tail_down: (u64, f64, f64),
     /// Tensors made before `end` (or model inputs) read from `end` on.
     tail_tensors: Vec<usize>,
     prices: &'a NodePrices,
@@ -76,7 +76,10 @@ struct Search<'a> {
     up_bytes: u64,
     up_encode_s: f64,
     up_decode_s: f64,
+    /// Bytes on the link down (encoded), and the encode (handheld) and decode (wearable) seconds.
     down_bytes: u64,
+    down_encode_s: f64,
+    down_decode_s: f64,
     n_in: usize,
     n_out: usize,
     best: f64,
@@ -87,8 +90,8 @@ impl Search<'_> {
     fn stages(&self, a: f64, b: f64) -> (f64, f64) {
         let p = self.prices;
         (
-            a + self.up_encode_s + if self.n_in > 0 { p.overhead_s.0 } else { 0.0 },
-            b + self.up_decode_s + if self.n_out > 0 { p.overhead_s.1 } else { 0.0 },
+            a + self.up_encode_s + self.down_decode_s + if self.n_in > 0 { p.overhead_s.0 } else { 0.0 },
+            b + self.up_decode_s + self.down_encode_s + if self.n_out > 0 { p.overhead_s.1 } else { 0.0 },
         )
     }
 
@@ -143,6 +146,17 @@ impl Search<'_> {
         }
     }
 
+    /// Adds (`sign` 1) or removes (−1) tensors coming down: (bytes, encode s, decode s).
+    fn add_down(&mut self, (bytes, enc, dec): (u64, f64, f64), sign: f64) {
+        if sign > 0.0 {
+            self.down_bytes += bytes;
+        } else {
+            self.down_bytes -= bytes;
+        }
+        self.down_encode_s += sign * enc;
+        self.down_decode_s += sign * dec;
+    }
+
     /// Uncounts what [`Search::send_up`] counted.
     fn unsend(&mut self, newly: Vec<usize>) {
         for t in newly {
@@ -164,7 +178,7 @@ impl Search<'_> {
         }
         let tail_n = n - self.end;
         self.n_out += tail_n;
-        self.down_bytes += self.tail_down;
+        self.add_down(self.tail_down, 1.0);
         let (tw, tp) = self.stages(self.a, self.b + self.tail_tp);
         let period = tw.max(tp).max(self.link_s());
         let value = match self.goal {
@@ -176,7 +190,7 @@ impl Search<'_> {
             self.best = value;
             self.best_mask = Some(self.mask.clone());
         }
-        self.down_bytes -= self.tail_down;
+        self.add_down(self.tail_down, -1.0);
         self.n_out -= tail_n;
         self.unsend(newly);
     }
@@ -216,9 +230,12 @@ impl Search<'_> {
         for &t in &node.inputs {
             self.send_up(t, &mut newly);
         }
-        let down: u64 =
-            node.outputs.iter().filter(|t| graph.outputs().contains(t)).map(|&t| graph.tensor(t).bytes).sum();
-        self.down_bytes += down;
+        let down =
+            node.outputs.iter().filter(|t| graph.outputs().contains(t)).fold((0, 0.0, 0.0), |sum, &t| {
+                let (bytes, enc, dec) = self.prices.down_link(t, graph.tensor(t).bytes);
+                (sum.0 + bytes, sum.1 + enc, sum.2 + dec)
+            });
+        self.add_down(down, 1.0);
         if forced_here {
             self.forced -= tp_v;
         }
@@ -243,7 +260,7 @@ impl Search<'_> {
         if forced_here {
             self.forced += tp_v;
         }
-        self.down_bytes -= down;
+        self.add_down(down, -1.0);
         self.unsend(newly);
         ok
     }
@@ -271,7 +288,7 @@ pub fn search(
         graph,
         end: n,
         tail_tp: 0.0,
-        tail_down: 0,
+        tail_down: (0, 0.0, 0.0),
         tail_tensors: vec![],
         prices,
         goal,
@@ -289,6 +306,8 @@ pub fn search(
         up_encode_s: 0.0,
         up_decode_s: 0.0,
         down_bytes: 0,
+        down_encode_s: 0.0,
+        down_decode_s: 0.0,
         n_in: 0,
         n_out: 0,
         best: f64::INFINITY,
@@ -318,8 +337,10 @@ pub fn search(
             .outputs()
             .iter()
             .filter(|&&t| matches!(graph.tensor(t).producer, Producer::Node(p) if p >= end))
-            .map(|&t| graph.tensor(t).bytes)
-            .sum();
+            .fold((0, 0.0, 0.0), |sum, &t| {
+                let (bytes, enc, dec) = prices.down_link(t, graph.tensor(t).bytes);
+                (sum.0 + bytes, sum.1 + enc, sum.2 + dec)
+            });
         s.tail_tensors = (0..graph.tensors().len())
             .filter(|&t| {
                 let tensor = graph.tensor(t);

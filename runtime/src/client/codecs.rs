@@ -4,11 +4,14 @@
 //! host's encode and decode speeds; the tensors later frames send update
 //! their ratios (an EWMA), and the planner re-decides when one moves.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tandem_core::graph::Producer;
 use tandem_plan::partition::{CodecOption, LinkCodecs};
-use tandem_proto::encoding::{decode, encode, round_trip, Allowed, Encoding};
+use tandem_proto::encoding::{
+    decode, encode_with, round_trip_with, Allowed, Encoding, EncodingError, Widening,
+};
 
 use super::Accuracy;
 use crate::{Cut, Error, Model, Result, SplitExecutor, Values};
@@ -20,12 +23,16 @@ pub const RATIO_ALPHA: f64 = 0.3;
 /// could send, computed from `inputs`. `slowdown` is (wearable, handheld)
 /// against this host. An encoding that does not shrink a tensor is left
 /// out for it. Lossy ones are listed here; whether they keep a cut within
-/// the accuracy budget is checked per cut ([`within_budget`]).
+/// the accuracy budget is checked per cut ([`within_budget`]). Inputs with
+/// a `widenings` entry also try the sensor encodings (u8/i16, and JPEG when
+/// lossy); one whose values are not exactly sensor values leaves the
+/// narrow ones out.
 pub fn calibrate(
     model: &Model,
     inputs: &Values,
     allowed: Allowed,
     slowdown: (f64, f64),
+    widenings: &BTreeMap<String, Widening>,
 ) -> Result<LinkCodecs> {
     let g = model.graph();
     let encodings: Vec<Encoding> =
@@ -47,13 +54,24 @@ pub fn calibrate(
             Producer::Node(_) => computed.get(&info.name),
         };
         let Some(value) = value else { continue };
+        let widening = widenings.get(&info.name).filter(|_| matches!(info.producer, Producer::Input(_)));
         for (k, &e) in encodings.iter().enumerate() {
             if !e.applies(value.datum_type(), value.shape()) {
                 continue;
             }
+            if e.needs_widening() && !widening.is_some_and(|w| e.fits(w, value.shape())) {
+                continue;
+            }
             let bad = |why: String| Error::Link(format!("calibrating {e} on '{}': {why}", info.name));
             let started = Instant::now();
-            let packed = encode(value, e).map_err(|err| bad(err.to_string()))?;
+            let packed = match encode_with(value, e, widening) {
+                Ok(p) => p,
+                Err(EncodingError::NotExact { index, value: v, .. }) => {
+                    tracing::warn!(input = %info.name, index, value = v, "{e}: not the card's sensor values; not used");
+                    continue;
+                }
+                Err(err) => return Err(bad(err.to_string())),
+            };
             let encoded = started.elapsed();
             let started = Instant::now();
             decode(value.datum_type(), value.shape(), &packed).map_err(|err| bad(err.to_string()))?;
@@ -77,6 +95,7 @@ pub fn calibrate(
                 ratio,
                 encode_bytes_per_s: speed(totals[k].0, totals[k].1),
                 decode_bytes_per_s: speed(totals[k].0, totals[k].2),
+                lossless: encodings[k].is_lossless() && !encodings[k].needs_widening(),
             })
             .collect();
     }
@@ -145,6 +164,7 @@ pub fn within_budget(
     encodings: &[Encoding],
     calibration: &Calibration,
     accuracy: Accuracy,
+    widenings: &BTreeMap<String, Widening>,
 ) -> Result<(bool, f64)> {
     let g = model.graph();
     let plan = executor.plan(cut)?;
@@ -153,10 +173,11 @@ pub fn within_budget(
     for (&t, &e) in cut.up_tensors().iter().zip(encodings) {
         let name = &g.tensor(t).name;
         let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
-        if e == Encoding::Raw || !e.applies(v.datum_type(), v.shape()) {
+        if e.is_lossless() || !e.applies(v.datum_type(), v.shape()) {
             continue;
         }
-        let (back, _) = round_trip(v, e).map_err(|err| Error::Link(format!("{e} on '{name}': {err}")))?;
+        let (back, _) = round_trip_with(v, e, widenings.get(name))
+            .map_err(|err| Error::Link(format!("{e} on '{name}': {err}")))?;
         sent.insert(name.clone(), back.into());
     }
     let down = plan.run_suffix(g, &sent)?;

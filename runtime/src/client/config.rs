@@ -106,6 +106,11 @@ pub struct SessionConfig {
     pub encodings: tandem_proto::encoding::Allowed,
     /// The accuracy budget lossy encodings must stay within (needed for `Lossy`).
     pub accuracy: Option<Accuracy>,
+    /// Inputs that are a sensor's own values (u8 pixels, i16 PCM) under a
+    /// model card's normalization, by input name: the link may carry them
+    /// narrow (bit-exact) or, within the budget, as JPEG. See
+    /// [`SessionConfig::use_card`].
+    pub widenings: std::collections::BTreeMap<String, tandem_proto::encoding::Widening>,
 }
 
 /// How far a lossy link encoding may move a frame's outputs from the
@@ -159,7 +164,21 @@ impl SessionConfig {
             chunk_bytes: 64 << 10,
             encodings: tandem_proto::encoding::Allowed::Lossless,
             accuracy: None,
+            widenings: Default::default(),
         }
+    }
+
+    /// Takes the sensor types of `card`'s inputs (`sensor_type` u8 or i16,
+    /// with a layout), so the link may carry those inputs in the sensor's
+    /// own type; returns how many inputs it took.
+    pub fn use_card(&mut self, card: &tandem_core::card::ModelCard) -> usize {
+        let before = self.widenings.len();
+        for input in &card.inputs {
+            if let Some(w) = input.widening() {
+                self.widenings.insert(input.name.clone(), w);
+            }
+        }
+        self.widenings.len() - before
     }
 
     /// Shipped profiles: a Wear OS watch and a Pixel 8 Pro, for an app

@@ -23,6 +23,7 @@ pub(super) enum Command {
         frame: u64,
         cut: String,
         packed: Vec<PackedTensor>,
+        answer: Vec<tandem_proto::encoding::Encoding>,
     },
     Probe {
         id: u64,
@@ -241,7 +242,7 @@ async fn run_link(
                     let _ = send(&Message::new(Header::Bye));
                     break 'conn Ok(());
                 }
-                Some(Command::Offload { frame, cut, packed }) => match session.offload(frame, cut, packed) {
+                Some(Command::Offload { frame, cut, packed, answer }) => match session.offload(frame, cut, packed, answer) {
                     Some(m) => {
                         if let Err(e) = send(&m) {
                             why = Some(e);

@@ -479,6 +479,7 @@ impl Session {
                 };
                 let handheld = Duration::from_micros(handheld_us);
                 let down_bytes = message.body.len() as u64;
+                let decoding = Instant::now();
                 let outputs = match message.tensors() {
                     Ok(t) => t,
                     Err(e) => {
@@ -486,6 +487,11 @@ impl Session {
                         return;
                     }
                 };
+                // Decoding an encoded answer is the watch's work.
+                if message.tensor_metas().iter().any(|m| m.encoding != Encoding::Raw) {
+                    dilate(decoding.elapsed(), self.config.dilation);
+                    self.observe_answer_ratios(message.tensor_metas());
+                }
                 let round = at.saturating_duration_since(f.sent_at);
                 if lone {
                     let now = self.now();
@@ -627,7 +633,7 @@ impl Session {
             let name = &g.tensor(t).name;
             let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
             raw_bytes += v.as_bytes().len() as u64;
-            let p = tandem_proto::protocol::pack_tensor(name, v, encoding)
+            let p = tandem_proto::protocol::pack_tensor(name, v, encoding, self.config.widenings.get(name))
                 .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
             packed.push(p);
         }
@@ -658,6 +664,7 @@ impl Session {
             "offloading"
         );
         self.observe_ratios(&cut, &encodings, &packed);
+        let answer = self.answer_encodings(&cut);
         let in_flight = Box::new(InFlight {
             inputs,
             local_outputs,
@@ -671,7 +678,7 @@ impl Session {
         });
         pipe.start_offloaded(frame, in_flight, self.now() + budget)
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
-        if self.commands.send(Command::Offload { frame, cut: key, packed }).is_err() {
+        if self.commands.send(Command::Offload { frame, cut: key, packed, answer }).is_err() {
             return Err(Error::Session("the link task stopped".into()));
         }
         Ok(())

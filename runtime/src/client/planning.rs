@@ -41,6 +41,7 @@ impl Session {
                             &encodings,
                             calibration,
                             accuracy,
+                            &self.config.widenings,
                         ) {
                             Ok((ok, worst)) => {
                                 info!(cut = %cut.describe(model.graph()), ?encodings, ok, worst, "lossy encodings against the accuracy budget");
@@ -94,6 +95,28 @@ impl Session {
         }
     }
 
+    /// The encoding each tensor `cut` brings back down should come in
+    /// (lossless only), in `down_tensors` order: the planner's choice for
+    /// its decided cut, else each tensor's cheapest; raw without codecs.
+    pub(super) fn answer_encodings(&self, cut: &Cut) -> Vec<Encoding> {
+        let g = self.model.model.graph();
+        let Some(codecs) = &self.codecs else { return vec![Encoding::Raw; cut.down_tensors().len()] };
+        let decided = self.planner.current().filter(|d| d.chosen.key() == cut.key());
+        let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
+        let per_byte = 1.0 / link.down_bytes_per_s.max(1e-9);
+        cut.down_tensors()
+            .iter()
+            .map(|&t| {
+                let tensor = g.tensor(t);
+                let label = match decided.and_then(|d| d.encodings.get(&tensor.name)) {
+                    Some(l) => l.clone(),
+                    None => codecs.cheapest_down(t, tensor.bytes, per_byte, status.dilation()).label,
+                };
+                Encoding::parse(&label).ok().filter(|e| e.is_lossless()).unwrap_or(Encoding::Raw)
+            })
+            .collect()
+    }
+
     /// Each tensor's cheapest encoding at the current link estimate (raw without codecs).
     fn cheapest_encodings(&self, cut: &Cut) -> Vec<Encoding> {
         let g = self.model.model.graph();
@@ -139,7 +162,7 @@ impl Session {
                 }
             }
         }
-        match codecs::calibrate(&self.model.model, inputs, allowed, slowdown) {
+        match codecs::calibrate(&self.model.model, inputs, allowed, slowdown, &self.config.widenings) {
             Ok(c) => {
                 let tensors = c.per_tensor.iter().filter(|o| !o.is_empty()).count();
                 info!(tensors, took_ms = started.elapsed().as_millis() as u64, "link encodings measured");
@@ -157,6 +180,13 @@ impl Session {
         let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
         let mut moved = false;
         for ((&t, e), p) in cut.up_tensors().iter().zip(encodings).zip(packed) {
+            if p.meta.encoding != *e && e.needs_widening() {
+                // This frame's input was not the card's sensor values: stop
+                // counting on the narrow encoding for it.
+                codecs.per_tensor[t].retain(|o| o.label != e.name());
+                moved = true;
+                continue;
+            }
             if *e == Encoding::Raw || p.meta.encoding != *e {
                 continue;
             }
@@ -164,6 +194,45 @@ impl Session {
             let ratio = raw / p.bytes.len().max(1) as f64;
             if let (Some(now), Some(then)) =
                 (codecs.observe(t, e.name(), ratio, codecs::RATIO_ALPHA), planned.ratio(t, e.name()))
+            {
+                moved |= (now - then).abs() > 0.1 * then;
+            }
+        }
+        if moved {
+            self.replan_with_codecs();
+        }
+    }
+
+    /// The predicted latency (ms) of `cut` at the current link estimate and
+    /// handheld status, its tensors in their cheapest encodings: what a
+    /// fixed placement's deadline is set from. `None` before the handheld's
+    /// layer times are known.
+    fn predict_ms(&self, cut: &Cut) -> Option<f64> {
+        let g = self.model.model.graph();
+        let handheld_latency = self.handheld_latency.as_ref()?;
+        let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
+        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
+        let weights = self.planner.conditions().weights;
+        let mut prices = NodePrices::new(g, wearable, handheld, &link, &status, weights);
+        if let Some(codecs) = &self.codecs {
+            prices = prices.with_codecs(g, codecs, &status);
+        }
+        Some(evaluate(g, &prices, cut, link.rtt).latency_s * 1e3)
+    }
+
+    /// Folds the ratios an answer's encoded tensors achieved into the
+    /// predictions, as [`Session::observe_ratios`] does for what goes up.
+    pub(super) fn observe_answer_ratios(&mut self, metas: &[tandem_proto::protocol::TensorMeta]) {
+        let g = self.model.model.graph();
+        let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
+        let mut moved = false;
+        for meta in metas.iter().filter(|m| m.encoding != Encoding::Raw) {
+            let Some(t) = g.tensors().iter().position(|t| t.name == meta.name) else { continue };
+            let ratio = meta.byte_len().unwrap_or(0) as f64 / meta.len.max(1) as f64;
+            let label = meta.encoding.name();
+            if let (Some(now), Some(then)) =
+                (codecs.observe(t, label, ratio, codecs::RATIO_ALPHA), planned.ratio(t, label))
             {
                 moved |= (now - then).abs() > 0.1 * then;
             }
@@ -183,10 +252,14 @@ impl Session {
             _ if !self.is_ready() => {
                 return here(self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()))
             }
-            Placement::HandheldOnly => return (Cut::handheld_only(g), None, None),
+            Placement::HandheldOnly => {
+                let cut = Cut::handheld_only(g);
+                let ms = self.predict_ms(&cut);
+                return (cut, ms, None);
+            }
             Placement::Fixed(c) => {
                 let why = c.is_wearable_only().then(|| "placement: a fixed cut with every layer here".into());
-                return (c.clone(), None, why);
+                return (c.clone(), self.predict_ms(c), why);
             }
             Placement::Auto => {}
         }

@@ -189,7 +189,9 @@ pub fn detect(args: DetectArgs) -> Result<ExitCode> {
     }
     let frames = read_frames(&args)?;
     let (model, input, shape, spec) = load(&args, &card)?;
-    let mut session = args.pair.open(model, 13)?;
+    let fed =
+        ModelCard { inputs: vec![InputCard { name: input.clone(), ..spec.card.clone() }], ..card.clone() };
+    let mut session = args.pair.open(model, 13, Some(&fed))?;
     let mut boxes = vec![];
     let inputs = frames
         .iter()

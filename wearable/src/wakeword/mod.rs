@@ -211,7 +211,7 @@ pub fn wakeword(args: WakewordArgs) -> Result<ExitCode> {
         }
     }
     // 2. Embeddings: split with the handheld when there is one (the planner decides).
-    let mut emb = args.pair.open(emb_model, 11)?;
+    let mut emb = args.pair.open(emb_model, 11, emb_card.as_ref())?;
     let status = emb.status().to_string();
     let n_windows = windows.len();
     let (embeddings, emb_report) = run_all(&mut emb, &emb_input, &emb_shape, windows)?;
