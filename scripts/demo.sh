@@ -9,6 +9,9 @@
 # - For each model it streams frames four ways: wearable-only, handheld-only,
 #   partitioned (the planner's cut, one frame at a time), and partitioned +
 #   pipelined (the stream objective, frames overlapped).
+# - Then link encodings against raw tensors (scripts/encodings-goal.py, six
+#   ways, one frame at a time, up to 5 frames): MNIST and MobileNet, and,
+#   once scripts/test.sh has fetched them, three real models on real inputs.
 #
 # Latency and throughput are measured wall-clock times of the emulated run;
 # energy is model-based (busy time x profile power + radio time x radio power).
@@ -69,3 +72,10 @@ for r in rows:
           f"{r['offloaded']:>9} {cut:>9} {r['wearable_j_per_frame']*1e3:>11.2f} {r['handheld_j_per_frame']*1e3:>11.2f}")
 print("\ncut = layers on the watch / layers (last frame); rows as JSON in target/demo/demo.jsonl")
 EOF
+
+# Link encodings against raw, in their own processes (a handheld per models directory).
+ENC_MODELS=mnist,mobilenet_v1_1.0_128,oww_embedding,ppocr_cls,ppocr_cls_int8
+echo
+echo "Link encodings against raw tensors over emulated $LINK (one frame at a time; energy model-based):"
+python3 scripts/encodings-goal.py --links "$LINK" --models "$ENC_MODELS" --frames $((FRAMES < 5 ? FRAMES : 5)) \
+  --out "$OUT/encodings" 2>>"$OUT/wearable.err"

@@ -24,6 +24,8 @@ Checks, per model and link (5% tolerance for this VM's noise):
 
 Usage: scripts/encodings-goal.py [--links ble-2m,wifi-good] [--frames 10]
        [--models NAME,...] [--out target/encodings]
+(the binaries built, as by scripts/demo.sh; the real models fetched, as by
+scripts/test.sh, else only the zoo models run)
 Writes OUT/goal.jsonl (one line per run) and OUT/goal.md (the tables).
 """
 import argparse
@@ -58,10 +60,17 @@ def way_args(way, budget):
 def models(names):
     """(name, model file, stream args, accuracy budget, handheld's models dir)."""
     out = []
-    for m in ZOO:
+    zoo = [m for m in ZOO if not names or m in names]
+    if zoo:
+        subprocess.run([f"{T}/tandem-models", "gen", "--out", "models/cache/zoo"] + zoo, cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+    for m in zoo:
         out.append((m, f"models/cache/zoo/{m}.onnx", [], "rel:0.01", "models/cache/zoo"))
-    manifest = json.load(open(os.path.join(ROOT, "models/cache/real/real.json")))
-    for e in manifest["models"]:
+    manifest_path = os.path.join(ROOT, "models/cache/real/real.json")
+    if not os.path.exists(manifest_path):
+        print("(the real models are not fetched: scripts/test.sh fetches them)", file=sys.stderr)
+        return out
+    for e in json.load(open(manifest_path))["models"]:
         if not e["inputs"]:
             continue  # refused by tract (Silero VAD's If): nothing to run
         args = []

@@ -2,7 +2,8 @@
 """Refreshes the paired-runtime tables of docs/results.md (and the README's
 headline demo table) from the JSON lines the demo and the benches wrote
 (target/demo, target/paired, target/encodings). A table whose JSON lines
-are missing is left as it is."""
+are missing is left as it is. With arguments, only the tables named
+(`demo-ble`, `encodings-goal`, ...) are refreshed."""
 import json, re, sys
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def loopback(path):
 
 
 def encodings_bench(path):
-    """`tandem-bench encodings`' lines as one row per (model, cut): each
+    """`tandem-bench encodings`' lines on real inputs as one row per (model, cut): each
     encoding's ratio over the cut's tensors (raw over encoded bytes), and
     the lossy ones' largest error."""
     cols = [("shuffle-lz4", "shuffle-lz4", False), ("sparse-lz4", "sparse-lz4", False),
@@ -65,8 +66,8 @@ def encodings_bench(path):
     rows, order = {}, []
     for line in open(path):
         j = json.loads(line)
-        if "summary" in j or "skipped" in j:
-            continue
+        if "summary" in j or "skipped" in j or not j["real_input"]:
+            continue  # the zoo's random inputs and the light models' ramps: not data to judge on
         key = (j["model"], j["cut"])
         if key not in rows:
             rows[key] = {"input": j["is_model_input"] and j["cut"].startswith("0/"), "enc": {}}
@@ -74,7 +75,8 @@ def encodings_bench(path):
         e = rows[key]["enc"].setdefault(j["encoding"], [0, 0, 0.0])
         e[0] += j["raw_bytes"]
         e[1] += j["encoded_bytes"]
-        e[2] = max(e[2], j["max_rel_err"])
+        err = j["max_rel_err"]
+        e[2] = max(e[2], float("inf") if err is None else err)  # JSON has no inf: null
     out = ["| model | cut (watch/all) | crossing raw KB | " + " | ".join(c[0] for c in cols) + " |",
            "|---|---:|---:|" + "---:|" * len(cols)]
     for key in order:
@@ -92,6 +94,23 @@ def encodings_bench(path):
         raw_kb = r["enc"]["raw"][0] / 1e3 if "raw" in r["enc"] else 0
         cut = key[1] + (" (input)" if r["input"] else "")
         out.append(f"| {key[0]} | {cut} | {raw_kb:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def encodings_speed(path):
+    """Each encoding's median encode and decode speed over the tensors of at least 100 KB."""
+    speeds = {}
+    for line in open(path):
+        j = json.loads(line)
+        if "summary" in j or "skipped" in j or j["raw_bytes"] < 100_000:
+            continue
+        speeds.setdefault(j["encoding"], ([], []))
+        speeds[j["encoding"]][0].append(j["encode_mb_s"])
+        speeds[j["encoding"]][1].append(j["decode_mb_s"])
+    med = lambda v: sorted(v)[len(v) // 2]
+    out = ["| encoding | tensors | encode MB/s (median) | decode MB/s (median) |", "|---|---:|---:|---:|"]
+    for e, (enc, dec) in speeds.items():
+        out.append(f"| {e} | {len(enc)} | {med(enc):.0f} | {med(dec):.0f} |")
     return "\n".join(out)
 
 
@@ -113,11 +132,16 @@ tables = {
     "emulation": maybe(lambda p: emulation(p[0]), [t / "paired/emulation.jsonl"]),
     "pipe": maybe(pipe, [t / f"paired/pipeline-{l}.jsonl" for l in ["none", "wifi-good", "ble-2m"]]),
     "encodings-bench": maybe(lambda p: encodings_bench(p[0]), [t / "encodings/bench.jsonl"]),
+    "encodings-speed": maybe(lambda p: encodings_speed(p[0]), [t / "encodings/bench.jsonl"]),
     "encodings-goal": maybe(lambda p: encodings_goal(p[0]), [t / "encodings/goal.md"]),
 }
+only = set(sys.argv[1:])
+unknown = only - set(tables)
+if unknown:
+    sys.exit(f"unknown tables {sorted(unknown)}; known: {sorted(tables)}")
 for page, keys in [(root / "docs/results.md", list(tables)), (root / "README.md", ["demo-ble"])]:
     text = page.read_text()
-    for key in keys:
+    for key in [k for k in keys if not only or k in only]:
         table = tables[key]
         if table is None:
             continue
