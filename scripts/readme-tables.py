@@ -61,7 +61,7 @@ def encodings_bench(path):
     the lossy ones' largest error."""
     cols = [("shuffle-lz4", "shuffle-lz4", False), ("sparse-lz4", "sparse-lz4", False),
             ("sensor type (u8/i16-lz4)", ("u8-lz4", "i16-lz4"), False), ("f16", "f16", True),
-            ("int8", "int8", True), ("int8 per channel", "int8-channel", True),
+            ("int8", "int8", True), ("int8 per channel", "int8-channel", True), ("int8 + LZ4", "int8-lz4", True),
             ("jpeg-90", "jpeg-90", True), ("jpeg-75", "jpeg-75", True)]
     rows, order = {}, []
     for line in open(path):

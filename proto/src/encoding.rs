@@ -1,8 +1,8 @@
 //! Tensor encodings for the link, without I/O: how a crossing tensor's
 //! bytes are packed (raw; lossless byte-plane shuffle + LZ4 and sparse
 //! bitmap + LZ4; a sensor input narrowed to its own u8 or i16 values, then
-//! LZ4; lossy f16, int8 affine per tensor or per channel, and JPEG for
-//! u8 images) and unpacked, with every size checked before anything is
+//! LZ4; lossy f16, int8 affine per tensor or per channel, alone or then
+//! LZ4, and JPEG for u8 images) and unpacked, with every size checked before anything is
 //! decompressed.
 //!
 //! Lossless encodings give back the same bytes (NaN payloads and −0.0
@@ -50,6 +50,12 @@ pub enum Encoding {
         /// One scale per channel of axis 1 (rank ≥ 2) instead of one per tensor.
         per_channel: bool,
     },
+    /// [`Encoding::Int8`], then LZ4 (a ReLU map's zeros are one repeated
+    /// value). Lossy; f32 only.
+    Int8Lz4 {
+        /// One scale per channel of axis 1, as for [`Encoding::Int8`].
+        per_channel: bool,
+    },
     /// An f32 image input (u8 sensor, NCHW or NHWC, batch 1, 1 or 3
     /// channels) as a JPEG of its pixels at this quality; widened as the
     /// model card says. Lossy.
@@ -72,7 +78,7 @@ pub enum Allowed {
 
 impl Encoding {
     /// Every encoding, raw first.
-    pub const ALL: [Encoding; 10] = [
+    pub const ALL: [Encoding; 12] = [
         Encoding::Raw,
         Encoding::ShuffleLz4,
         Encoding::SparseLz4,
@@ -81,6 +87,8 @@ impl Encoding {
         Encoding::F16,
         Encoding::Int8 { per_channel: false },
         Encoding::Int8 { per_channel: true },
+        Encoding::Int8Lz4 { per_channel: false },
+        Encoding::Int8Lz4 { per_channel: true },
         Encoding::Jpeg { quality: 90 },
         Encoding::Jpeg { quality: 75 },
     ];
@@ -123,7 +131,7 @@ impl Encoding {
     /// [`MAX_CHANNELS`] channels on axis 1.
     pub fn applies(self, dt: DatumType, shape: &[usize]) -> bool {
         match self {
-            Encoding::Int8 { per_channel: true } => {
+            Encoding::Int8 { per_channel: true } | Encoding::Int8Lz4 { per_channel: true } => {
                 self.applies_to(dt) && shape.len() >= 2 && (1..=MAX_CHANNELS).contains(&shape[1])
             }
             _ => self.applies_to(dt),
@@ -148,6 +156,8 @@ impl Encoding {
             Encoding::F16 => "f16",
             Encoding::Int8 { per_channel: false } => "int8",
             Encoding::Int8 { per_channel: true } => "int8-channel",
+            Encoding::Int8Lz4 { per_channel: false } => "int8-lz4",
+            Encoding::Int8Lz4 { per_channel: true } => "int8-channel-lz4",
             Encoding::U8Lz4 => "u8-lz4",
             Encoding::I16Lz4 => "i16-lz4",
             Encoding::Jpeg { quality: 90 } => "jpeg-90",
@@ -300,7 +310,7 @@ pub fn encode_with(
         Encoding::F16 => {
             (Params::None, f32s(bytes).flat_map(|v| half::f16::from_f32(v).to_le_bytes()).collect())
         }
-        Encoding::Int8 { per_channel } => {
+        Encoding::Int8 { per_channel } | Encoding::Int8Lz4 { per_channel } => {
             let x: Vec<f32> = f32s(bytes).collect();
             if x.iter().any(|v| !v.is_finite()) {
                 return Err(EncodingError::NotFinite);
@@ -319,6 +329,8 @@ pub fn encode_with(
                 scales.push(scale);
                 zeros.push(zero as i8);
             }
+            let q =
+                if matches!(encoding, Encoding::Int8Lz4 { .. }) { lz4_flex::block::compress(&q) } else { q };
             (Params::Int8 { scales, zeros }, q)
         }
         Encoding::U8Lz4 | Encoding::I16Lz4 | Encoding::Jpeg { .. } => unreachable!("encoded above"),
@@ -373,7 +385,7 @@ pub fn decode_parts(
         return Err(EncodingError::Bomb { encoding, decoded: raw_len, encoded: bytes.len() });
     }
     let params_fit = match (encoding, params) {
-        (Encoding::Int8 { .. }, params) => matches!(params, Params::Int8 { .. }),
+        (Encoding::Int8 { .. } | Encoding::Int8Lz4 { .. }, params) => matches!(params, Params::Int8 { .. }),
         (e, params) if e.needs_widening() => matches!(params, Params::Widen(_)),
         (_, params) => *params == Params::None,
     };
@@ -417,8 +429,20 @@ pub fn decode_parts(
                 .flat_map(|h| half::f16::from_le_bytes([h[0], h[1]]).to_f32().to_le_bytes())
                 .collect()
         }
-        Encoding::Int8 { per_channel } => {
+        Encoding::Int8 { per_channel } | Encoding::Int8Lz4 { per_channel } => {
             let Params::Int8 { scales, zeros } = params else { unreachable!("checked above") };
+            let unpacked;
+            let bytes = if matches!(encoding, Encoding::Int8Lz4 { .. }) {
+                let mut q = vec![0u8; n];
+                let got = lz4_flex::block::decompress_into(bytes, &mut q).map_err(|e| bad(e.to_string()))?;
+                if got != n {
+                    return Err(bad(format!("{got} bytes decompressed for {n} int8 values")));
+                }
+                unpacked = q;
+                &unpacked[..]
+            } else {
+                bytes
+            };
             let (channels, inner) =
                 layout(shape, per_channel).ok_or_else(|| bad("no channel axis".into()))?;
             if scales.len() != channels || zeros.len() != channels {

@@ -40,8 +40,7 @@ proptest! {
             prop_assert!((a - b).abs() <= a.abs() / 1024.0 + 1e-7, "f16: {} vs {}", a, b);
         }
         // int8: within half a step; zero is exact (ReLU zeros stay zeros).
-        for per_channel in [false, true] {
-            let e = Encoding::Int8 { per_channel };
+        for e in [false, true].into_iter().flat_map(|per_channel| [Encoding::Int8 { per_channel }, Encoding::Int8Lz4 { per_channel }]) {
             let packed = encode(&t, e).expect("encodes");
             let Params::Int8 { scales, .. } = &packed.params else { panic!("int8 params") };
             let step = scales.iter().cloned().fold(0f32, f32::max);
@@ -90,6 +89,9 @@ fn relu_maps_shrink_and_the_ratio_is_what_the_data_allows() {
     assert!(sparse * 5 < raw, "sparse {sparse} of {raw}");
     let int8 = encode(&t, Encoding::Int8 { per_channel: true }).expect("encodes").bytes.len();
     assert_eq!(int8 * 4, raw);
+    // int8, then LZ4: the zeros are one repeated value.
+    let int8_lz4 = encode(&t, Encoding::Int8Lz4 { per_channel: true }).expect("encodes").bytes.len();
+    assert!(int8_lz4 * 3 < int8, "int8-lz4 {int8_lz4} of int8's {int8}");
     assert_eq!(encode(&t, Encoding::F16).expect("encodes").bytes.len() * 2, raw);
 }
 
@@ -167,6 +169,13 @@ fn hostile_tensors_are_refused_before_decompressing() {
         ),
         // f16 of the wrong length.
         (Encoded { bytes: vec![0; 7], ..good(Encoding::F16) }, shape.to_vec(), "7 bytes"),
+        // int8 + LZ4 that unpacks to fewer values than the shape, and corrupt LZ4.
+        (good(Encoding::Int8Lz4 { per_channel: false }), vec![2, 3, 5], "int8 values"),
+        (
+            Encoded { bytes: vec![0xf0; 12], ..good(Encoding::Int8Lz4 { per_channel: false }) },
+            shape.to_vec(),
+            "corrupt int8-lz4",
+        ),
     ];
     for (encoded, shape, says) in cases {
         let e = decode(DatumType::F32, &shape, &encoded).expect_err(says).to_string();

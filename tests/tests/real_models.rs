@@ -39,6 +39,20 @@ fn check_real(name: &str) -> anyhow::Result<()> {
         let card = tandem::card::ModelCard::load(path)?;
         if card.input_shapes() == shapes {
             card.check(&model)?;
+            // Its real inputs are its sensor's values under its normalization:
+            // they cross the link in the sensor's type, bit for bit.
+            for input in &card.inputs {
+                let Some(w) = input.widening() else { continue };
+                let e = match w.ty {
+                    tandem::card::SensorType::U8 => tandem::encoding::Encoding::U8Lz4,
+                    _ => tandem::encoding::Encoding::I16Lz4,
+                };
+                let x = inputs.get(&input.name).with_context(|| format!("{name}: input {}", input.name))?;
+                let (back, sent) = tandem::encoding::round_trip_with(x, e, Some(&w))
+                    .with_context(|| format!("{name}: input '{}' in {e}", input.name))?;
+                assert_eq!(back.as_bytes(), x.as_bytes(), "{name}: {e} changed input '{}'", input.name);
+                assert!(sent * 2 <= x.as_bytes().len(), "{name}: {e} sent {sent} bytes");
+            }
         } else {
             card.check(&Model::from_path(set.path(&entry.file), &card.input_shapes())?)?;
         }

@@ -111,3 +111,30 @@ fn oracle_reports_every_grid_point_for_each_method() {
         assert!(s["worst_ratio"].as_f64().expect("ratio") >= 1.0, "{s}");
     }
 }
+
+/// `plan --encodings lossy`: the chosen cut keeps its lossy encodings only
+/// when its input, run split with them, stays within `--accuracy`.
+#[test]
+fn plan_keeps_lossy_encodings_only_within_the_budget() {
+    let paths = ensure_models().expect("models");
+    let m = paths.zoo_path("mobilenet_v1_1.0_128").expect("mobilenet").to_str().expect("utf-8").to_string();
+    let args = ["plan", "--model", &m, "--bandwidth", "20mbit", "--rtt", "1ms", "--encodings", "lossy"];
+    let lossy = |d: &serde_json::Value| {
+        d["encodings"]
+            .as_object()
+            .expect("encodings")
+            .values()
+            .filter(|e| {
+                ["f16", "int8", "jpeg"].iter().any(|lossy| e.as_str().unwrap_or_default().starts_with(lossy))
+            })
+            .count()
+    };
+    let loose = decision(&[&args[..], &["--accuracy", "rel:0.5"]].concat());
+    assert!(lossy(&loose) > 0, "a lossy encoding within 50%: {loose}");
+    assert!(loose["lossy_error"].as_f64().is_some_and(|e| e > 0.0 && e <= 0.5), "{loose}");
+    let tight = decision(&[&args[..], &["--accuracy", "rel:1e-9"]].concat());
+    assert_eq!(lossy(&tight), 0, "none within 1e-9: {tight}");
+    assert!(tight["lossy_error"].is_null(), "{tight}");
+    let o = wearable(&args);
+    assert!(!o.status.success() && stderr(&o).contains("needs an --accuracy"), "{}", stderr(&o));
+}
