@@ -464,3 +464,42 @@ proptest! {
         prop_assert!((got - best).abs() <= 1e-12 + 1e-9 * best, "stream: search {got} vs brute force {best}");
     }
 }
+
+/// Neurosurgeon's chain: every prefix of the topological order is a
+/// candidate. On a chain that is every cut, so it decides as the
+/// exhaustive search does; on a diamond it sees only the n + 1 prefixes.
+#[test]
+fn the_chain_method_is_exhaustive_on_a_chain_and_prefixes_only_on_a_dag() {
+    let watch = Table { seeds: vec![5999], slowdown: 6.0, shift: 0 };
+    let phone = Table { seeds: vec![9], slowdown: 1.0, shift: 0 };
+    let (we, pe) = (Power(0.4, 0.03, 0.025), Power(3.0, 0.08, 0.06));
+    for (onnx, chain) in
+        [(tandem_models::tiny::tiny_mlp_onnx(), true), (tandem_models::tiny::tiny_diamond_onnx(), false)]
+    {
+        let model = load(&onnx);
+        let g = model.graph();
+        for rate in [10.0, 1e3, 1e6] {
+            let input = DecisionInput {
+                graph: g,
+                wearable: Side { latency: &watch, energy: &we },
+                handheld: Side { latency: &phone, energy: &pe },
+                link: LinkEstimate { up_bytes_per_s: rate, down_bytes_per_s: rate, rtt: Duration::ZERO },
+                status: HandheldStatus { load: 0.0 },
+                weights: EnergyWeights { wearable: 0.7, handheld: 0.3 },
+                hint: LatencyHint::Fastest,
+                mode: Mode::Single,
+                codecs: None,
+            };
+            let prefixes = decide(&input, Method::Chain).expect("decides");
+            assert_eq!(prefixes.candidates, g.nodes().len() + 1, "one candidate per prefix");
+            let all = decide(&input, Method::Exhaustive).expect("decides");
+            if chain {
+                assert_eq!(all.candidates, prefixes.candidates, "a chain's cuts are its prefixes");
+                assert_eq!(prefixes.chosen, all.chosen, "rate {rate}");
+            } else {
+                assert!(all.candidates > prefixes.candidates, "a DAG has cuts off the chain");
+                assert!(prefixes.evaluation.latency_s >= all.evaluation.latency_s - 1e-12);
+            }
+        }
+    }
+}

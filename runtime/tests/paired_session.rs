@@ -74,3 +74,47 @@ fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
     let estimate = s.link_estimate();
     assert!(estimate.up_bytes_per_s < 50e3, "the profiler still believes {} B/s", estimate.up_bytes_per_s);
 }
+
+/// Neurosurgeon's rule (`Strategy::Neurosurgeon`: a chain, latency alone,
+/// raw tensors, decided once): over the same collapsing link it keeps its
+/// first cut, offloading every frame after the collapse as before, where
+/// Tandem's adaptive session (above) moves to the watch.
+#[test]
+fn a_strategy_that_decides_once_keeps_its_cut_when_the_link_collapses() {
+    use tandem::client::Strategy;
+    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let server = spawn_memory(ServerConfig {
+        models_dir: path.parent().map(|p| p.to_path_buf()),
+        ..Default::default()
+    })
+    .expect("server");
+    let profile = LinkProfile::named("wifi-good").expect("shipped");
+    let control = LinkControl::new(&profile, Schedule::default());
+    let transport = EmulatedTransport::new(server, profile.clone(), control.clone(), 9);
+    let mut config = SessionConfig::watch_and_phone().expect("profiles");
+    config.dilation = 60.0;
+    config.link_default = profile.nominal_estimate();
+    config.max_in_flight = 2;
+    Strategy::Neurosurgeon.apply(&mut config);
+    assert!(!config.adapt);
+    let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+    let n = 25u64;
+    let inputs: Vec<Values> = (0..n).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+    let mut reports = vec![];
+    s.stream_with(inputs, Some(100.0), |r| {
+        if reports.len() == 10 {
+            control.set_rates(50e3, 50e3);
+        }
+        reports.push(r.expect("every frame runs").report);
+    })
+    .expect("stream");
+    let first = reports.iter().find(|r| r.offloaded).expect("the first decision offloads over Wi-Fi");
+    let late = &reports[15..];
+    assert!(
+        late.iter().all(|r| r.offloaded && r.cut == first.cut),
+        "decided once: every late frame offloaded at cut {}: {:?}",
+        first.cut,
+        late.iter().map(|r| (r.frame, r.offloaded, r.cut.clone(), r.fallback.clone())).collect::<Vec<_>>()
+    );
+}

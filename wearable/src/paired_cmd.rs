@@ -82,6 +82,13 @@ pub struct PairArgs {
     /// PCM) may cross the link as those values, or as JPEG when lossy.
     #[arg(long)]
     pub card: Option<PathBuf>,
+    /// An offload strategy to compare (tandem, deepwear, dads,
+    /// neurosurgeon, wearable-only, handheld-only, handheld-compressed):
+    /// it sets the placement, the search method, the objective, the
+    /// encodings and whether the cut adapts, over `--placement`,
+    /// `--method` and `--encodings`.
+    #[arg(long, value_parser = tandem::client::Strategy::parse)]
+    pub strategy: Option<tandem::client::Strategy>,
 }
 
 /// `--encodings` and `--accuracy`, for every command that runs a Session.
@@ -252,6 +259,9 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         PlacementArg::Wearable => Placement::WearableOnly,
         PlacementArg::Handheld => Placement::HandheldOnly,
     };
+    if let Some(strategy) = p.strategy {
+        strategy.apply(&mut config);
+    }
     eprintln!("connecting to {} ({})", p.connect, transport.describe());
     let session = Session::open(model, transport, config)?;
     match session.status() {
@@ -376,7 +386,15 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         obj.insert("model".into(), s.model().name().into());
         obj.insert("pipeline".into(), pipeline.into());
         obj.insert("link".into(), args.pair.link.clone().into());
-        obj.insert("placement".into(), format!("{:?}", args.pair.placement).to_lowercase().into());
+        use tandem::client::Strategy;
+        let placement = match args.pair.strategy {
+            None => format!("{:?}", args.pair.placement).to_lowercase(),
+            Some(Strategy::WearableOnly) => "wearable".into(),
+            Some(Strategy::HandheldOnly | Strategy::HandheldCompressed) => "handheld".into(),
+            Some(_) => "auto".into(),
+        };
+        obj.insert("placement".into(), placement.into());
+        obj.insert("strategy".into(), args.pair.strategy.map(|s| s.name()).into());
         obj.insert("handheld".into(), s.handheld_device().into());
         obj.insert("status".into(), s.status().to_string().into());
         obj.insert("frame_errors".into(), errors.into());

@@ -33,6 +33,8 @@ pub enum MethodArg {
     Mincut,
     /// Every cut (small DAGs only).
     Exhaustive,
+    /// Neurosurgeon's: every prefix of the layers in topological order.
+    Chain,
 }
 
 impl From<MethodArg> for Method {
@@ -41,6 +43,7 @@ impl From<MethodArg> for Method {
             MethodArg::Heuristic => Method::Heuristic,
             MethodArg::Mincut => Method::MinCut,
             MethodArg::Exhaustive => Method::Exhaustive,
+            MethodArg::Chain => Method::Chain,
         }
     }
 }

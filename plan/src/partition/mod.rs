@@ -2,13 +2,15 @@
 //! find candidate cuts, and choose among them with DeepWear's Algorithm 1.
 //! No I/O, no clocks: a decision on a thousand-layer DAG takes milliseconds.
 //!
-//! Candidates come from one of three methods ([`Method`]):
+//! Candidates come from one of four methods ([`Method`]):
 //! - [`Method::Heuristic`], DeepWear's: the cuts of the simplified DAG
 //!   ([`simplify`]: light layers pruned, repeated blocks bundled);
 //! - [`Method::MinCut`], exact: s–t minimum cuts for the sum objectives, a
 //!   Lagrangian search for the latency hint, and for streams a branch and
 //!   bound over every cut ([`stream`]);
-//! - [`Method::Exhaustive`]: every cut of the DAG (small DAGs only).
+//! - [`Method::Exhaustive`]: every cut of the DAG (small DAGs only);
+//! - [`Method::Chain`], Neurosurgeon's: the layers in topological order as
+//!   a chain, every prefix a candidate (a baseline for comparisons).
 //!
 //! [`Planner`] re-decides as conditions change, with hysteresis.
 
@@ -110,6 +112,10 @@ pub enum Method {
     MinCut,
     /// Every cut of the DAG (refused above a limit).
     Exhaustive,
+    /// Neurosurgeon's: the layers taken in topological order as a chain,
+    /// each of its n + 1 prefixes a candidate (a baseline: on a DAG, a
+    /// prefix may send many tensors, and cuts off the chain are missed).
+    Chain,
 }
 
 /// Per-layer and per-byte prices of one decision, computed once.
@@ -492,6 +498,12 @@ pub fn decide_with(
             })?
         }
         (Method::Heuristic, _) => representative()?,
+        (Method::Chain, _) => {
+            let n = graph.nodes().len();
+            (0..=n)
+                .map(|k| Cut::from_mask(graph, (0..n).map(|v| v < k).collect()))
+                .collect::<Result<Vec<_>>>()?
+        }
         (Method::MinCut, Mode::Single) => {
             // Latency and energy are sums: their min-cuts are exact.
             optimal = !matches!(input.hint, LatencyHint::Within(_));

@@ -106,11 +106,109 @@ pub struct SessionConfig {
     pub encodings: tandem_proto::encoding::Allowed,
     /// The accuracy budget lossy encodings must stay within (needed for `Lossy`).
     pub accuracy: Option<Accuracy>,
+    /// Re-decide the cut as conditions change (the default); `false`: keep
+    /// the first decision for the whole session (Neurosurgeon's rule).
+    pub adapt: bool,
     /// Inputs that are a sensor's own values (u8 pixels, i16 PCM) under a
     /// model card's normalization, by input name: the link may carry them
     /// narrow (bit-exact) or, within the budget, as JPEG. See
     /// [`SessionConfig::use_card`].
     pub widenings: std::collections::BTreeMap<String, tandem_proto::encoding::Widening>,
+}
+
+/// An offload strategy: a decision rule plugged into the same runtime, so
+/// that strategies can be compared on the same frames, links and devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// Tandem's own: the exact search (min-cut, stream branch and bound)
+    /// under the app's hint and energy weights, link encodings, re-decided
+    /// as conditions change.
+    Tandem,
+    /// DeepWear: the heuristic over the simplified DAG under the app's hint
+    /// and energy weights, raw tensors, re-decided.
+    DeepWear,
+    /// DADS: the exact min-cut for latency alone, raw tensors, re-decided.
+    Dads,
+    /// Neurosurgeon: the layers as a chain in topological order, latency
+    /// alone, raw tensors, decided once at start and never again.
+    Neurosurgeon,
+    /// Every layer on the wearable.
+    WearableOnly,
+    /// Every layer on the handheld, the input raw.
+    HandheldOnly,
+    /// Every layer on the handheld, the input in its cheapest allowed encoding.
+    HandheldCompressed,
+}
+
+impl Strategy {
+    /// Every strategy, in the order reports list them.
+    pub const ALL: [Strategy; 7] = [
+        Strategy::WearableOnly,
+        Strategy::HandheldOnly,
+        Strategy::HandheldCompressed,
+        Strategy::Neurosurgeon,
+        Strategy::Dads,
+        Strategy::DeepWear,
+        Strategy::Tandem,
+    ];
+
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Tandem => "tandem",
+            Strategy::DeepWear => "deepwear",
+            Strategy::Dads => "dads",
+            Strategy::Neurosurgeon => "neurosurgeon",
+            Strategy::WearableOnly => "wearable-only",
+            Strategy::HandheldOnly => "handheld-only",
+            Strategy::HandheldCompressed => "handheld-compressed",
+        }
+    }
+
+    /// The strategy named `name` (see [`Strategy::name`]).
+    pub fn parse(name: &str) -> std::result::Result<Strategy, String> {
+        Self::ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|s| s.name()).collect();
+            format!("unknown strategy '{name}' (known: {})", known.join(", "))
+        })
+    }
+
+    /// Sets `config`'s placement, search method, objective, encodings and
+    /// adaptation as the strategy does; the rest (devices, link, budget)
+    /// stays. Tandem and handheld-compressed keep `config.encodings`
+    /// (lossless at least).
+    pub fn apply(self, config: &mut SessionConfig) {
+        use tandem_proto::encoding::Allowed;
+        config.placement = Placement::Auto;
+        config.method = Method::MinCut;
+        config.adapt = true;
+        match self {
+            Strategy::Tandem => config.encodings = config.encodings.max(Allowed::Lossless),
+            Strategy::DeepWear => {
+                config.method = Method::Heuristic;
+                config.encodings = Allowed::Raw;
+            }
+            Strategy::Dads => {
+                config.hint = LatencyHint::Fastest;
+                config.encodings = Allowed::Raw;
+            }
+            Strategy::Neurosurgeon => {
+                config.method = Method::Chain;
+                config.hint = LatencyHint::Fastest;
+                config.encodings = Allowed::Raw;
+                config.adapt = false;
+            }
+            Strategy::WearableOnly => config.placement = Placement::WearableOnly,
+            Strategy::HandheldOnly => {
+                config.placement = Placement::HandheldOnly;
+                config.encodings = Allowed::Raw;
+            }
+            Strategy::HandheldCompressed => {
+                config.placement = Placement::HandheldOnly;
+                config.encodings = config.encodings.max(Allowed::Lossless);
+            }
+        }
+    }
 }
 
 /// How far a lossy link encoding may move a frame's outputs from the
@@ -165,6 +263,7 @@ impl SessionConfig {
             encodings: tandem_proto::encoding::Allowed::Lossless,
             accuracy: None,
             widenings: Default::default(),
+            adapt: true,
         }
     }
 

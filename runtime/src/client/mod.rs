@@ -52,7 +52,7 @@ mod planning;
 mod report;
 mod status;
 
-pub use config::{Accuracy, Backoff, ModelFile, Placement, SessionConfig};
+pub use config::{Accuracy, Backoff, ModelFile, Placement, SessionConfig, Strategy};
 use link_task::{manage_link, Command, Event};
 pub use report::{FrameReport, StreamReport};
 pub use status::{Frame, Status};

@@ -263,6 +263,16 @@ impl Session {
             }
             Placement::Auto => {}
         }
+        if !self.config.adapt {
+            if let Some(d) = self.planner.current() {
+                // Decided once (Neurosurgeon's rule): no new conditions, no re-decision.
+                let ms = Some(d.evaluation.latency_s * 1e3);
+                let why = d.chosen.is_wearable_only().then(|| {
+                    format!("the first decision, kept for the session: every layer here ({})", d.reason)
+                });
+                return (d.chosen.clone(), ms, why);
+            }
+        }
         let est = self.profiler.estimate();
         let moved = |a: f64, b: f64| (a - b).abs() > 0.1 * b.max(1e-9);
         if moved(est.up_bytes_per_s, self.fed_link.up_bytes_per_s)
