@@ -25,6 +25,7 @@
 //! `encodings` measures each link encoding on the tensors that cross at a
 //! model's representative cuts: bytes, speed, and the lossy ones' error.
 
+mod compare;
 mod encodings;
 mod paired;
 
@@ -106,6 +107,26 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Every offload strategy side by side on real processes over emulated
+    /// links: `DIR/results.jsonl` (one line per cell, strategy and run) and
+    /// `DIR/report.md` (the headline per strategy).
+    Compare {
+        /// A few cells (two models, BLE 2M and Wi-Fi), for CI.
+        #[arg(long)]
+        quick: bool,
+        /// Where results.jsonl and report.md go.
+        #[arg(long, default_value = "target/compare")]
+        out: PathBuf,
+        /// Models by name: zoo (mnist, deepear, ...) or real (ppocr_cls, ...); default: all.
+        #[arg(long)]
+        model: Vec<String>,
+        /// Measured frames per run, after one warm-up.
+        #[arg(long, default_value_t = 5)]
+        frames: usize,
+        /// Keep the cells results.jsonl already has.
+        #[arg(long)]
+        resume: bool,
+    },
     /// Pipelined stream throughput vs sequential and vs the ideal 1 / max(stage), per model.
     Pipeline {
         /// Models (default: the zoo).
@@ -133,6 +154,9 @@ fn main() -> anyhow::Result<()> {
         Command::DecisionTime { model, runs } => decision_time(model, runs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
+        Command::Compare { quick, out, model, frames, resume } => {
+            compare::compare(&out, quick, model, frames.max(1), resume)
+        }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),
         Command::Pipeline { model, link, dilation, frames, max_in_flight } => {

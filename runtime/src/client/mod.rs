@@ -106,6 +106,8 @@ pub struct Session {
     /// The last check of an offloading decision against running alone:
     /// (its cut key, the conditions, the mode, `Some((local ms, why))` if running alone wins).
     offload_check: Option<OffloadCheck>,
+    /// The first planned cut, kept when the config does not adapt.
+    kept_cut: Option<(Cut, Option<f64>, Option<String>)>,
     /// Where the session stands with the handheld; ready iff `Ready`.
     status: Status,
     transport_name: String,
@@ -207,6 +209,7 @@ impl Session {
             handheld_latency: None,
             handheld_device: None,
             offload_check: None,
+            kept_cut: None,
             status: Status::Connecting,
             transport_name,
             _runtime: runtime,

@@ -264,15 +264,24 @@ impl Session {
             Placement::Auto => {}
         }
         if !self.config.adapt {
-            if let Some(d) = self.planner.current() {
-                // Decided once (Neurosurgeon's rule): no new conditions, no re-decision.
-                let ms = Some(d.evaluation.latency_s * 1e3);
-                let why = d.chosen.is_wearable_only().then(|| {
-                    format!("the first decision, kept for the session: every layer here ({})", d.reason)
-                });
-                return (d.chosen.clone(), ms, why);
+            // Decided once (Neurosurgeon's rule): the first planned cut, kept.
+            if let Some(kept) = &self.kept_cut {
+                return kept.clone();
             }
         }
+        let (planned, next) = self.planned_cut(mode);
+        if planned && !self.config.adapt {
+            self.kept_cut = Some(next.clone());
+        }
+        next
+    }
+
+    /// [`Session::next_cut`] under [`Placement::Auto`]: whether a planner
+    /// decision made it (not a wait for the handheld's layer times or a
+    /// failed planner), and the cut, its prediction and why it runs here.
+    fn planned_cut(&mut self, mode: Mode) -> (bool, (Cut, Option<f64>, Option<String>)) {
+        let g = self.model.model.graph();
+        let here = |reason: String| (false, (Cut::wearable_only(g), None, Some(reason)));
         let est = self.profiler.estimate();
         let moved = |a: f64, b: f64| (a - b).abs() > 0.1 * b.max(1e-9);
         if moved(est.up_bytes_per_s, self.fed_link.up_bytes_per_s)
@@ -305,7 +314,7 @@ impl Session {
         if d.chosen.is_wearable_only() {
             let ms = d.evaluation.latency_s * 1e3;
             let why = format!("the planner: every layer here, predicted {ms:.1} ms ({})", d.reason);
-            return (d.chosen.clone(), Some(ms), Some(why));
+            return (true, (d.chosen.clone(), Some(ms), Some(why)));
         }
         // Offloading must beat running alone by the planner's margin, with
         // the stream's period bounded by the frames in flight (a frame's
@@ -316,8 +325,8 @@ impl Session {
         if let Some((k, cond, m, local)) = &self.offload_check {
             if *k == key && *cond == c && *m == mode {
                 return match local {
-                    None => (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None),
-                    Some((ms, why)) => (Cut::wearable_only(g), Some(*ms), Some(why.clone())),
+                    None => (true, (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None)),
+                    Some((ms, why)) => (true, (Cut::wearable_only(g), Some(*ms), Some(why.clone()))),
                 };
             }
         }
@@ -332,7 +341,7 @@ impl Session {
         };
         if beats(&bounded(&d.evaluation), &bounded(&local), c.hint, mode, self.config.margin) {
             self.offload_check = Some((key, c, mode, None));
-            (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None)
+            (true, (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None))
         } else {
             let (here_ms, there_ms) = (local.latency_s * 1e3, d.evaluation.latency_s * 1e3);
             let why = format!(
@@ -341,7 +350,7 @@ impl Session {
                 self.config.margin * 100.0
             );
             self.offload_check = Some((key, c, mode, Some((here_ms, why.clone()))));
-            (local_cut, Some(here_ms), Some(why))
+            (true, (local_cut, Some(here_ms), Some(why)))
         }
     }
 }

@@ -1,0 +1,534 @@
+//! `tandem-bench compare`: every offload strategy side by side on real
+//! processes (one `tandem-handheld serve`, one `tandem-wearable stream
+//! --strategy S` per run) over emulated links, the same frames for every
+//! strategy, interleaved, each cell run twice: one JSON line per (cell,
+//! strategy, run) in `DIR/results.jsonl`, and the headline figures per
+//! strategy in `DIR/report.md`.
+//!
+//! The grid varies one condition at a time around a base cell (watch-w5 +
+//! pixel-8-pro, BLE 2M, an idle phone, default batteries, PropT 0, single
+//! inference), for every model: a full factorial of models × pairs × links
+//! × loads × weights × hints × modes would take weeks on this VM.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use tandem::client::Strategy;
+
+/// The conditions of one cell.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Cell {
+    /// The model's name.
+    pub model: String,
+    /// `watch+phone` profile names.
+    pub pair: String,
+    /// The emulated link profile.
+    pub link: String,
+    /// The phone's background CPU load, percent.
+    pub load: u32,
+    /// `default` (both at 80%), `low-watch` (the watch at 15%), `charging-phone`.
+    pub weights: String,
+    /// PropT: `0`, `mid` (200 ms) or `inf`.
+    pub hint: String,
+    /// `single` (one frame at a time) or `stream` (pipelined).
+    pub mode: String,
+}
+
+/// One measured run of one strategy in one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The strategy's name.
+    pub strategy: String,
+    /// Its cell.
+    #[serde(flatten)]
+    pub cell: Cell,
+    /// 1 or 2.
+    pub run: u32,
+    /// Median latency per frame.
+    pub latency_ms: f64,
+    /// 95th percentile.
+    pub p95_ms: f64,
+    /// Frames per second over the run.
+    pub throughput_fps: f64,
+    /// Model-based energy per frame on the watch (compute and radio).
+    pub wearable_j: f64,
+    /// Model-based energy per frame on the phone.
+    pub handheld_j: f64,
+    /// Bytes sent up over the run.
+    pub up_bytes: u64,
+    /// Cut changes during the run.
+    pub cut_switches: u64,
+}
+
+/// A model to run: its file, `stream` arguments (shapes, input, card), and
+/// the directory a handheld serves it from.
+struct Subject {
+    name: String,
+    file: PathBuf,
+    args: Vec<String>,
+    models_dir: PathBuf,
+}
+
+const ZOO: [&str; 4] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128"];
+
+/// The cells: for `quick`, two models over BLE 2M and Wi-Fi in the base
+/// conditions; else every model, one condition varied at a time.
+pub fn grid(models: &[String], quick: bool) -> Vec<Cell> {
+    let base = |model: &str| Cell {
+        model: model.into(),
+        pair: "watch-w5+pixel-8-pro".into(),
+        link: "ble-2m".into(),
+        load: 0,
+        weights: "default".into(),
+        hint: "0".into(),
+        mode: "single".into(),
+    };
+    let mut cells = vec![];
+    for m in models {
+        let b = base(m);
+        if quick {
+            cells.push(b.clone());
+            cells.push(Cell { link: "wifi-good".into(), ..b });
+            continue;
+        }
+        cells.push(b.clone());
+        for pair in ["watch-sd400+nexus-6", "watch-w5+samsung-a16"] {
+            cells.push(Cell { pair: pair.into(), ..b.clone() });
+        }
+        for link in ["ble-1m", "bt-classic", "wifi-good"] {
+            cells.push(Cell { link: link.into(), ..b.clone() });
+        }
+        for load in [50, 80] {
+            cells.push(Cell { load, ..b.clone() });
+        }
+        for weights in ["low-watch", "charging-phone"] {
+            cells.push(Cell { weights: weights.into(), ..b.clone() });
+        }
+        for hint in ["mid", "inf"] {
+            cells.push(Cell { hint: hint.into(), ..b.clone() });
+        }
+        cells.push(Cell { mode: "stream".into(), ..b.clone() });
+    }
+    cells
+}
+
+/// Headline figures of one strategy over the cells every strategy ran in.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Headline {
+    /// The strategy.
+    pub strategy: String,
+    /// Cells counted.
+    pub cells: usize,
+    /// Geometric mean of wearable-only's latency over this strategy's.
+    pub speedup_vs_wearable: f64,
+    /// Geometric mean of handheld-only's latency over this strategy's.
+    pub speedup_vs_handheld: f64,
+    /// Mean change of the watch's energy per frame against wearable-only (−0.3: 30% less).
+    pub watch_energy_change: f64,
+    /// Share of cells where its latency is within 5% of the cell's best strategy.
+    pub within_5pct_of_best: f64,
+    /// Largest relative spread between a cell's two runs.
+    pub worst_run_spread: f64,
+}
+
+/// Per cell and strategy, the mean latency and watch energy of its runs and
+/// their spread; then the headline of each strategy over the cells where
+/// every strategy has a result.
+pub fn summarize(rows: &[Row]) -> Vec<Headline> {
+    let mut by: BTreeMap<&Cell, BTreeMap<&str, Vec<&Row>>> = BTreeMap::new();
+    for r in rows {
+        by.entry(&r.cell).or_default().entry(r.strategy.as_str()).or_default().push(r);
+    }
+    let mean = |v: &[&Row], f: fn(&Row) -> f64| v.iter().map(|r| f(r)).sum::<f64>() / v.len().max(1) as f64;
+    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    let complete: Vec<_> = by.values().filter(|s| names.iter().all(|n| s.contains_key(n))).collect();
+    names
+        .iter()
+        .map(|&name| {
+            let (mut log_w, mut log_h, mut energy, mut within, mut spread) = (0.0, 0.0, 0.0, 0usize, 0f64);
+            for cell in &complete {
+                let lat = |s: &str| mean(&cell[s], |r| r.latency_ms);
+                let own = lat(name);
+                log_w += (lat("wearable-only") / own).ln();
+                log_h += (lat("handheld-only") / own).ln();
+                let watch = |s: &str| mean(&cell[s], |r| r.wearable_j);
+                energy += watch(name) / watch("wearable-only") - 1.0;
+                let best = names.iter().map(|s| lat(s)).fold(f64::INFINITY, f64::min);
+                within += usize::from(own <= best * 1.05);
+                let runs: Vec<f64> = cell[name].iter().map(|r| r.latency_ms).collect();
+                let (lo, hi) = runs.iter().fold((f64::INFINITY, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                spread = spread.max(if lo > 0.0 { hi / lo - 1.0 } else { 0.0 });
+            }
+            let n = complete.len().max(1) as f64;
+            Headline {
+                strategy: name.into(),
+                cells: complete.len(),
+                speedup_vs_wearable: (log_w / n).exp(),
+                speedup_vs_handheld: (log_h / n).exp(),
+                watch_energy_change: energy / n,
+                within_5pct_of_best: within as f64 / n,
+                worst_run_spread: spread,
+            }
+        })
+        .collect()
+}
+
+/// The report: the headline table, then every cell's latencies.
+pub fn report(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| strategy | cells | speedup vs wearable-only (geomean) | speedup vs handheld-only (geomean) | \
+         watch energy vs wearable-only (mean, model-based) | within 5% of the measured best | worst spread of two runs |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for h in summarize(rows) {
+        out += &format!(
+            "| {} | {} | {:.2}× | {:.2}× | {:+.0}% | {:.0}% | {:.0}% |\n",
+            h.strategy,
+            h.cells,
+            h.speedup_vs_wearable,
+            h.speedup_vs_handheld,
+            h.watch_energy_change * 100.0,
+            h.within_5pct_of_best * 100.0,
+            h.worst_run_spread * 100.0
+        );
+    }
+    out += "\nPer cell: p50 ms (mean of the runs) per strategy.\n\n| model | pair | link | load | weights | hint | mode |";
+    for s in Strategy::ALL {
+        out += &format!(" {} |", s.name());
+    }
+    out += "\n|---|---|---|---:|---|---|---|";
+    out += &"---:|".repeat(Strategy::ALL.len());
+    out += "\n";
+    let mut by: BTreeMap<&Cell, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    for r in rows {
+        by.entry(&r.cell).or_default().entry(r.strategy.as_str()).or_default().push(r.latency_ms);
+    }
+    for (c, s) in by {
+        out += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.model, c.pair, c.link, c.load, c.weights, c.hint, c.mode
+        );
+        for st in Strategy::ALL {
+            match s.get(st.name()) {
+                Some(v) => out += &format!(" {:.1} |", v.iter().sum::<f64>() / v.len() as f64),
+                None => out += " – |",
+            }
+        }
+        out += "\n";
+    }
+    out
+}
+
+/// The subjects for `names`: zoo models (generated) and real models (with
+/// their real input and, where it fits, their card).
+fn subjects(names: &[String], root: &Path) -> anyhow::Result<BTreeMap<String, Subject>> {
+    let mut out = BTreeMap::new();
+    let zoo: Vec<&String> = names.iter().filter(|n| ZOO.contains(&n.as_str())).collect();
+    let zoo_dir = root.join("models/cache/zoo");
+    if !zoo.is_empty() {
+        let status = Command::new(root.join("target/debug/tandem-models"))
+            .arg("gen")
+            .arg("--out")
+            .arg(&zoo_dir)
+            .args(&zoo)
+            .stdout(Stdio::null())
+            .status()
+            .context("tandem-models gen")?;
+        if !status.success() {
+            bail!("tandem-models gen failed");
+        }
+        for n in zoo {
+            let file = zoo_dir.join(format!("{n}.onnx"));
+            out.insert(
+                n.clone(),
+                Subject { name: n.clone(), file, args: vec![], models_dir: zoo_dir.clone() },
+            );
+        }
+    }
+    let real: Vec<&String> = names.iter().filter(|n| !ZOO.contains(&n.as_str())).collect();
+    if !real.is_empty() {
+        let set = tandem_models::real::ensure_real_models()?;
+        for n in real {
+            let e =
+                set.get(n).with_context(|| format!("no model named {n} (zoo: {ZOO:?}, or a real model)"))?;
+            let input =
+                e.inputs.first().with_context(|| format!("{n} has no input to feed (refused by tract)"))?;
+            let mut args = vec![];
+            for spec in &e.input_shapes {
+                args.extend(["--input-shape".to_string(), spec.clone()]);
+            }
+            args.extend(["--input".to_string(), set.path(input).display().to_string()]);
+            if let Some(card) = tandem_models::real::card_path(n) {
+                let fits = tandem::card::ModelCard::load(&card)?.input_shapes()
+                    == tandem::InputShapes::parse(&e.input_shapes)?;
+                if fits {
+                    args.extend(["--card".to_string(), card.display().to_string()]);
+                }
+            }
+            let file = set.path(&e.file);
+            let models_dir = file.parent().context("a model directory")?.to_path_buf();
+            out.insert(n.clone(), Subject { name: n.clone(), file, args, models_dir });
+        }
+    }
+    Ok(out)
+}
+
+/// A running `tandem-handheld serve`, stopped when dropped.
+struct Handheld {
+    child: Child,
+    addr: String,
+}
+
+impl Handheld {
+    fn start(
+        root: &Path,
+        profile: &str,
+        load: u32,
+        battery: Option<u32>,
+        models: &Path,
+    ) -> anyhow::Result<Handheld> {
+        let mut cmd = Command::new(root.join("target/debug/tandem-handheld"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--profile", profile, "--models"]).arg(models);
+        if load > 0 {
+            cmd.args(["--load", &load.to_string()]);
+        }
+        if let Some(b) = battery {
+            cmd.args(["--battery", &b.to_string()]);
+        }
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().context("tandem-handheld serve")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("its stdout")?).read_line(&mut line)?;
+        let addr = line.trim().strip_prefix("listening on ").map(str::to_string);
+        match addr {
+            Some(addr) => Ok(Handheld { child, addr }),
+            None => {
+                let _ = child.kill();
+                bail!("the handheld did not start: {line:?}")
+            }
+        }
+    }
+}
+
+impl Drop for Handheld {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `strategy` in `cell` once: the stream's summary as a row.
+fn run_one(
+    root: &Path,
+    subject: &Subject,
+    cell: &Cell,
+    strategy: Strategy,
+    handheld: &Handheld,
+    frames: usize,
+    run: u32,
+) -> anyhow::Result<Row> {
+    let (watch, _) = cell.pair.split_once('+').context("pair")?;
+    let hint = match cell.hint.as_str() {
+        "mid" => "200",
+        "inf" => "inf",
+        _ => "0",
+    };
+    let mut cmd = Command::new(root.join("target/debug/tandem-wearable"));
+    cmd.args(["stream", "--model"]).arg(&subject.file);
+    cmd.args([
+        "--connect",
+        &handheld.addr,
+        "--link",
+        &cell.link,
+        "--profile",
+        watch,
+        "--slowdown",
+        "profile",
+    ]);
+    cmd.args(["--frames", &frames.to_string(), "--warmup", "1", "--latency-hint", hint]);
+    cmd.args(["--strategy", strategy.name()]);
+    if cell.mode == "single" {
+        cmd.arg("--no-pipeline");
+    }
+    cmd.args(["--battery", if cell.weights == "low-watch" { "15" } else { "80" }]);
+    cmd.args(&subject.args);
+    let out = cmd.stderr(Stdio::null()).output().context("tandem-wearable stream")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    if !out.status.success() || line.is_empty() {
+        bail!("{} {} in {cell:?} failed ({})", subject.name, strategy.name(), out.status);
+    }
+    let j: serde_json::Value = serde_json::from_str(line).with_context(|| format!("its summary: {line}"))?;
+    let f = |k: &str| j[k].as_f64().with_context(|| format!("no {k} in {line}"));
+    Ok(Row {
+        strategy: strategy.name().into(),
+        cell: cell.clone(),
+        run,
+        latency_ms: f("p50_ms")?,
+        p95_ms: f("p95_ms")?,
+        throughput_fps: f("throughput_fps")?,
+        wearable_j: f("wearable_j_per_frame")?,
+        handheld_j: f("handheld_j_per_frame")?,
+        up_bytes: j["up_bytes"].as_u64().unwrap_or(0),
+        cut_switches: j["cut_switches"].as_u64().unwrap_or(0),
+    })
+}
+
+/// `tandem-bench compare`.
+pub fn compare(
+    out: &Path,
+    quick: bool,
+    models: Vec<String>,
+    frames: usize,
+    resume: bool,
+) -> anyhow::Result<()> {
+    let root = tandem_models::workspace_root();
+    let models = if models.is_empty() {
+        if quick {
+            vec!["mnist".to_string(), "ppocr_cls".to_string()]
+        } else {
+            let mut all: Vec<String> = ZOO.iter().map(|s| s.to_string()).collect();
+            let real = tandem_models::real::ensure_real_models()?;
+            all.extend(real.models.iter().filter(|e| !e.inputs.is_empty()).map(|e| e.name.clone()));
+            all
+        }
+    } else {
+        models
+    };
+    let subjects = subjects(&models, &root)?;
+    std::fs::create_dir_all(out)?;
+    let results = out.join("results.jsonl");
+    let mut rows: Vec<Row> = vec![];
+    if resume && results.exists() {
+        for line in std::fs::read_to_string(&results)?.lines().filter(|l| !l.trim().is_empty()) {
+            rows.push(serde_json::from_str(line).with_context(|| format!("{}: {line}", results.display()))?);
+        }
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(resume)
+        .write(true)
+        .truncate(!resume)
+        .open(&results)?;
+    let cells = grid(&models, quick);
+    let done = |c: &Cell| rows.iter().filter(|r| &r.cell == c).count() >= Strategy::ALL.len() * 2;
+    let todo: Vec<Cell> = cells.iter().filter(|c| !done(c)).cloned().collect();
+    let bar = indicatif::ProgressBar::new((todo.len() * Strategy::ALL.len() * 2) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left: {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_secs(1));
+    for cell in &todo {
+        // Half-done cells start over: their runs are interleaved.
+        rows.retain(|r| &r.cell != cell);
+        let subject = &subjects[&cell.model];
+        let (_, phone) = cell.pair.split_once('+').context("pair")?;
+        let battery = (cell.weights != "charging-phone").then_some(80);
+        let handheld = Handheld::start(&root, phone, cell.load, battery, &subject.models_dir)?;
+        let mut cell_rows = vec![];
+        for run in 1..=2 {
+            for strategy in Strategy::ALL {
+                bar.set_message(format!("{} {} {} run {run}", cell.model, cell.link, strategy.name()));
+                cell_rows.push(run_one(&root, subject, cell, strategy, &handheld, frames, run)?);
+                bar.inc(1);
+            }
+        }
+        for r in &cell_rows {
+            writeln!(file, "{}", serde_json::to_string(r)?)?;
+        }
+        file.flush()?;
+        rows.extend(cell_rows);
+    }
+    bar.finish_and_clear();
+    let text = report(&rows);
+    std::fs::write(out.join("report.md"), &text)?;
+    println!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(strategy: &str, model: &str, run: u32, latency_ms: f64, wearable_j: f64) -> Row {
+        Row {
+            strategy: strategy.into(),
+            cell: grid(&[model.to_string()], true).remove(0),
+            run,
+            latency_ms,
+            p95_ms: latency_ms,
+            throughput_fps: 1e3 / latency_ms,
+            wearable_j,
+            handheld_j: 0.0,
+            up_bytes: 0,
+            cut_switches: 0,
+        }
+    }
+
+    /// Two cells with hand-computed headlines: every figure can be checked.
+    #[test]
+    fn headlines_are_geometric_means_over_complete_cells() {
+        let mut rows = vec![];
+        for (model, wearable, handheld, others) in [("a", 100.0, 400.0, 50.0), ("b", 100.0, 25.0, 50.0)] {
+            for run in 1..=2 {
+                rows.push(row("wearable-only", model, run, wearable, 1.0));
+                rows.push(row("handheld-only", model, run, handheld, 0.5));
+                for s in Strategy::ALL.iter().skip(2) {
+                    rows.push(row(
+                        s.name(),
+                        model,
+                        run,
+                        if run == 1 { others * 0.9 } else { others * 1.1 },
+                        0.25,
+                    ));
+                }
+            }
+        }
+        // A cell missing strategies is left out.
+        rows.push(row("tandem", "c", 1, 1.0, 1.0));
+        let h = summarize(&rows);
+        let tandem = h.iter().find(|h| h.strategy == "tandem").expect("tandem");
+        assert_eq!(tandem.cells, 2);
+        // vs wearable-only: 2× and 2×; vs handheld-only: 8× and 0.5×: geomean 2×.
+        assert!((tandem.speedup_vs_wearable - 2.0).abs() < 1e-9, "{tandem:?}");
+        assert!((tandem.speedup_vs_handheld - 2.0).abs() < 1e-9, "{tandem:?}");
+        assert!((tandem.watch_energy_change + 0.75).abs() < 1e-9, "{tandem:?}");
+        // Best in a: 50 (everyone but the baselines); in b: handheld-only's 25.
+        assert!((tandem.within_5pct_of_best - 0.5).abs() < 1e-9, "{tandem:?}");
+        assert!((tandem.worst_run_spread - (55.0 / 45.0 - 1.0)).abs() < 1e-9, "{tandem:?}");
+        let handheld = h.iter().find(|h| h.strategy == "handheld-only").expect("handheld-only");
+        assert!((handheld.within_5pct_of_best - 0.5).abs() < 1e-9, "{handheld:?}");
+        assert!(
+            report(&rows).contains("| tandem | 2 | 2.00× | 2.00× | -75% | 50% | 22% |"),
+            "{}",
+            report(&rows)
+        );
+    }
+
+    #[test]
+    fn the_grid_varies_one_condition_at_a_time() {
+        let cells = grid(&["m".to_string()], false);
+        assert_eq!(cells.len(), 13, "the base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode");
+        let base = &cells[0];
+        for c in &cells[1..] {
+            let differs = [
+                c.pair != base.pair,
+                c.link != base.link,
+                c.load != base.load,
+                c.weights != base.weights,
+                c.hint != base.hint,
+                c.mode != base.mode,
+            ];
+            assert_eq!(differs.iter().filter(|d| **d).count(), 1, "{c:?}");
+        }
+        assert_eq!(grid(&["m".to_string()], true).len(), 2);
+    }
+}
