@@ -15,6 +15,10 @@ if ! command -v espeak-ng >/dev/null; then
   echo "scripts/test.sh needs espeak-ng (Debian: apt-get install espeak-ng) to speak the real models' audio" >&2
   exit 1
 fi
+if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+  echo "scripts/test.sh needs DejaVu Sans (Debian: apt-get install fonts-dejavu-core) for the comparison's plots" >&2
+  exit 1
+fi
 python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0
 python3 models/fetch_light.py
 python3 models/fetch_real.py

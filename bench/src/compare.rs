@@ -2,8 +2,8 @@
 //! processes (one `tandem-handheld serve`, one `tandem-wearable stream
 //! --strategy S` per run) over emulated links, the same frames for every
 //! strategy, interleaved, each cell run twice: one JSON line per (cell,
-//! strategy, run) in `DIR/results.jsonl`, and the headline figures per
-//! strategy in `DIR/report.md`.
+//! strategy, run) in `DIR/results.jsonl`, the headline figures per
+//! strategy in `DIR/report.md`, and plots ([`crate::plots`]).
 //!
 //! The grid varies one condition at a time around a base cell (watch-w5 +
 //! pixel-8-pro, BLE 2M, an idle phone, default batteries, PropT 0, single
@@ -448,7 +448,9 @@ pub fn compare(
         rows.extend(cell_rows);
     }
     bar.finish_and_clear();
-    let text = report(&rows);
+    let mut text = report(&rows);
+    let plots = crate::plots::plots(out, &rows)?;
+    text += &format!("\nPlots: {}.\n", plots.join(", "));
     std::fs::write(out.join("report.md"), &text)?;
     println!("{text}");
     Ok(())

@@ -28,6 +28,7 @@
 mod compare;
 mod encodings;
 mod paired;
+mod plots;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
