@@ -302,8 +302,11 @@ impl Handheld {
         }
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().context("tandem-handheld serve")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("its stdout")?);
         let mut line = String::new();
-        BufReader::new(child.stdout.take().context("its stdout")?).read_line(&mut line)?;
+        stdout.read_line(&mut line)?;
+        // Keep reading what it prints, so that it never writes to a closed or full pipe.
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).for_each(drop));
         let addr = line.trim().strip_prefix("listening on ").map(str::to_string);
         match addr {
             Some(addr) => Ok(Handheld { child, addr }),
