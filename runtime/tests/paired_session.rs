@@ -9,11 +9,15 @@ use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::server::{spawn_memory, ServerConfig};
 use tandem::{InputShapes, Values};
 
-#[test]
-fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
+/// MNIST, a handheld holding it, an emulated Wi-Fi link to it (and its
+/// control, to collapse it), and a config for a watch slow enough that
+/// offloading MNIST pays over 5 Mbit/s whatever this host's speed (at 8x, a
+/// fast host runs it locally in ~3 ms, below the link's 6 ms round trip
+/// alone), and far from paying at 50 kbit/s.
+fn mnist_over_wifi(
+) -> (ModelFile, EmulatedTransport<tandem::link::MemoryTransport>, LinkControl, SessionConfig) {
     let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
     let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
-    let g = model.model.graph();
     let server = spawn_memory(ServerConfig {
         models_dir: path.parent().map(|p| p.to_path_buf()),
         ..Default::default()
@@ -24,11 +28,15 @@ fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
     let transport = EmulatedTransport::new(server, profile.clone(), control.clone(), 9);
     let mut config = SessionConfig::watch_and_phone().expect("profiles");
     config.placement = Placement::Auto;
-    // A watch slow enough that offloading MNIST pays over 5 Mbit/s whatever
-    // this host's speed (at 8x, a fast host runs it locally in ~3 ms, below
-    // the link's 6 ms round trip alone), and far from paying at 50 kbit/s.
     config.dilation = 60.0;
     config.link_default = profile.nominal_estimate();
+    (model, transport, control, config)
+}
+
+#[test]
+fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
+    let (model, transport, control, config) = mnist_over_wifi();
+    let g = model.model.graph();
     let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
     assert!(s.is_ready());
 
@@ -82,19 +90,7 @@ fn a_collapsing_link_moves_the_cut_between_frames_without_losing_any() {
 #[test]
 fn a_strategy_that_decides_once_keeps_its_cut_when_the_link_collapses() {
     use tandem::client::Strategy;
-    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
-    let server = spawn_memory(ServerConfig {
-        models_dir: path.parent().map(|p| p.to_path_buf()),
-        ..Default::default()
-    })
-    .expect("server");
-    let profile = LinkProfile::named("wifi-good").expect("shipped");
-    let control = LinkControl::new(&profile, Schedule::default());
-    let transport = EmulatedTransport::new(server, profile.clone(), control.clone(), 9);
-    let mut config = SessionConfig::watch_and_phone().expect("profiles");
-    config.dilation = 60.0;
-    config.link_default = profile.nominal_estimate();
+    let (model, transport, control, mut config) = mnist_over_wifi();
     config.max_in_flight = 2;
     Strategy::Neurosurgeon.apply(&mut config);
     assert!(!config.adapt);
