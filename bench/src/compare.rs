@@ -39,6 +39,27 @@ pub struct Cell {
     pub mode: String,
 }
 
+impl Cell {
+    /// The base cell of `model`: watch-w5 + pixel-8-pro over BLE 2M, an
+    /// idle phone, default batteries, PropT 0, single inference.
+    pub fn base(model: &str) -> Cell {
+        Cell {
+            model: model.into(),
+            pair: "watch-w5+pixel-8-pro".into(),
+            link: "ble-2m".into(),
+            load: 0,
+            weights: "default".into(),
+            hint: "0".into(),
+            mode: "single".into(),
+        }
+    }
+
+    /// Whether it is its model's base cell but for the link.
+    pub fn is_base_but_link(&self) -> bool {
+        *self == Cell { link: self.link.clone(), ..Cell::base(&self.model) }
+    }
+}
+
 /// One measured run of one strategy in one cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
@@ -79,18 +100,9 @@ const ZOO: [&str; 4] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_1
 /// The cells: for `quick`, two models over BLE 2M and Wi-Fi in the base
 /// conditions; else every model, one condition varied at a time.
 pub fn grid(models: &[String], quick: bool) -> Vec<Cell> {
-    let base = |model: &str| Cell {
-        model: model.into(),
-        pair: "watch-w5+pixel-8-pro".into(),
-        link: "ble-2m".into(),
-        load: 0,
-        weights: "default".into(),
-        hint: "0".into(),
-        mode: "single".into(),
-    };
     let mut cells = vec![];
     for m in models {
-        let b = base(m);
+        let b = Cell::base(m);
         if quick {
             cells.push(b.clone());
             cells.push(Cell { link: "wifi-good".into(), ..b });
@@ -136,15 +148,25 @@ pub struct Headline {
     pub worst_run_spread: f64,
 }
 
-/// Per cell and strategy, the mean latency and watch energy of its runs and
-/// their spread; then the headline of each strategy over the cells where
-/// every strategy has a result.
-pub fn summarize(rows: &[Row]) -> Vec<Headline> {
+/// The rows by cell, then by strategy (a strategy's runs).
+pub fn by_cell(rows: &[Row]) -> BTreeMap<&Cell, BTreeMap<&str, Vec<&Row>>> {
     let mut by: BTreeMap<&Cell, BTreeMap<&str, Vec<&Row>>> = BTreeMap::new();
     for r in rows {
         by.entry(&r.cell).or_default().entry(r.strategy.as_str()).or_default().push(r);
     }
-    let mean = |v: &[&Row], f: fn(&Row) -> f64| v.iter().map(|r| f(r)).sum::<f64>() / v.len().max(1) as f64;
+    by
+}
+
+/// The mean of `value` over `runs`.
+pub fn mean(runs: &[&Row], value: fn(&Row) -> f64) -> f64 {
+    runs.iter().map(|r| value(r)).sum::<f64>() / runs.len().max(1) as f64
+}
+
+/// Per cell and strategy, the mean latency and watch energy of its runs and
+/// their spread; then the headline of each strategy over the cells where
+/// every strategy has a result.
+pub fn summarize(rows: &[Row]) -> Vec<Headline> {
+    let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
     let complete: Vec<_> = by.values().filter(|s| names.iter().all(|n| s.contains_key(n))).collect();
     names
@@ -204,18 +226,14 @@ pub fn report(rows: &[Row]) -> String {
     out += "\n|---|---|---|---:|---|---|---|";
     out += &"---:|".repeat(Strategy::ALL.len());
     out += "\n";
-    let mut by: BTreeMap<&Cell, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
-    for r in rows {
-        by.entry(&r.cell).or_default().entry(r.strategy.as_str()).or_default().push(r.latency_ms);
-    }
-    for (c, s) in by {
+    for (c, s) in by_cell(rows) {
         out += &format!(
             "| {} | {} | {} | {} | {} | {} | {} |",
             c.model, c.pair, c.link, c.load, c.weights, c.hint, c.mode
         );
         for st in Strategy::ALL {
             match s.get(st.name()) {
-                Some(v) => out += &format!(" {:.1} |", v.iter().sum::<f64>() / v.len() as f64),
+                Some(runs) => out += &format!(" {:.1} |", mean(runs, |r| r.latency_ms)),
                 None => out += " – |",
             }
         }

@@ -11,13 +11,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use tandem::client::Strategy;
 
-use crate::compare::{Cell, Row};
+use crate::compare::{by_cell, mean, Cell, Row};
 
 const SIZE: (u32, u32) = (1100, 520);
-
-/// Nominal rate of each link the grid uses, Mbit/s (as the emulated profiles).
-const LINK_MBIT: [(&str, f64); 5] =
-    [("ble-1m", 0.65), ("ble-2m", 1.3), ("bt-classic", 2.0), ("wifi-poor", 0.1), ("wifi-good", 5.0)];
 
 fn colour(i: usize) -> RGBColor {
     let (r, g, b) = Palette99::pick(i).to_rgba().rgb();
@@ -34,19 +30,8 @@ fn fonts() -> anyhow::Result<()> {
         .map_err(|_| anyhow!("{path}: not a font"))
 }
 
-/// Mean of each strategy's runs per cell: `value` of the rows.
-fn means(rows: &[Row], value: fn(&Row) -> f64) -> BTreeMap<(Cell, String), f64> {
-    let mut sums: BTreeMap<(Cell, String), (f64, usize)> = BTreeMap::new();
-    for r in rows {
-        let e = sums.entry((r.cell.clone(), r.strategy.clone())).or_default();
-        e.0 += value(r);
-        e.1 += 1;
-    }
-    sums.into_iter().map(|(k, (s, n))| (k, s / n as f64)).collect()
-}
-
-/// One bar per strategy per model, on a log axis, in the base cells (BLE 2M
-/// unless only other links ran: the first link of each model's cells).
+/// One bar per strategy per model, on a log axis, in each model's base
+/// cell ([`Cell::base`]), else its first cell.
 fn bars<B: DrawingBackend>(
     root: DrawingArea<B, Shift>,
     rows: &[Row],
@@ -57,21 +42,19 @@ fn bars<B: DrawingBackend>(
 where
     B::ErrorType: 'static,
 {
-    let m = &means(rows, value);
-    let mut models: Vec<String> = rows.iter().map(|r| r.cell.model.clone()).collect();
-    models.dedup();
-    models.sort();
-    models.dedup();
-    let base = |model: &str| rows.iter().find(|r| r.cell.model == model).map(|r| r.cell.clone());
+    let by = by_cell(rows);
+    let models: Vec<&str> =
+        by.keys().map(|c| c.model.as_str()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     let values: Vec<(usize, usize, f64)> = models
         .iter()
         .enumerate()
-        .flat_map(|(i, model)| {
-            let cell = base(model);
-            Strategy::ALL.iter().enumerate().filter_map(move |(k, s)| {
-                let c = cell.clone()?;
-                m.get(&(c, s.name().to_string())).map(|&v| (i, k, v))
-            })
+        .flat_map(|(i, &model)| {
+            let base = Cell::base(model);
+            let cell = by.get(&base).or_else(|| by.iter().find(|(c, _)| c.model == model).map(|(_, s)| s));
+            Strategy::ALL
+                .iter()
+                .enumerate()
+                .filter_map(move |(k, s)| cell?.get(s.name()).map(|runs| (i, k, mean(runs, value))))
         })
         .filter(|&(_, _, v)| v > 0.0)
         .collect();
@@ -94,7 +77,7 @@ where
         .x_label_formatter(&|x| {
             let i = x.floor() as usize;
             if (x - i as f64 - 0.5).abs() < 0.26 {
-                models.get(i).cloned().unwrap_or_default()
+                models.get(i).map(|m| m.to_string()).unwrap_or_default()
             } else {
                 String::new()
             }
@@ -130,17 +113,19 @@ fn speedup<B: DrawingBackend>(root: DrawingArea<B, Shift>, rows: &[Row]) -> anyh
 where
     B::ErrorType: 'static,
 {
-    let m = means(rows, |r| r.latency_ms);
-    let rate = |link: &str| LINK_MBIT.iter().find(|(l, _)| *l == link).map(|&(_, r)| r);
+    let rate = |link: &str| tandem::emulate::LinkProfile::named(link).ok().map(|p| p.up_bps / 1e6);
     // Per (strategy, link): speedups over the models whose other conditions are the base's.
     let mut per: BTreeMap<(usize, String), Vec<f64>> = BTreeMap::new();
-    for ((cell, strategy), &v) in &m {
-        let base_like =
-            cell.load == 0 && cell.weights == "default" && cell.hint == "0" && cell.mode == "single";
-        let Some(k) = Strategy::ALL.iter().position(|s| s.name() == strategy) else { continue };
-        let Some(w) = m.get(&(cell.clone(), "wearable-only".to_string())) else { continue };
-        if base_like && cell.pair == "watch-w5+pixel-8-pro" && v > 0.0 {
-            per.entry((k, cell.link.clone())).or_default().push(w / v);
+    for (cell, strategies) in by_cell(rows).into_iter().filter(|(c, _)| c.is_base_but_link()) {
+        let Some(local) = strategies.get("wearable-only").map(|runs| mean(runs, |r| r.latency_ms)) else {
+            continue;
+        };
+        for (k, s) in Strategy::ALL.iter().enumerate() {
+            if let Some(v) =
+                strategies.get(s.name()).map(|runs| mean(runs, |r| r.latency_ms)).filter(|&v| v > 0.0)
+            {
+                per.entry((k, cell.link.clone())).or_default().push(local / v);
+            }
         }
     }
     let points: Vec<(usize, f64, f64)> = per
@@ -202,26 +187,33 @@ pub fn plots(dir: &Path, rows: &[Row]) -> anyhow::Result<Vec<String>> {
         ("latency", "p50 latency per strategy (base conditions)", "ms", latency as fn(&Row) -> f64),
         ("energy", "Watch energy per frame per strategy (model-based)", "mJ", energy as fn(&Row) -> f64),
     ] {
-        let svg = dir.join(format!("{name}.svg"));
-        bars(SVGBackend::new(&svg, SIZE).into_drawing_area(), rows, title, unit, value)?;
-        let mut pixels = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
-        bars(BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area(), rows, title, unit, value)?;
-        save_png(dir, name, &pixels)?;
-        written.extend([format!("{name}.svg"), format!("{name}.png")]);
+        written.extend(both(
+            dir,
+            name,
+            |a| bars(a, rows, title, unit, value),
+            |a| bars(a, rows, title, unit, value),
+        )?);
     }
-    let svg = dir.join("speedup_vs_bandwidth.svg");
-    speedup(SVGBackend::new(&svg, SIZE).into_drawing_area(), rows)?;
-    let mut pixels = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
-    speedup(BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area(), rows)?;
-    save_png(dir, "speedup_vs_bandwidth", &pixels)?;
-    written.extend(["speedup_vs_bandwidth.svg".into(), "speedup_vs_bandwidth.png".into()]);
+    written.extend(both(dir, "speedup_vs_bandwidth", |a| speedup(a, rows), |a| speedup(a, rows))?);
     Ok(written)
 }
 
-fn save_png(dir: &Path, name: &str, pixels: &[u8]) -> anyhow::Result<()> {
-    let png = dir.join(format!("{name}.png"));
-    image::save_buffer(&png, pixels, SIZE.0, SIZE.1, image::ExtendedColorType::Rgb8)
-        .with_context(|| png.display().to_string())
+/// One plot drawn twice: `svg` into `DIR/NAME.svg`, `png` into a pixel
+/// buffer saved as `DIR/NAME.png`; the two file names.
+fn both(
+    dir: &Path,
+    name: &str,
+    svg: impl FnOnce(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>,
+    png: impl FnOnce(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<[String; 2]> {
+    let (svg_name, png_name) = (format!("{name}.svg"), format!("{name}.png"));
+    svg(SVGBackend::new(&dir.join(&svg_name), SIZE).into_drawing_area())?;
+    let mut pixels = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
+    png(BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area())?;
+    let path = dir.join(&png_name);
+    image::save_buffer(&path, &pixels, SIZE.0, SIZE.1, image::ExtendedColorType::Rgb8)
+        .with_context(|| path.display().to_string())?;
+    Ok([svg_name, png_name])
 }
 
 #[cfg(test)]
@@ -235,8 +227,7 @@ mod tests {
         let mut rows = vec![];
         for (link, scale) in [("ble-2m", 1.0), ("wifi-good", 0.5)] {
             for (k, s) in Strategy::ALL.iter().enumerate() {
-                let cell =
-                    Cell { link: link.into(), ..crate::compare::grid(&["m".to_string()], true).remove(0) };
+                let cell = Cell { link: link.into(), ..Cell::base("m") };
                 rows.push(Row {
                     strategy: s.name().into(),
                     cell,

@@ -347,6 +347,11 @@ impl LayerGraph {
         &self.tensors[id]
     }
 
+    /// A tensor's id by ONNX name.
+    pub fn tensor_id(&self, name: &str) -> Option<TensorId> {
+        self.by_name.get(name).copied()
+    }
+
     /// A tensor by ONNX name.
     pub fn tensor_by_name(&self, name: &str) -> Option<&TensorInfo> {
         self.by_name.get(name).map(|&t| &self.tensors[t])

@@ -93,9 +93,14 @@ impl Widening {
         widen_value(q, c, self.scale, &self.mean, &self.std)
     }
 
+    /// The sensor value nearest to widening to `x` (rounded; maybe out of range).
+    fn inverse(&self, x: f32, c: usize) -> f32 {
+        ((x * pick(&self.std, c, 1.0) + pick(&self.mean, c, 0.0)) / self.scale).round()
+    }
+
     /// The sensor value whose widening is exactly `x` (same bits), if any.
     pub fn narrow(&self, x: f32, c: usize) -> Option<i32> {
-        let guess = ((x * pick(&self.std, c, 1.0) + pick(&self.mean, c, 0.0)) / self.scale).round();
+        let guess = self.inverse(x, c);
         let (lo, hi) = self.range();
         // The inverse is approximate: try the neighbours too.
         [guess, guess - 1.0, guess + 1.0]
@@ -108,7 +113,7 @@ impl Widening {
     /// The nearest sensor value to `x` (clamped to the type's range): for
     /// lossy encodings of the sensor's values.
     pub fn nearest(&self, x: f32, c: usize) -> i32 {
-        let q = ((x * pick(&self.std, c, 1.0) + pick(&self.mean, c, 0.0)) / self.scale).round();
+        let q = self.inverse(x, c);
         let (lo, hi) = self.range();
         if q.is_nan() {
             0

@@ -531,30 +531,51 @@ fn narrow(x: &[f32], shape: &[usize], w: &Widening, encoding: Encoding) -> Resul
     Ok(lz4_flex::block::compress(&planes))
 }
 
-/// (height, width, channels, channels last) of a batch-1 NCHW or NHWC image with 1 or 3 channels.
-fn image_dims(w: &Widening, shape: &[usize]) -> Option<(usize, usize, usize, bool)> {
-    let (c, h, wd, last) = match (w.layout.as_str(), shape) {
+/// A batch-1 NCHW or NHWC image tensor with 1 or 3 channels.
+struct ImageDims {
+    h: usize,
+    w: usize,
+    c: usize,
+    channels_last: bool,
+}
+
+impl ImageDims {
+    /// The tensor index of pixel buffer byte `p` (row-major, channels
+    /// interleaved, as image codecs lay them out) and its channel.
+    fn at(&self, p: usize) -> (usize, usize) {
+        let (ch, pixel) = (p % self.c, p / self.c);
+        let i = if self.channels_last { p } else { ch * self.h * self.w + pixel };
+        (i, ch)
+    }
+}
+
+/// The image dimensions of a tensor of `shape` laid out as `w` says.
+fn image_dims(w: &Widening, shape: &[usize]) -> Option<ImageDims> {
+    let (c, h, wd, channels_last) = match (w.layout.as_str(), shape) {
         ("NCHW", &[1, c, h, wd]) => (c, h, wd, false),
         ("NHWC", &[1, h, wd, c]) => (c, h, wd, true),
         _ => return None,
     };
     let side = 1..=usize::from(u16::MAX);
-    (matches!(c, 1 | 3) && side.contains(&h) && side.contains(&wd)).then_some((h, wd, c, last))
+    (matches!(c, 1 | 3) && side.contains(&h) && side.contains(&wd)).then_some(ImageDims {
+        h,
+        w: wd,
+        c,
+        channels_last,
+    })
 }
 
 /// The pixels of image `x` (each value's nearest sensor value) as a JPEG.
 fn jpeg(x: &[f32], shape: &[usize], w: &Widening, quality: u8) -> Result<Vec<u8>, String> {
     use image::ImageEncoder;
-    let (h, wd, c, last) = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
-    let mut pixels = vec![0u8; h * wd * c];
-    for y in 0..h {
-        for xx in 0..wd {
-            for ch in 0..c {
-                let i = if last { (y * wd + xx) * c + ch } else { (ch * h + y) * wd + xx };
-                pixels[(y * wd + xx) * c + ch] = w.nearest(x[i], ch) as u8;
-            }
-        }
-    }
+    let img = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let (wd, h, c) = (img.w, img.h, img.c);
+    let pixels: Vec<u8> = (0..h * wd * c)
+        .map(|p| {
+            let (i, ch) = img.at(p);
+            w.nearest(x[i], ch) as u8
+        })
+        .collect();
     let colour = if c == 3 { image::ExtendedColorType::Rgb8 } else { image::ExtendedColorType::L8 };
     let mut out = vec![];
     image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100))
@@ -567,7 +588,8 @@ fn jpeg(x: &[f32], shape: &[usize], w: &Widening, quality: u8) -> Result<Vec<u8>
 /// type are checked against the shape before its pixels are decoded.
 fn unjpeg(bytes: &[u8], shape: &[usize], w: &Widening) -> Result<Vec<u8>, String> {
     use image::ImageDecoder;
-    let (h, wd, c, last) = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let img = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let (wd, h, c) = (img.w, img.h, img.c);
     let decoder =
         image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(bytes)).map_err(|e| e.to_string())?;
     let want = if c == 3 { image::ColorType::Rgb8 } else { image::ColorType::L8 };
@@ -585,13 +607,9 @@ fn unjpeg(bytes: &[u8], shape: &[usize], w: &Widening) -> Result<Vec<u8>, String
     }
     decoder.read_image(&mut pixels).map_err(|e| e.to_string())?;
     let mut out = vec![0f32; pixels.len()];
-    for y in 0..h {
-        for xx in 0..wd {
-            for ch in 0..c {
-                let i = if last { (y * wd + xx) * c + ch } else { (ch * h + y) * wd + xx };
-                out[i] = w.widen(f32::from(pixels[(y * wd + xx) * c + ch]), ch);
-            }
-        }
+    for (p, &q) in pixels.iter().enumerate() {
+        let (i, ch) = img.at(p);
+        out[i] = w.widen(f32::from(q), ch);
     }
     Ok(out.iter().flat_map(|v| v.to_le_bytes()).collect())
 }

@@ -165,6 +165,15 @@ impl NodePrices {
         }
     }
 
+    /// What tensors `ids` of `graph` cost coming down together: (link
+    /// bytes, encode seconds on the handheld, decode seconds on the wearable).
+    pub fn down_total(&self, graph: &LayerGraph, ids: impl IntoIterator<Item = usize>) -> (u64, f64, f64) {
+        ids.into_iter().fold((0, 0.0, 0.0), |(b, e, d), t| {
+            let (bytes, enc, dec) = self.down_link(t, graph.tensor(t).bytes);
+            (b + bytes, e + enc, d + dec)
+        })
+    }
+
     /// Price of sending tensor `id` down in its encoding: encoding on the
     /// handheld, the link, decoding on the wearable.
     pub fn down_tensor(&self, id: usize, raw_bytes: u64, objective: super::Objective) -> f64 {

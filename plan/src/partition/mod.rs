@@ -283,25 +283,9 @@ pub fn evaluate(graph: &LayerGraph, prices: &NodePrices, cut: &Cut, rtt: Duratio
 /// Link time and radio energy come from the cut's bytes and `prices`.
 pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Duration) -> Evaluation {
     // Encoding is the sender's work, decoding the receiver's, in their stages.
-    let (mut up_bytes, mut down_bytes, mut tw, mut tp) = (cut.up_bytes(), cut.down_bytes(), tw, tp);
-    if !prices.up_links.is_empty() {
-        up_bytes = 0;
-        for &t in cut.up_tensors() {
-            let (bytes, enc, dec) = prices.up_link(t, 0);
-            up_bytes += bytes;
-            tw += enc;
-            tp += dec;
-        }
-    }
-    if !prices.down_links.is_empty() {
-        down_bytes = 0;
-        for &t in cut.down_tensors() {
-            let (bytes, enc, dec) = prices.down_link(t, 0);
-            down_bytes += bytes;
-            tp += enc;
-            tw += dec;
-        }
-    }
+    let (up_bytes, up_enc, up_dec) = coded(&prices.up_links, cut.up_tensors(), cut.up_bytes());
+    let (down_bytes, down_enc, down_dec) = coded(&prices.down_links, cut.down_tensors(), cut.down_bytes());
+    let (tw, tp) = (tw + up_enc + down_dec, tp + up_dec + down_enc);
     let t_up = prices.up(up_bytes, Objective::Latency);
     let t_down = prices.down(down_bytes, Objective::Latency);
     let offloads = !cut.is_wearable_only();
@@ -323,6 +307,17 @@ pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Du
         stream_period_s: tw.max(t_up + t_down).max(tp),
         energy_j,
     }
+}
+
+/// Link bytes and (sender, receiver) coding seconds of tensors `ids`
+/// crossing as `links` says; `raw` bytes, uncoded, when no links are priced.
+fn coded(links: &[Crossing], ids: &[usize], raw: u64) -> (u64, f64, f64) {
+    if links.is_empty() {
+        return (raw, 0.0, 0.0);
+    }
+    ids.iter().fold((0, 0.0, 0.0), |(b, e, d), &t| {
+        (b + links[t].bytes, e + links[t].encode_s, d + links[t].decode_s)
+    })
 }
 
 /// Everything one decision depends on.

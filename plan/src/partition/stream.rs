@@ -230,11 +230,9 @@ impl Search<'_> {
         for &t in &node.inputs {
             self.send_up(t, &mut newly);
         }
-        let down =
-            node.outputs.iter().filter(|t| graph.outputs().contains(t)).fold((0, 0.0, 0.0), |sum, &t| {
-                let (bytes, enc, dec) = self.prices.down_link(t, graph.tensor(t).bytes);
-                (sum.0 + bytes, sum.1 + enc, sum.2 + dec)
-            });
+        let down = self
+            .prices
+            .down_total(graph, node.outputs.iter().copied().filter(|t| graph.outputs().contains(t)));
         self.add_down(down, 1.0);
         if forced_here {
             self.forced -= tp_v;
@@ -333,14 +331,14 @@ pub fn search(
         let (start, end) = (window.start, window.end);
         s.end = end;
         s.tail_tp = prices.t_handheld[end..].iter().sum();
-        s.tail_down = graph
-            .outputs()
-            .iter()
-            .filter(|&&t| matches!(graph.tensor(t).producer, Producer::Node(p) if p >= end))
-            .fold((0, 0.0, 0.0), |sum, &t| {
-                let (bytes, enc, dec) = prices.down_link(t, graph.tensor(t).bytes);
-                (sum.0 + bytes, sum.1 + enc, sum.2 + dec)
-            });
+        s.tail_down = prices.down_total(
+            graph,
+            graph
+                .outputs()
+                .iter()
+                .copied()
+                .filter(|&t| matches!(graph.tensor(t).producer, Producer::Node(p) if p >= end)),
+        );
         s.tail_tensors = (0..graph.tensors().len())
             .filter(|&t| {
                 let tensor = graph.tensor(t);

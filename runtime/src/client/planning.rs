@@ -1,6 +1,7 @@
 //! The cut for the next frame and its link encodings: the planner polled between frames, offloading checked against running alone, lossy encodings held to the accuracy budget.
 
 use super::*;
+use tandem_proto::protocol::TensorMeta;
 
 impl Session {
     /// The encoding of each tensor `cut` sends up, in `up_tensors` order:
@@ -11,13 +12,13 @@ impl Session {
     /// within the accuracy budget with them; a cut that breaks it loses
     /// those tensors' lossy options, and the planner re-decides.
     pub(super) fn encodings_for(&mut self, cut: &Cut) -> Vec<Encoding> {
-        let mut encodings = self.chosen_encodings(cut);
+        let mut encodings = self.chosen_encodings(cut, false);
         // Each refusal removes at least one lossy option: this ends.
         while !encodings.iter().all(|e| e.is_lossless()) {
             if self.within_budget(cut, &encodings) {
                 break;
             }
-            encodings = self.cheapest_encodings(cut);
+            encodings = self.cheapest_encodings(cut, false);
         }
         encodings
     }
@@ -81,53 +82,46 @@ impl Session {
         self.planner.handle_codecs(planned);
     }
 
-    /// The planner's encodings for its decided cut, else each tensor's cheapest.
-    fn chosen_encodings(&self, cut: &Cut) -> Vec<Encoding> {
+    /// The encoding of each tensor `cut` sends up (`down`: brings back
+    /// down), in `up_tensors` (`down_tensors`) order: the planner's choice
+    /// for its decided cut, else each tensor's cheapest.
+    fn chosen_encodings(&self, cut: &Cut, down: bool) -> Vec<Encoding> {
         let g = self.model.model.graph();
-        let parse = |label: &str| Encoding::parse(label).unwrap_or(Encoding::Raw);
         match self.planner.current().filter(|d| d.chosen.key() == cut.key()) {
-            Some(d) => cut
-                .up_tensors()
+            Some(d) => crossing(cut, down)
                 .iter()
-                .map(|&t| d.encodings.get(&g.tensor(t).name).map_or(Encoding::Raw, |l| parse(l)))
+                .map(|&t| d.encodings.get(&g.tensor(t).name).map_or(Encoding::Raw, |l| parse_label(l)))
                 .collect(),
-            None => self.cheapest_encodings(cut),
+            None => self.cheapest_encodings(cut, down),
         }
     }
 
-    /// The encoding each tensor `cut` brings back down should come in
-    /// (lossless only), in `down_tensors` order: the planner's choice for
-    /// its decided cut, else each tensor's cheapest; raw without codecs.
+    /// The encoding each tensor `cut` brings back down should come in, in
+    /// `down_tensors` order ([`Session::chosen_encodings`]): lossless only.
     pub(super) fn answer_encodings(&self, cut: &Cut) -> Vec<Encoding> {
-        let g = self.model.model.graph();
-        let Some(codecs) = &self.codecs else { return vec![Encoding::Raw; cut.down_tensors().len()] };
-        let decided = self.planner.current().filter(|d| d.chosen.key() == cut.key());
-        let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
-        let per_byte = 1.0 / link.down_bytes_per_s.max(1e-9);
-        cut.down_tensors()
-            .iter()
-            .map(|&t| {
-                let tensor = g.tensor(t);
-                let label = match decided.and_then(|d| d.encodings.get(&tensor.name)) {
-                    Some(l) => l.clone(),
-                    None => codecs.cheapest_down(t, tensor.bytes, per_byte, status.dilation()).label,
-                };
-                Encoding::parse(&label).ok().filter(|e| e.is_lossless()).unwrap_or(Encoding::Raw)
-            })
-            .collect()
+        let lossless = |e: Encoding| if e.is_lossless() { e } else { Encoding::Raw };
+        self.chosen_encodings(cut, true).into_iter().map(lossless).collect()
     }
 
-    /// Each tensor's cheapest encoding at the current link estimate (raw without codecs).
-    fn cheapest_encodings(&self, cut: &Cut) -> Vec<Encoding> {
+    /// Each tensor's cheapest encoding up (`down`: down, lossless only) at
+    /// the current link estimate (raw without codecs).
+    fn cheapest_encodings(&self, cut: &Cut, down: bool) -> Vec<Encoding> {
         let g = self.model.model.graph();
-        let Some(codecs) = &self.codecs else { return vec![Encoding::Raw; cut.up_tensors().len()] };
+        let tensors = crossing(cut, down);
+        let Some(codecs) = &self.codecs else { return vec![Encoding::Raw; tensors.len()] };
         let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
-        let per_byte = 1.0 / link.up_bytes_per_s.max(1e-9);
-        cut.up_tensors()
+        let rate = if down { link.down_bytes_per_s } else { link.up_bytes_per_s };
+        let (per_byte, k) = (1.0 / rate.max(1e-9), status.dilation());
+        tensors
             .iter()
             .map(|&t| {
-                let label = codecs.cheapest(t, g.tensor(t).bytes, per_byte, status.dilation()).label;
-                Encoding::parse(&label).unwrap_or(Encoding::Raw)
+                let bytes = g.tensor(t).bytes;
+                let way = if down {
+                    codecs.cheapest_down(t, bytes, per_byte, k)
+                } else {
+                    codecs.cheapest(t, bytes, per_byte, k)
+                };
+                parse_label(&way.label)
             })
             .collect()
     }
@@ -174,24 +168,43 @@ impl Session {
     }
 
     /// Folds the ratios a frame's packed tensors achieved into the
-    /// predictions; re-plans when one moved more than 10% from what the
-    /// planner decided with.
+    /// predictions ([`Session::fold_ratios`]). A narrow encoding that fell
+    /// back (the input was not the card's sensor values) is dropped for its
+    /// tensor.
     pub(super) fn observe_ratios(&mut self, cut: &Cut, encodings: &[Encoding], packed: &[PackedTensor]) {
-        let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
-        let mut moved = false;
-        for ((&t, e), p) in cut.up_tensors().iter().zip(encodings).zip(packed) {
-            if p.meta.encoding != *e && e.needs_widening() {
-                // This frame's input was not the card's sensor values: stop
-                // counting on the narrow encoding for it.
+        let Some(codecs) = &mut self.codecs else { return };
+        let mut dropped = false;
+        let mut seen = vec![];
+        for ((&t, &e), p) in cut.up_tensors().iter().zip(encodings).zip(packed) {
+            if p.meta.encoding != e && e.needs_widening() {
                 codecs.per_tensor[t].retain(|o| o.label != e.name());
-                moved = true;
-                continue;
+                dropped = true;
+            } else if e != Encoding::Raw && p.meta.encoding == e {
+                seen.push((t, e, ratio_of(&p.meta)));
             }
-            if *e == Encoding::Raw || p.meta.encoding != *e {
-                continue;
-            }
-            let raw = p.meta.byte_len().unwrap_or(0) as f64;
-            let ratio = raw / p.bytes.len().max(1) as f64;
+        }
+        self.fold_ratios(seen, dropped);
+    }
+
+    /// Folds the ratios an answer's encoded tensors achieved into the
+    /// predictions ([`Session::fold_ratios`]).
+    pub(super) fn observe_answer_ratios(&mut self, metas: &[TensorMeta]) {
+        let g = self.model.model.graph();
+        let seen = metas
+            .iter()
+            .filter(|m| m.encoding != Encoding::Raw)
+            .filter_map(|m| Some((g.tensor_id(&m.name)?, m.encoding, ratio_of(m))))
+            .collect();
+        self.fold_ratios(seen, false);
+    }
+
+    /// Folds observed (tensor, encoding, ratio) into the predictions (an
+    /// EWMA of the log ratio); re-plans when one moved more than 10% from
+    /// what the planner decided with, or when `changed` already.
+    fn fold_ratios(&mut self, seen: Vec<(usize, Encoding, f64)>, changed: bool) {
+        let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
+        let mut moved = changed;
+        for (t, e, ratio) in seen {
             if let (Some(now), Some(then)) =
                 (codecs.observe(t, e.name(), ratio, codecs::RATIO_ALPHA), planned.ratio(t, e.name()))
             {
@@ -219,27 +232,6 @@ impl Session {
             prices = prices.with_codecs(g, codecs, &status);
         }
         Some(evaluate(g, &prices, cut, link.rtt).latency_s * 1e3)
-    }
-
-    /// Folds the ratios an answer's encoded tensors achieved into the
-    /// predictions, as [`Session::observe_ratios`] does for what goes up.
-    pub(super) fn observe_answer_ratios(&mut self, metas: &[tandem_proto::protocol::TensorMeta]) {
-        let g = self.model.model.graph();
-        let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
-        let mut moved = false;
-        for meta in metas.iter().filter(|m| m.encoding != Encoding::Raw) {
-            let Some(t) = g.tensors().iter().position(|t| t.name == meta.name) else { continue };
-            let ratio = meta.byte_len().unwrap_or(0) as f64 / meta.len.max(1) as f64;
-            let label = meta.encoding.name();
-            if let (Some(now), Some(then)) =
-                (codecs.observe(t, label, ratio, codecs::RATIO_ALPHA), planned.ratio(t, label))
-            {
-                moved |= (now - then).abs() > 0.1 * then;
-            }
-        }
-        if moved {
-            self.replan_with_codecs();
-        }
     }
 
     /// The cut for the next frame (polling the planner between frames),
@@ -353,4 +345,23 @@ impl Session {
             (true, (local_cut, Some(here_ms), Some(why)))
         }
     }
+}
+
+/// A cut's tensors going up, or (`down`) coming back down.
+fn crossing(cut: &Cut, down: bool) -> &[usize] {
+    if down {
+        cut.down_tensors()
+    } else {
+        cut.up_tensors()
+    }
+}
+
+/// An encoding by its label; raw for one this build does not know.
+fn parse_label(label: &str) -> Encoding {
+    Encoding::parse(label).unwrap_or(Encoding::Raw)
+}
+
+/// A packed tensor's ratio: its raw bytes over the bytes it was sent in.
+fn ratio_of(meta: &TensorMeta) -> f64 {
+    meta.byte_len().unwrap_or(0) as f64 / meta.len.max(1) as f64
 }
