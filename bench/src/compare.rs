@@ -8,7 +8,11 @@
 //! The grid varies one condition at a time around a base cell (watch-w5 +
 //! pixel-8-pro, BLE 2M, an idle phone, default batteries, PropT 0, single
 //! inference), for every model: a full factorial of models × pairs × links
-//! × loads × weights × hints × modes would take weeks on this VM.
+//! × loads × weights × hints × modes would take weeks on this VM. Two
+//! groups are added: DeepWear's era pair (watch-sd400 + nexus-6) over
+//! Bluetooth classic and Wi-Fi as well, for its headline; and, for one
+//! model ([`WALK_MODEL`]), a stream over the walk-away trace ([`walk_away`]),
+//! whose frames are kept to plot the cut, latency and throughput over time.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -84,6 +88,50 @@ pub struct Row {
     pub up_bytes: u64,
     /// Cut changes during the run.
     pub cut_switches: u64,
+    /// The longest wait from a decision to the first frame at its cut (ms;
+    /// Tandem's plans built ahead), 0 when no switch waited.
+    #[serde(default)]
+    pub switch_wait_max_ms: f64,
+    /// Plan building inside frames on the watch over the run (ms): a
+    /// switch's stall when plans are not built ahead.
+    #[serde(default)]
+    pub plan_build_ms: f64,
+    /// The link schedule's time at the first measured frame (s): where the
+    /// walk-away trace's frames start.
+    #[serde(default)]
+    pub stream_start_s: f64,
+}
+
+/// The DeepWear era's pair.
+pub const DEEPWEAR_PAIR: &str = "watch-sd400+nexus-6";
+
+/// The walk-away trace's link: its profile, and its rate (Mbit/s, both
+/// ways) from each fraction of the trace's length on: full BLE 2M rate,
+/// falling in steps to 30 kbit/s as the wearer walks away, holding there,
+/// then recovering in steps as they come back.
+pub const WALK_AWAY: (&str, [(f64, f64); 9]) = (
+    "ble-2m",
+    [
+        (0.0, 1.3),
+        (1.0 / 6.0, 0.6),
+        (0.25, 0.3),
+        (1.0 / 3.0, 0.1),
+        (5.0 / 12.0, 0.03),
+        (7.0 / 12.0, 0.1),
+        (2.0 / 3.0, 0.3),
+        (0.75, 0.6),
+        (5.0 / 6.0, 1.3),
+    ],
+);
+
+/// The walk-away trace over `seconds`, as a schedule file's text
+/// (`seconds up_mbit` lines).
+pub fn walk_away(seconds: f64) -> String {
+    let mut out = format!("# walk-away trace over {seconds} s: BLE 2M falling to 30 kbit/s and back\n");
+    for (at, mbit) in WALK_AWAY.1 {
+        out += &format!("{:.3} {mbit}\n", at * seconds);
+    }
+    out
 }
 
 /// A model to run: its file, `stream` arguments (shapes, input, card), and
@@ -97,15 +145,31 @@ struct Subject {
 
 const ZOO: [&str; 4] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128"];
 
+/// The model streamed over the walk-away trace when it is compared (else
+/// the first model): PP-OCR's int8 classifier, whose best cut over BLE 2M
+/// offloads and over 30 kbit/s runs here, so the trace moves the cut.
+pub const WALK_MODEL: &str = "ppocr_cls_int8";
+
+/// The walk-away cell of `model`: a stream over the trace.
+pub fn walk_away_cell(model: &str) -> Cell {
+    Cell { link: "walk-away".into(), mode: "stream".into(), ..Cell::base(model) }
+}
+
 /// The cells: for `quick`, two models over BLE 2M and Wi-Fi in the base
-/// conditions; else every model, one condition varied at a time.
+/// conditions, and [`WALK_MODEL`] (else the first) over a short walk-away
+/// trace; else every model, one condition varied at a time, DeepWear's era
+/// pair over its links, and the walk-away trace likewise.
 pub fn grid(models: &[String], quick: bool) -> Vec<Cell> {
     let mut cells = vec![];
-    for m in models {
+    let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
+    for (i, m) in models.iter().enumerate() {
         let b = Cell::base(m);
         if quick {
             cells.push(b.clone());
             cells.push(Cell { link: "wifi-good".into(), ..b });
+            if i == walker {
+                cells.push(walk_away_cell(m));
+            }
             continue;
         }
         cells.push(b.clone());
@@ -125,6 +189,12 @@ pub fn grid(models: &[String], quick: bool) -> Vec<Cell> {
             cells.push(Cell { hint: hint.into(), ..b.clone() });
         }
         cells.push(Cell { mode: "stream".into(), ..b.clone() });
+        for link in ["bt-classic", "wifi-good"] {
+            cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
+        }
+        if i == walker {
+            cells.push(walk_away_cell(m));
+        }
     }
     cells
 }
@@ -142,10 +212,15 @@ pub struct Headline {
     pub speedup_vs_handheld: f64,
     /// Mean change of the watch's energy per frame against wearable-only (−0.3: 30% less).
     pub watch_energy_change: f64,
+    /// The same against handheld-only.
+    pub watch_energy_vs_handheld: f64,
     /// Share of cells where its latency is within 5% of the cell's best strategy.
     pub within_5pct_of_best: f64,
     /// Largest relative spread between a cell's two runs.
     pub worst_run_spread: f64,
+    /// Throughput pipelined over one frame at a time (geometric mean over
+    /// the models with both a base cell and its stream cell), if any.
+    pub pipelining_gain: Option<f64>,
 }
 
 /// The rows by cell, then by strategy (a strategy's runs).
@@ -162,10 +237,30 @@ pub fn mean(runs: &[&Row], value: fn(&Row) -> f64) -> f64 {
     runs.iter().map(|r| value(r)).sum::<f64>() / runs.len().max(1) as f64
 }
 
+/// Per model, `strategy`'s mean throughput streaming over its mean
+/// throughput one frame at a time, where the model has both its base cell
+/// and the base cell streamed.
+pub fn pipelining_gains<'a>(rows: &'a [Row], strategy: &str) -> Vec<(&'a str, f64)> {
+    let by = by_cell(rows);
+    let fps = |c: &Cell| by.get(c).and_then(|s| s.get(strategy)).map(|runs| mean(runs, |r| r.throughput_fps));
+    let models: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.cell.model.as_str()).collect();
+    models
+        .into_iter()
+        .filter_map(|m| {
+            let single = fps(&Cell::base(m))?;
+            let stream = fps(&Cell { mode: "stream".into(), ..Cell::base(m) })?;
+            (single > 0.0).then_some((m, stream / single))
+        })
+        .collect()
+}
+
 /// Per cell and strategy, the mean latency and watch energy of its runs and
 /// their spread; then the headline of each strategy over the cells where
-/// every strategy has a result.
+/// every strategy has a result. The walk-away cells are left out: their
+/// figures (over a changing link) are reported apart ([`walk_report`]).
 pub fn summarize(rows: &[Row]) -> Vec<Headline> {
+    let rows: Vec<Row> = rows.iter().filter(|r| r.cell.link != "walk-away").cloned().collect();
+    let rows = rows.as_slice();
     let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
     let complete: Vec<_> = by.values().filter(|s| names.iter().all(|n| s.contains_key(n))).collect();
@@ -173,6 +268,7 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
         .iter()
         .map(|&name| {
             let (mut log_w, mut log_h, mut energy, mut within, mut spread) = (0.0, 0.0, 0.0, 0usize, 0f64);
+            let mut energy_h = 0.0;
             for cell in &complete {
                 let lat = |s: &str| mean(&cell[s], |r| r.latency_ms);
                 let own = lat(name);
@@ -180,6 +276,7 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
                 log_h += (lat("handheld-only") / own).ln();
                 let watch = |s: &str| mean(&cell[s], |r| r.wearable_j);
                 energy += watch(name) / watch("wearable-only") - 1.0;
+                energy_h += watch(name) / watch("handheld-only") - 1.0;
                 let best = names.iter().map(|s| lat(s)).fold(f64::INFINITY, f64::min);
                 within += usize::from(own <= best * 1.05);
                 let runs: Vec<f64> = cell[name].iter().map(|r| r.latency_ms).collect();
@@ -187,38 +284,93 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
                 spread = spread.max(if lo > 0.0 { hi / lo - 1.0 } else { 0.0 });
             }
             let n = complete.len().max(1) as f64;
+            let gains = pipelining_gains(rows, name);
+            let pipelining_gain = (!gains.is_empty())
+                .then(|| (gains.iter().map(|g| g.1.ln()).sum::<f64>() / gains.len() as f64).exp());
             Headline {
                 strategy: name.into(),
                 cells: complete.len(),
                 speedup_vs_wearable: (log_w / n).exp(),
                 speedup_vs_handheld: (log_h / n).exp(),
                 watch_energy_change: energy / n,
+                watch_energy_vs_handheld: energy_h / n,
                 within_5pct_of_best: within as f64 / n,
                 worst_run_spread: spread,
+                pipelining_gain,
             }
         })
         .collect()
 }
 
-/// The report: the headline table, then every cell's latencies.
-pub fn report(rows: &[Row]) -> String {
+/// The headline table of `rows`.
+fn headline_table(rows: &[Row]) -> String {
     let mut out = String::from(
         "| strategy | cells | speedup vs wearable-only (geomean) | speedup vs handheld-only (geomean) | \
-         watch energy vs wearable-only (mean, model-based) | within 5% of the measured best | worst spread of two runs |\n\
-         |---|---:|---:|---:|---:|---:|---:|\n",
+         watch energy vs wearable-only (mean, model-based) | vs handheld-only | within 5% of the measured best | \
+         pipelining gain (geomean) | worst spread of two runs |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for h in summarize(rows) {
         out += &format!(
-            "| {} | {} | {:.2}× | {:.2}× | {:+.0}% | {:.0}% | {:.0}% |\n",
+            "| {} | {} | {:.2}× | {:.2}× | {:+.0}% | {:+.0}% | {:.0}% | {} | {:.0}% |\n",
             h.strategy,
             h.cells,
             h.speedup_vs_wearable,
             h.speedup_vs_handheld,
             h.watch_energy_change * 100.0,
+            h.watch_energy_vs_handheld * 100.0,
             h.within_5pct_of_best * 100.0,
+            h.pipelining_gain.map_or("–".into(), |g| format!("{g:.2}×")),
             h.worst_run_spread * 100.0
         );
     }
+    out
+}
+
+/// The walk-away cells' figures per strategy: latency, throughput, cut
+/// switches, the longest wait for a switch's plans, and plan building
+/// inside frames (the stall a switch costs without building ahead).
+pub fn walk_report(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for (c, s) in by_cell(rows).into_iter().filter(|(c, _)| c.link == "walk-away") {
+        out += &format!(
+            "\nWalk-away trace, {} on {} (means of the runs):\n\n\
+             | strategy | p50 ms | p95 ms | frames/s | cut switches | longest switch wait ms | plan building in frames ms |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
+            c.model, c.pair
+        );
+        for st in Strategy::ALL {
+            if let Some(runs) = s.get(st.name()) {
+                out += &format!(
+                    "| {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.0} | {:.0} |\n",
+                    st.name(),
+                    mean(runs, |r| r.latency_ms),
+                    mean(runs, |r| r.p95_ms),
+                    mean(runs, |r| r.throughput_fps),
+                    mean(runs, |r| r.cut_switches as f64),
+                    mean(runs, |r| r.switch_wait_max_ms),
+                    mean(runs, |r| r.plan_build_ms),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The report: the headline table; on DeepWear's era pair alone, beside
+/// DeepWear's published figures; the walk-away trace; then every cell's
+/// latencies.
+pub fn report(rows: &[Row]) -> String {
+    let mut out = headline_table(rows);
+    let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == DEEPWEAR_PAIR).cloned().collect();
+    if !era.is_empty() {
+        out += &format!(
+            "\nOn DeepWear's era pair ({DEEPWEAR_PAIR}) alone. DeepWear's published figures: \
+             2.62× over wearable-only, 1.95× over handheld-only, 32.7% and 18.0% less energy.\n\n"
+        );
+        out += &headline_table(&era);
+    }
+    out += &walk_report(rows);
     out += "\nPer cell: p50 ms (mean of the runs) per strategy.\n\n| model | pair | link | load | weights | hint | mode |";
     for s in Strategy::ALL {
         out += &format!(" {} |", s.name());
@@ -343,16 +495,36 @@ impl Drop for Handheld {
     }
 }
 
+/// How each run goes.
+struct Runs<'a> {
+    root: &'a Path,
+    /// The output directory (the walk-away schedule, frames files).
+    out: &'a Path,
+    /// Measured frames per run (single inference and streams).
+    frames: usize,
+    /// The walk-away trace's length.
+    walk_seconds: f64,
+}
+
+/// Frames per second over the walk-away trace.
+const WALK_FPS: f64 = 5.0;
+
+/// Where the frames of `strategy`'s run `run` over the walk-away trace go.
+pub fn walk_frames_path(out: &Path, model: &str, strategy: &str, run: u32) -> PathBuf {
+    out.join("frames").join(format!("{model}-{strategy}-run{run}.jsonl"))
+}
+
 /// Runs `strategy` in `cell` once: the stream's summary as a row.
 fn run_one(
-    root: &Path,
+    runs: &Runs,
     subject: &Subject,
     cell: &Cell,
     strategy: Strategy,
     handheld: &Handheld,
-    frames: usize,
     run: u32,
 ) -> anyhow::Result<Row> {
+    let root = runs.root;
+    let mut frames = runs.frames;
     let (watch, _) = cell.pair.split_once('+').context("pair")?;
     let hint = match cell.hint.as_str() {
         "mid" => "200",
@@ -361,16 +533,16 @@ fn run_one(
     };
     let mut cmd = Command::new(root.join("target/debug/tandem-wearable"));
     cmd.args(["stream", "--model"]).arg(&subject.file);
-    cmd.args([
-        "--connect",
-        &handheld.addr,
-        "--link",
-        &cell.link,
-        "--profile",
-        watch,
-        "--slowdown",
-        "profile",
-    ]);
+    let link = if cell.link == "walk-away" {
+        frames = (runs.walk_seconds * WALK_FPS).round() as usize;
+        cmd.arg("--schedule").arg(runs.out.join("walk-away.txt"));
+        cmd.args(["--fps", &WALK_FPS.to_string()]);
+        cmd.arg("--frames-out").arg(walk_frames_path(runs.out, &subject.name, strategy.name(), run));
+        WALK_AWAY.0
+    } else {
+        cell.link.as_str()
+    };
+    cmd.args(["--connect", &handheld.addr, "--link", link, "--profile", watch, "--slowdown", "profile"]);
     cmd.args(["--frames", &frames.to_string(), "--warmup", "1", "--latency-hint", hint]);
     cmd.args(["--strategy", strategy.name()]);
     if cell.mode == "single" {
@@ -397,6 +569,9 @@ fn run_one(
         handheld_j: f("handheld_j_per_frame")?,
         up_bytes: j["up_bytes"].as_u64().unwrap_or(0),
         cut_switches: j["cut_switches"].as_u64().unwrap_or(0),
+        switch_wait_max_ms: j["switch_wait_max_ms"].as_f64().unwrap_or(0.0),
+        plan_build_ms: j["plan_build_ms"].as_f64().unwrap_or(0.0),
+        stream_start_s: j["stream_start_s"].as_f64().unwrap_or(0.0),
     })
 }
 
@@ -411,7 +586,7 @@ pub fn compare(
     let root = tandem_models::workspace_root();
     let models = if models.is_empty() {
         if quick {
-            vec!["mnist".to_string(), "ppocr_cls".to_string()]
+            vec![WALK_MODEL.to_string(), "mnist".to_string()]
         } else {
             let mut all: Vec<String> = ZOO.iter().map(|s| s.to_string()).collect();
             let real = tandem_models::real::ensure_real_models()?;
@@ -422,7 +597,10 @@ pub fn compare(
         models
     };
     let subjects = subjects(&models, &root)?;
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out.join("frames"))?;
+    let walk_seconds = if quick { 12.0 } else { 60.0 };
+    std::fs::write(out.join("walk-away.txt"), walk_away(walk_seconds))?;
+    let runs = Runs { root: &root, out, frames, walk_seconds };
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {
@@ -458,7 +636,7 @@ pub fn compare(
         for run in 1..=2 {
             for strategy in Strategy::ALL {
                 bar.set_message(format!("{} {} {} run {run}", cell.model, cell.link, strategy.name()));
-                cell_rows.push(run_one(&root, subject, cell, strategy, &handheld, frames, run)?);
+                cell_rows.push(run_one(&runs, subject, cell, strategy, &handheld, run)?);
                 bar.inc(1);
             }
         }
@@ -493,6 +671,9 @@ mod tests {
             handheld_j: 0.0,
             up_bytes: 0,
             cut_switches: 0,
+            switch_wait_max_ms: 0.0,
+            plan_build_ms: 0.0,
+            stream_start_s: 0.0,
         }
     }
 
@@ -530,7 +711,7 @@ mod tests {
         let handheld = h.iter().find(|h| h.strategy == "handheld-only").expect("handheld-only");
         assert!((handheld.within_5pct_of_best - 0.5).abs() < 1e-9, "{handheld:?}");
         assert!(
-            report(&rows).contains("| tandem | 2 | 2.00× | 2.00× | -75% | 50% | 22% |"),
+            report(&rows).contains("| tandem | 2 | 2.00× | 2.00× | -75% | -50% | 50% | – | 22% |"),
             "{}",
             report(&rows)
         );
@@ -538,10 +719,17 @@ mod tests {
 
     #[test]
     fn the_grid_varies_one_condition_at_a_time() {
-        let cells = grid(&["m".to_string()], false);
-        assert_eq!(cells.len(), 13, "the base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode");
-        let base = &cells[0];
-        for c in &cells[1..] {
+        let models = ["m".to_string(), "n".to_string()];
+        let cells = grid(&models, false);
+        let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
+        // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode;
+        // then DeepWear's era pair over 2 more links; the walk-away trace
+        // for the first model only.
+        assert_eq!(of("m").len(), 16);
+        assert_eq!(of("n").len(), 15);
+        let base = Cell::base("m");
+        assert_eq!(of("m")[0], base);
+        for c in &of("m")[1..] {
             let differs = [
                 c.pair != base.pair,
                 c.link != base.link,
@@ -550,8 +738,46 @@ mod tests {
                 c.hint != base.hint,
                 c.mode != base.mode,
             ];
-            assert_eq!(differs.iter().filter(|d| **d).count(), 1, "{c:?}");
+            let n = differs.iter().filter(|d| **d).count();
+            let era = c.pair == DEEPWEAR_PAIR && c.link != base.link;
+            if era || *c == walk_away_cell("m") {
+                assert_eq!(n, 2, "{c:?}");
+            } else {
+                assert_eq!(n, 1, "{c:?}");
+            }
         }
-        assert_eq!(grid(&["m".to_string()], true).len(), 2);
+        assert_eq!(of("m").iter().filter(|c| c.pair == DEEPWEAR_PAIR).count(), 3);
+        let quick = grid(&models, true);
+        assert_eq!(quick.len(), 5);
+        assert_eq!(quick.iter().filter(|c| c.link == "walk-away").count(), 1);
+    }
+
+    /// The trace's schedule parses as the link emulator reads it, falls to
+    /// its floor in the middle and ends where it began.
+    #[test]
+    fn the_walk_away_trace_falls_and_recovers() {
+        let s = tandem::emulate::Schedule::parse(&walk_away(60.0), "walk-away").expect("parses");
+        let rates: Vec<f64> = s.steps.iter().map(|st| st.1).collect();
+        assert_eq!(s.steps.last().map(|st| st.0), Some(Duration::from_secs(50)));
+        let low = rates.iter().position(|&r| r == 30e3).expect("a 30 kbit/s floor");
+        assert!(rates[..=low].windows(2).all(|w| w[1] < w[0]), "falls: {rates:?}");
+        assert!(rates[low..].windows(2).all(|w| w[1] > w[0]), "recovers: {rates:?}");
+        assert_eq!(rates[0], rates[rates.len() - 1]);
+    }
+
+    /// Pipelining gains: a strategy's streamed throughput over its one-at-a-time throughput, per model.
+    #[test]
+    fn pipelining_gain_is_stream_over_single_throughput() {
+        let mut rows = vec![];
+        for (mode, fps) in [("single", 10.0), ("stream", 15.0)] {
+            for run in 1..=2 {
+                let mut r = row("tandem", "a", run, 100.0, 1.0);
+                r.cell = Cell { mode: mode.into(), ..Cell::base("a") };
+                r.throughput_fps = fps;
+                rows.push(r);
+            }
+        }
+        assert_eq!(pipelining_gains(&rows, "tandem"), vec![("a", 1.5)]);
+        assert!(pipelining_gains(&rows, "dads").is_empty());
     }
 }

@@ -1,7 +1,9 @@
 //! The comparison's plots (SVG and PNG, drawn with plotters): latency and
 //! the watch's model-based energy per strategy per model in the base
-//! conditions, and each strategy's speedup over wearable-only against the
-//! link's bandwidth.
+//! conditions, the pipelining gain per strategy per model, each strategy's
+//! speedup over wearable-only against the link's bandwidth, and the
+//! walk-away trace over time (the link's rate, then each adaptive
+//! strategy's cut, latency and throughput).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,7 +13,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use tandem::client::Strategy;
 
-use crate::compare::{by_cell, mean, Cell, Row};
+use crate::compare::{by_cell, mean, pipelining_gains, walk_frames_path, Cell, Row};
+use tandem::emulate::Schedule;
 
 const SIZE: (u32, u32) = (1100, 520);
 
@@ -30,22 +33,20 @@ fn fonts() -> anyhow::Result<()> {
         .map_err(|_| anyhow!("{path}: not a font"))
 }
 
-/// One bar per strategy per model, on a log axis, in each model's base
+/// The models of `rows`, sorted.
+fn models(rows: &[Row]) -> Vec<&str> {
+    rows.iter()
+        .map(|r| r.cell.model.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// `(model index, strategy index, mean of value)` in each model's base
 /// cell ([`Cell::base`]), else its first cell.
-fn bars<B: DrawingBackend>(
-    root: DrawingArea<B, Shift>,
-    rows: &[Row],
-    title: &str,
-    unit: &str,
-    value: fn(&Row) -> f64,
-) -> anyhow::Result<()>
-where
-    B::ErrorType: 'static,
-{
+fn base_values(rows: &[Row], value: fn(&Row) -> f64) -> Vec<(usize, usize, f64)> {
     let by = by_cell(rows);
-    let models: Vec<&str> =
-        by.keys().map(|c| c.model.as_str()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    let values: Vec<(usize, usize, f64)> = models
+    models(rows)
         .iter()
         .enumerate()
         .flat_map(|(i, &model)| {
@@ -55,9 +56,39 @@ where
                 .iter()
                 .enumerate()
                 .filter_map(move |(k, s)| cell?.get(s.name()).map(|runs| (i, k, mean(runs, value))))
+                .collect::<Vec<_>>()
         })
-        .filter(|&(_, _, v)| v > 0.0)
-        .collect();
+        .collect()
+}
+
+/// Each strategy's pipelining gain per model (see [`pipelining_gains`]).
+fn gain_values(rows: &[Row]) -> Vec<(usize, usize, f64)> {
+    let models = models(rows);
+    Strategy::ALL
+        .iter()
+        .enumerate()
+        .flat_map(|(k, s)| {
+            pipelining_gains(rows, s.name())
+                .into_iter()
+                .filter_map(|(m, g)| models.iter().position(|&x| x == m).map(|i| (i, k, g)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// One bar per strategy per model, on a log axis: `values` as
+/// `(model index, strategy index, value)`.
+fn bars<B: DrawingBackend>(
+    root: DrawingArea<B, Shift>,
+    models: &[&str],
+    values: &[(usize, usize, f64)],
+    title: &str,
+    unit: &str,
+) -> anyhow::Result<()>
+where
+    B::ErrorType: 'static,
+{
+    let values: Vec<(usize, usize, f64)> = values.iter().copied().filter(|&(_, _, v)| v > 0.0).collect();
     let (lo, hi) = values.iter().fold((f64::INFINITY, 0f64), |(lo, hi), &(_, _, v)| (lo.min(v), hi.max(v)));
     if values.is_empty() {
         return Ok(());
@@ -183,19 +214,177 @@ pub fn plots(dir: &Path, rows: &[Row]) -> anyhow::Result<Vec<String>> {
     let latency = |r: &Row| r.latency_ms;
     let energy = |r: &Row| r.wearable_j * 1e3;
     let mut written = vec![];
-    for (name, title, unit, value) in [
-        ("latency", "p50 latency per strategy (base conditions)", "ms", latency as fn(&Row) -> f64),
-        ("energy", "Watch energy per frame per strategy (model-based)", "mJ", energy as fn(&Row) -> f64),
+    let names = models(rows);
+    for (name, title, unit, values) in [
+        ("latency", "p50 latency per strategy (base conditions)", "ms", base_values(rows, latency)),
+        ("energy", "Watch energy per frame per strategy (model-based)", "mJ", base_values(rows, energy)),
+        (
+            "pipelining",
+            "Pipelining gain: streamed over one-at-a-time throughput (base conditions)",
+            "x",
+            gain_values(rows),
+        ),
     ] {
+        if values.is_empty() {
+            continue;
+        }
         written.extend(both(
             dir,
             name,
-            |a| bars(a, rows, title, unit, value),
-            |a| bars(a, rows, title, unit, value),
+            |a| bars(a, &names, &values, title, unit),
+            |a| bars(a, &names, &values, title, unit),
         )?);
     }
     written.extend(both(dir, "speedup_vs_bandwidth", |a| speedup(a, rows), |a| speedup(a, rows))?);
+    for cell in by_cell(rows).keys().filter(|c| c.link == "walk-away") {
+        let traces = walk_traces(dir, rows, cell)?;
+        let Ok(schedule) = Schedule::from_path(&dir.join("walk-away.txt")) else { continue };
+        if traces.is_empty() {
+            continue;
+        }
+        let name = format!("walk_away_{}", cell.model);
+        written.extend(both_sized(
+            dir,
+            &name,
+            WALK_SIZE,
+            |a| walk(a, &cell.model, &schedule, &traces),
+            |a| walk(a, &cell.model, &schedule, &traces),
+        )?);
+    }
     Ok(written)
+}
+
+const WALK_SIZE: (u32, u32) = (1100, 1000);
+
+/// Strategies whose cut can move over the walk-away trace.
+const ADAPTIVE: [Strategy; 4] =
+    [Strategy::Neurosurgeon, Strategy::Dads, Strategy::DeepWear, Strategy::Tandem];
+
+/// One frame over the walk-away trace: (schedule time s, wearable share of
+/// the layers, latency ms).
+type Point = (f64, f64, f64);
+
+/// The first run's frames of each adaptive strategy over `cell`'s trace,
+/// on the schedule's clock.
+fn walk_traces(dir: &Path, rows: &[Row], cell: &Cell) -> anyhow::Result<Vec<(usize, Vec<Point>)>> {
+    let mut out = vec![];
+    for (k, s) in Strategy::ALL.iter().enumerate().filter(|(_, s)| ADAPTIVE.contains(s)) {
+        let Some(row) = rows.iter().find(|r| &r.cell == cell && r.strategy == s.name() && r.run == 1) else {
+            continue;
+        };
+        let path = walk_frames_path(dir, &cell.model, s.name(), 1);
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let mut points = vec![];
+        for line in text.lines() {
+            let j: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("{}: {line}", path.display()))?;
+            let f = |k: &str| j[k].as_f64().unwrap_or(0.0);
+            let share = if f("layers") > 0.0 { f("prefix_layers") / f("layers") } else { 1.0 };
+            points.push((row.stream_start_s + f("t_s"), share, f("latency_ms")));
+        }
+        out.push((k, points));
+    }
+    Ok(out)
+}
+
+/// The walk-away figure: the link's rate; each adaptive strategy's share
+/// of the layers on the watch (1: every layer there), frame latency, and
+/// throughput over windows of a twentieth of the trace, all against the schedule's time.
+fn walk<B: DrawingBackend>(
+    root: DrawingArea<B, Shift>,
+    model: &str,
+    schedule: &Schedule,
+    traces: &[(usize, Vec<Point>)],
+) -> anyhow::Result<()>
+where
+    B::ErrorType: 'static,
+{
+    let end = traces.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(1.0f64, f64::max);
+    let length = end.max(schedule.steps.last().map_or(0.0, |s| s.0.as_secs_f64()));
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let root =
+        root.titled(&format!("Walk-away trace: {model}"), ("sans-serif", 22)).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((4, 1));
+    let err = |e: DrawingAreaErrorKind<B::ErrorType>| anyhow!("{e}");
+    // The link: a step line through the schedule's rates.
+    let mut steps: Vec<(f64, f64)> = vec![];
+    for (i, &(at, up, _)) in schedule.steps.iter().enumerate() {
+        let next = schedule.steps.get(i + 1).map_or(length, |n| n.0.as_secs_f64());
+        steps.push((at.as_secs_f64(), up / 1e6));
+        steps.push((next, up / 1e6));
+    }
+    let mut c = ChartBuilder::on(&panels[0])
+        .margin(8)
+        .x_label_area_size(24)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..length, (0.01f64..2.0).log_scale())
+        .map_err(err)?;
+    c.configure_mesh().y_desc("link, Mbit/s").draw().map_err(err)?;
+    c.draw_series(LineSeries::new(steps, BLACK.stroke_width(2))).map_err(err)?;
+    // Per strategy: the share of layers on the watch, latency, throughput.
+    let mut share = ChartBuilder::on(&panels[1])
+        .margin(8)
+        .x_label_area_size(24)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..length, -0.05f64..1.05)
+        .map_err(err)?;
+    share.configure_mesh().y_desc("layers on the watch").draw().map_err(err)?;
+    let (lo, hi) = traces
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.2))
+        .filter(|&v| v > 0.0)
+        .fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = if lo.is_finite() { (lo / 2.0, hi * 2.0) } else { (0.1, 10.0) };
+    let mut latency = ChartBuilder::on(&panels[2])
+        .margin(8)
+        .x_label_area_size(24)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..length, (lo..hi).log_scale())
+        .map_err(err)?;
+    latency.configure_mesh().y_desc("latency, ms").draw().map_err(err)?;
+    // Frames delivered per window of a twentieth of the trace, whole windows only.
+    let window = (length / 20.0).max(0.5);
+    let rate = |p: &[Point]| -> Vec<(f64, f64)> {
+        let bins = (length / window).floor() as usize;
+        let mut counts = vec![0usize; bins];
+        for q in p {
+            if let Some(c) = counts.get_mut((q.0 / window) as usize) {
+                *c += 1;
+            }
+        }
+        counts.iter().enumerate().map(|(i, &n)| ((i as f64 + 0.5) * window, n as f64 / window)).collect()
+    };
+    let top = traces.iter().flat_map(|(_, p)| rate(p)).map(|r| r.1).fold(1.0f64, f64::max);
+    let mut fps = ChartBuilder::on(&panels[3])
+        .margin(8)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..length, 0f64..top * 1.2)
+        .map_err(err)?;
+    fps.configure_mesh().x_desc("time on the link's schedule, s").y_desc("frames/s").draw().map_err(err)?;
+    for (k, points) in traces {
+        let col = colour(*k);
+        let name = Strategy::ALL[*k].name();
+        share
+            .draw_series(LineSeries::new(points.iter().map(|q| (q.0, q.1)), col.stroke_width(2)))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], col.stroke_width(2)));
+        latency
+            .draw_series(
+                points.iter().filter(|q| q.2 > 0.0).map(|q| Circle::new((q.0, q.2), 2, col.filled())),
+            )
+            .map_err(err)?;
+        fps.draw_series(LineSeries::new(rate(points), col.stroke_width(2))).map_err(err)?;
+    }
+    share
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
 }
 
 /// One plot drawn twice: `svg` into `DIR/NAME.svg`, `png` into a pixel
@@ -206,12 +395,23 @@ fn both(
     svg: impl FnOnce(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>,
     png: impl FnOnce(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>,
 ) -> anyhow::Result<[String; 2]> {
+    both_sized(dir, name, SIZE, svg, png)
+}
+
+/// [`both`] at `size`.
+fn both_sized(
+    dir: &Path,
+    name: &str,
+    size: (u32, u32),
+    svg: impl FnOnce(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>,
+    png: impl FnOnce(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<[String; 2]> {
     let (svg_name, png_name) = (format!("{name}.svg"), format!("{name}.png"));
-    svg(SVGBackend::new(&dir.join(&svg_name), SIZE).into_drawing_area())?;
-    let mut pixels = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
-    png(BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area())?;
+    svg(SVGBackend::new(&dir.join(&svg_name), size).into_drawing_area())?;
+    let mut pixels = vec![0u8; (size.0 * size.1 * 3) as usize];
+    png(BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area())?;
     let path = dir.join(&png_name);
-    image::save_buffer(&path, &pixels, SIZE.0, SIZE.1, image::ExtendedColorType::Rgb8)
+    image::save_buffer(&path, &pixels, size.0, size.1, image::ExtendedColorType::Rgb8)
         .with_context(|| path.display().to_string())?;
     Ok([svg_name, png_name])
 }
@@ -220,41 +420,65 @@ fn both(
 mod tests {
     use super::*;
 
-    /// The plots of two cells: each file is written, the PNGs decode at
-    /// the plot's size and are not blank, and the SVGs name every strategy.
+    fn row(s: Strategy, cell: Cell, latency_ms: f64) -> Row {
+        Row {
+            strategy: s.name().into(),
+            cell,
+            run: 1,
+            latency_ms,
+            p95_ms: 0.0,
+            throughput_fps: 1e3 / latency_ms,
+            wearable_j: 0.01,
+            handheld_j: 0.0,
+            up_bytes: 0,
+            cut_switches: 0,
+            switch_wait_max_ms: 0.0,
+            plan_build_ms: 0.0,
+            stream_start_s: 1.0,
+        }
+    }
+
+    /// The plots of two cells, a stream cell and a walk-away trace: each
+    /// file is written, the PNGs decode at the plot's size and are not
+    /// blank, and the SVGs name every strategy they plot.
     #[test]
     fn plots_are_written_and_name_every_strategy() {
-        let mut rows = vec![];
-        for (link, scale) in [("ble-2m", 1.0), ("wifi-good", 0.5)] {
-            for (k, s) in Strategy::ALL.iter().enumerate() {
-                let cell = Cell { link: link.into(), ..Cell::base("m") };
-                rows.push(Row {
-                    strategy: s.name().into(),
-                    cell,
-                    run: 1,
-                    latency_ms: (k as f64 + 1.0) * 10.0 * scale,
-                    p95_ms: 0.0,
-                    throughput_fps: 0.0,
-                    wearable_j: 0.01,
-                    handheld_j: 0.0,
-                    up_bytes: 0,
-                    cut_switches: 0,
-                });
-            }
-        }
         let dir = std::env::temp_dir().join(format!("tandem-plots-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::create_dir_all(dir.join("frames")).expect("dir");
+        std::fs::write(dir.join("walk-away.txt"), crate::compare::walk_away(12.0)).expect("schedule");
+        let mut rows = vec![];
+        for (k, s) in Strategy::ALL.iter().enumerate() {
+            let latency = (k as f64 + 1.0) * 10.0;
+            rows.push(row(*s, Cell::base("m"), latency));
+            rows.push(row(*s, Cell { link: "wifi-good".into(), ..Cell::base("m") }, latency * 0.5));
+            rows.push(row(*s, Cell { mode: "stream".into(), ..Cell::base("m") }, latency * 0.7));
+            let walk = crate::compare::walk_away_cell("m");
+            rows.push(row(*s, walk, latency));
+            // Frames over the trace: every layer here while the link is down.
+            let frames: String = (0..50)
+                .map(|i| {
+                    let t = i as f64 * 0.2;
+                    let here = if (4.0..8.0).contains(&t) { 5 } else { k % 5 };
+                    format!(
+                        "{{\"t_s\":{t},\"prefix_layers\":{here},\"layers\":5,\"latency_ms\":{latency}}}\n"
+                    )
+                })
+                .collect();
+            std::fs::write(walk_frames_path(&dir, "m", s.name(), 1), frames).expect("frames");
+        }
         let files = plots(&dir, &rows).expect("plots");
-        assert_eq!(files.len(), 6);
+        assert_eq!(files.len(), 10, "{files:?}");
         for f in &files {
             let path = dir.join(f);
+            let walk = f.starts_with("walk_away_m");
             if f.ends_with(".png") {
                 let img = image::open(&path).expect("a PNG").to_rgb8();
-                assert_eq!(img.dimensions(), SIZE);
+                assert_eq!(img.dimensions(), if walk { WALK_SIZE } else { SIZE });
                 assert!(img.pixels().any(|p| p.0 != [255, 255, 255]), "{f} is blank");
             } else {
                 let svg = std::fs::read_to_string(&path).expect("an SVG");
-                for s in Strategy::ALL {
+                let plotted: &[Strategy] = if walk { &ADAPTIVE } else { &Strategy::ALL };
+                for s in plotted {
                     assert!(svg.contains(s.name()), "{f} does not name {}", s.name());
                 }
             }

@@ -51,5 +51,5 @@ pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check,
 pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
 pub use model::{InputShapes, Model};
-pub use split::{SplitExecutor, SplitPlan, Values};
+pub use split::{Sides, SplitExecutor, SplitPlan, Values};
 pub use tract_onnx::prelude::{TValue, Tensor};

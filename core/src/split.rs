@@ -24,6 +24,28 @@ use crate::model::Model;
 /// Named tensor values.
 pub type Values = HashMap<String, TValue>;
 
+/// Which halves of a split a process builds: the wearable runs only the
+/// prefix, the handheld only the suffix, so each optimizes only its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sides {
+    /// The wearable's half.
+    Prefix,
+    /// The handheld's half.
+    Suffix,
+    /// Both (one process running the whole split, as tests and tools do).
+    Both,
+}
+
+impl Sides {
+    fn prefix(self) -> bool {
+        self != Sides::Suffix
+    }
+
+    fn suffix(self) -> bool {
+        self != Sides::Prefix
+    }
+}
+
 /// An optimized, runnable tract plan.
 pub type Plan = Arc<TypedRunnableModel>;
 
@@ -146,12 +168,19 @@ pub struct SplitPlan {
     suffix: Option<Half>,
     /// Model outputs the wearable computes itself.
     local_outputs: Vec<TensorId>,
+    /// The halves built.
+    sides: Sides,
     build_time: Duration,
 }
 
 impl SplitPlan {
     /// Builds and optimizes both halves of `cut`.
     pub fn build(model: &Model, cut: &Cut) -> Result<SplitPlan> {
+        SplitPlan::build_sides(model, cut, Sides::Both)
+    }
+
+    /// Builds and optimizes the halves of `cut` that `sides` names.
+    pub fn build_sides(model: &Model, cut: &Cut, sides: Sides) -> Result<SplitPlan> {
         let started = Instant::now();
         let g = model.graph();
         let produced_by_prefix =
@@ -166,7 +195,7 @@ impl SplitPlan {
             }
         }
         let prefix_nodes = cut.prefix_nodes();
-        let prefix = if prefix_nodes.is_empty() || prefix_outputs.is_empty() {
+        let prefix = if !sides.prefix() || prefix_nodes.is_empty() || prefix_outputs.is_empty() {
             None
         } else {
             let inputs: Vec<TensorId> = g
@@ -178,12 +207,19 @@ impl SplitPlan {
             Some(Half::build(model, &prefix_nodes, &inputs, &prefix_outputs, "the prefix")?)
         };
         let suffix_nodes = cut.suffix_nodes();
-        let suffix = if suffix_nodes.is_empty() || cut.down_tensors().is_empty() {
+        let suffix = if !sides.suffix() || suffix_nodes.is_empty() || cut.down_tensors().is_empty() {
             None
         } else {
             Some(Half::build(model, &suffix_nodes, cut.up_tensors(), cut.down_tensors(), "the suffix")?)
         };
-        Ok(SplitPlan { cut: cut.clone(), prefix, suffix, local_outputs, build_time: started.elapsed() })
+        Ok(SplitPlan {
+            cut: cut.clone(),
+            prefix,
+            suffix,
+            local_outputs,
+            sides,
+            build_time: started.elapsed(),
+        })
     }
 
     /// The cut.
@@ -214,6 +250,9 @@ impl SplitPlan {
 
     /// [`SplitPlan::run_prefix`] on a device `factor` times slower ([`Half::run_dilated`]).
     pub fn run_prefix_dilated(&self, graph: &LayerGraph, inputs: &Values, factor: f64) -> Result<Values> {
+        if !self.sides.prefix() {
+            return Err(Error::InvalidCut(format!("{}: this process built only its suffix", self.cut.key())));
+        }
         let mut out = match &self.prefix {
             Some(h) => h.run_dilated(graph, inputs, factor)?,
             None => Values::new(),
@@ -238,6 +277,9 @@ impl SplitPlan {
 
     /// [`SplitPlan::run_suffix`] on a device `factor` times slower ([`Half::run_dilated`]).
     pub fn run_suffix_dilated(&self, graph: &LayerGraph, received: &Values, factor: f64) -> Result<Values> {
+        if !self.sides.suffix() {
+            return Err(Error::InvalidCut(format!("{}: this process built only its prefix", self.cut.key())));
+        }
         match &self.suffix {
             Some(h) => h.run_dilated(graph, received, factor),
             None => Ok(Values::new()),
@@ -264,7 +306,7 @@ impl SplitPlan {
 #[derive(Debug)]
 pub struct SplitExecutor {
     model: Model,
-    cache: Mutex<HashMap<Cut, Arc<SplitPlan>>>,
+    cache: Mutex<HashMap<(Cut, Sides), Arc<SplitPlan>>>,
 }
 
 impl SplitExecutor {
@@ -278,19 +320,30 @@ impl SplitExecutor {
         &self.model
     }
 
-    /// The plans for `cut`, built on first use.
+    /// Both halves of `cut`, built on first use.
     pub fn plan(&self, cut: &Cut) -> Result<Arc<SplitPlan>> {
-        if let Some(p) = self.lock().get(cut) {
+        self.plan_sides(cut, Sides::Both)
+    }
+
+    /// The halves of `cut` that `sides` names, built on first use.
+    pub fn plan_sides(&self, cut: &Cut, sides: Sides) -> Result<Arc<SplitPlan>> {
+        let key = (cut.clone(), sides);
+        if let Some(p) = self.lock().get(&key) {
             return Ok(p.clone());
         }
-        let plan = Arc::new(SplitPlan::build(&self.model, cut)?);
-        self.lock().insert(cut.clone(), plan.clone());
+        let plan = Arc::new(SplitPlan::build_sides(&self.model, cut, sides)?);
+        self.lock().insert(key, plan.clone());
         Ok(plan)
     }
 
-    /// Whether `cut`'s plans are cached.
+    /// Whether both halves of `cut` are cached.
     pub fn is_cached(&self, cut: &Cut) -> bool {
-        self.lock().contains_key(cut)
+        self.is_cached_sides(cut, Sides::Both)
+    }
+
+    /// Whether the halves of `cut` that `sides` names are cached.
+    pub fn is_cached_sides(&self, cut: &Cut, sides: Sides) -> bool {
+        self.lock().contains_key(&(cut.clone(), sides))
     }
 
     /// Number of cached cuts.
@@ -298,7 +351,7 @@ impl SplitExecutor {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Cut, Arc<SplitPlan>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Cut, Sides), Arc<SplitPlan>>> {
         // A poisoned cache only means a builder panicked; the map is still sound.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }

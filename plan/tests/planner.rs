@@ -177,3 +177,32 @@ fn polling_without_changes_decides_nothing() {
     planner.handle_link(kbps(100.0));
     assert!(planner.poll_decision(pair.graph(), w, h).expect("decides").is_none(), "same estimate");
 }
+
+/// The runners-up at ×k are the cuts a fresh planner picks once the link
+/// really is k times the estimate: building them ahead prepares the next
+/// switch. Checked along the bandwidth sweep, where the cut moves.
+#[test]
+fn runners_up_are_the_decisions_after_a_rate_change() {
+    let pair = Pair::mnist();
+    let (w, h) = pair.sides();
+    let factors = [0.25, 0.5, 2.0, 4.0];
+    let mut moved = 0;
+    for k in [300.0, 1_000.0, 3_000.0, 10_000.0, 30_000.0] {
+        let mut planner = Planner::new(PlannerConfig::default(), conditions(kbps(k), LatencyHint::Fastest));
+        planner.poll_decision(pair.graph(), w, h).expect("decides");
+        let current = planner.current().expect("a decision").chosen.clone();
+        let ahead = planner.runners_up(pair.graph(), w, h, &factors);
+        assert!(!ahead.contains(&current), "the current cut is not a runner-up");
+        for f in factors {
+            let mut later =
+                Planner::new(PlannerConfig::default(), conditions(kbps(k * f), LatencyHint::Fastest));
+            later.poll_decision(pair.graph(), w, h).expect("decides");
+            let next = later.current().expect("a decision").chosen.clone();
+            if next != current && !next.is_wearable_only() {
+                moved += 1;
+                assert!(ahead.contains(&next), "at {k} kbit/s ×{f}: the next cut was not built ahead");
+            }
+        }
+    }
+    assert!(moved >= 2, "the sweep must move the cut for the check to mean anything ({moved})");
+}

@@ -9,8 +9,11 @@
 //!   a sample more than 4× off the average is rejected as an outlier,
 //!   unless three in a row agree (then the link really changed).
 //! - **Actively**: when no sample came for `stale_after`, [`LinkProfiler::probe_due`]
-//!   asks for a probe: an empty one for the RTT, then one padded to about
-//!   50 ms of the estimated rate.
+//!   asks for a probe: an empty one for the RTT (again whenever the RTT is
+//!   older than four times `stale_after`), else one padded to about 50 ms
+//!   of the estimated rate. A padded probe answered faster than the RTT
+//!   estimate says that estimate is stale (a link that recovered): the
+//!   next probe measures the RTT again, and the one after it the rate.
 //! - **Battery**: read from sysfs or set by the app; with the handheld's
 //!   charging flag and battery it picks the energy weights.
 
@@ -94,6 +97,8 @@ pub struct LinkProfiler {
     rtt: Ewma,
     default: LinkEstimate,
     last_sample: Option<Duration>,
+    /// When the RTT was last measured.
+    last_rtt: Option<Duration>,
     stale_after: Duration,
     status: Option<StatusReport>,
     wearable_battery: Option<(f64, bool)>,
@@ -112,6 +117,7 @@ impl LinkProfiler {
             rtt: Ewma::new(0.3),
             default,
             last_sample: None,
+            last_rtt: None,
             stale_after,
             status: None,
             wearable_battery: None,
@@ -179,12 +185,20 @@ impl LinkProfiler {
     pub fn on_echo(&mut self, up: u64, down: u64, elapsed: Duration, now: Duration) {
         let s = elapsed.as_secs_f64();
         if up == 0 && down == 0 {
-            self.rtt.push(s);
-            self.last_sample = Some(now);
+            // The RTT alone: the rate's estimate is as stale as before.
+            if self.rtt.push(s) {
+                self.last_rtt = Some(now);
+            }
             return;
         }
         let est = self.estimate();
         let transfer = s - est.rtt.as_secs_f64() - down as f64 / est.down_bytes_per_s;
+        if transfer <= 0.0 {
+            // Faster than the RTT estimate alone: that estimate is stale,
+            // so the next probe measures the RTT.
+            self.last_rtt = None;
+            return;
+        }
         if up > 0 && transfer > 0.0 && self.up.push(up as f64 / transfer) {
             self.last_sample = Some(now);
         }
@@ -200,7 +214,8 @@ impl LinkProfiler {
         if !stale {
             return None;
         }
-        if self.rtt.value().is_none() {
+        let rtt_stale = self.last_rtt.is_none_or(|t| now.saturating_sub(t) >= 4 * self.stale_after);
+        if self.rtt.value().is_none() || rtt_stale {
             return Some(ProbeRequest { bytes: 0 });
         }
         Some(ProbeRequest { bytes: self.bandwidth_probe_bytes() })
@@ -280,6 +295,37 @@ mod tests {
         p.on_echo(20_000, 0, Duration::from_millis(130), Duration::from_secs(5));
         let up = p.estimate().up_bytes_per_s;
         assert!((up - (0.3 * 2e5 + 0.7 * 1e5)).abs() < 1.0, "{up}");
+        // An RTT older than 4 × 2 s is measured again.
+        assert!(p.probe_due(Duration::from_secs(7), true).is_some_and(|p| p.bytes > 0));
+        assert_eq!(p.probe_due(Duration::from_secs(8), true), Some(ProbeRequest { bytes: 0 }));
+    }
+
+    /// After a collapse the RTT estimate is high. Once the link recovers, a
+    /// padded probe answered faster than that RTT makes the next probe an
+    /// RTT probe; then padded probes measure the rate again (each new
+    /// level takes three samples in a row, outliers to the old one).
+    #[test]
+    fn a_recovered_link_is_measured_again() {
+        let mut p = LinkProfiler::new(default(), Duration::from_secs(2));
+        p.on_echo(0, 0, Duration::from_millis(80), Duration::ZERO);
+        for i in 0..4 {
+            p.on_upload(6_250, Duration::from_secs(1), Duration::from_secs(i)); // 50 kbit/s
+        }
+        // Recovered: 5 ms RTT and 5 Mbit/s. Probe as the session does, whenever one is due.
+        let (rtt, rate) = (0.005, 625_000.0);
+        let mut now = Duration::from_secs(10);
+        let mut probes = 0;
+        while let Some(probe) = p.probe_due(now, true) {
+            probes += 1;
+            assert!(probes <= 40, "still probing: {:?}", p.estimate());
+            let took = Duration::from_secs_f64(rtt + probe.bytes as f64 / rate);
+            now += took;
+            p.on_echo(probe.bytes as u64, 0, took, now);
+        }
+        let e = p.estimate();
+        assert!(now < Duration::from_secs(11), "{now:?}");
+        assert!(e.rtt < Duration::from_millis(10), "{e:?}");
+        assert!(e.up_bytes_per_s > 300_000.0, "{e:?}");
     }
 
     #[test]

@@ -30,7 +30,10 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 use tract_onnx::prelude::{DatumType, Tensor};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// Most cuts one `Prepare` may name.
+pub const MAX_PREPARE: usize = 8;
 
 /// Most input-shape overrides plus symbol values a `Hello` may carry.
 pub const MAX_OVERRIDES: usize = 64;
@@ -313,6 +316,22 @@ pub enum Header {
         /// cut's down-tensor order. Only the generic lossless ones are
         /// honoured (answers are never lossy); others and missing ones: raw.
         answer: Vec<Encoding>,
+    },
+    /// Wearable → handheld: build these cuts' suffix plans in the
+    /// background (the cuts the wearable may switch to next), at most
+    /// [`MAX_PREPARE`]; each is answered by a [`Header::Prepared`].
+    Prepare {
+        /// The cuts' [`tandem_core::Cut::key`]s.
+        cuts: Vec<String>,
+    },
+    /// Handheld → wearable: a cut's suffix plan is built (or why not).
+    Prepared {
+        /// The cut's key.
+        cut: String,
+        /// How long building it took (µs).
+        build_us: u64,
+        /// Why it could not be built, if it could not.
+        error: Option<String>,
     },
     /// Handheld → wearable: a suffix's outputs.
     Result {

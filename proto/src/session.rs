@@ -9,6 +9,7 @@
 //!            --Hello (other version)--------> Closed (Error{Version})
 //! Receiving  --chunk out of order / digest mismatch--> Closed (Error{...})
 //! Ready      --RunSuffix{frame}-------------> Ready (Run; frames must increase)
+//! Ready      --Prepare{cuts}----------------> Ready (Prepare; at most MAX_PREPARE cuts)
 //! any        --Probe------------------------> same (Echo)
 //! any        --Bye / error------------------> Closed
 //! ```
@@ -18,7 +19,7 @@ use tract_onnx::prelude::Tensor;
 use crate::encoding::Encoding;
 use crate::protocol::{
     model_digest, Digest, ErrorCode, Header, LatencySummary, Message, PackedTensor, ProtocolError,
-    StatusReport, MAX_OVERRIDES, MAX_OVERRIDE_LEN, PROTOCOL_VERSION,
+    StatusReport, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE, PROTOCOL_VERSION,
 };
 use tandem_core::InputShapes;
 
@@ -59,6 +60,12 @@ pub enum Action {
         cut: String,
         /// The message carrying the tensors (split them with [`Message::tensors`]).
         message: Message,
+    },
+    /// Build the suffix plans of these cuts in the background, answering
+    /// each with [`HandheldSession::prepared`].
+    Prepare {
+        /// The cuts' keys.
+        cuts: Vec<String>,
     },
     /// Close the connection (after sending anything queued before it).
     Close,
@@ -104,6 +111,8 @@ fn name(h: &Header) -> &'static str {
         Header::ModelChunk { .. } => "ModelChunk",
         Header::ModelReady { .. } => "ModelReady",
         Header::RunSuffix { .. } => "RunSuffix",
+        Header::Prepare { .. } => "Prepare",
+        Header::Prepared { .. } => "Prepared",
         Header::Result { .. } => "Result",
         Header::Status(_) => "Status",
         Header::Probe { .. } => "Probe",
@@ -255,6 +264,16 @@ impl HandheldSession {
                     Ok(vec![Action::Run { frame, cut, message }])
                 }
             }
+            (State::Ready { .. }, Header::Prepare { cuts }) => {
+                if cuts.len() > MAX_PREPARE {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!("Prepare names {} cuts, more than {MAX_PREPARE}", cuts.len()),
+                    ))
+                } else {
+                    Ok(vec![Action::Prepare { cuts }])
+                }
+            }
             (state, header) => {
                 let when = match state {
                     State::AwaitHello => "before the handshake",
@@ -281,6 +300,11 @@ impl HandheldSession {
             }
             _ => vec![],
         }
+    }
+
+    /// A cut's suffix plan was built (`error`: or why not): the message telling the wearable.
+    pub fn prepared(cut: String, build_us: u64, error: Option<String>) -> Message {
+        Message::new(Header::Prepared { cut, build_us, error })
     }
 
     /// The model failed to load: tell the wearable why and close.
@@ -350,6 +374,15 @@ pub enum WearableAction {
     /// These offloaded frames will not be answered (the link failed or the
     /// handheld refused): run them on the wearable, in this order.
     RunLocally(Vec<u64>),
+    /// The handheld built a cut's suffix plan (or says why it could not).
+    Prepared {
+        /// The cut's key.
+        cut: String,
+        /// How long building it took (µs).
+        build_us: u64,
+        /// Why it could not be built, if it could not.
+        error: Option<String>,
+    },
     /// Close the connection.
     Close,
 }
@@ -450,6 +483,17 @@ impl WearableSession {
         Some(m)
     }
 
+    /// A request to build `cuts`' suffix plans ahead (at most
+    /// [`MAX_PREPARE`], the rest dropped): the message to send (`None`
+    /// unless ready).
+    pub fn prepare(&self, mut cuts: Vec<String>) -> Option<Message> {
+        if !self.is_ready() || cuts.is_empty() {
+            return None;
+        }
+        cuts.truncate(MAX_PREPARE);
+        Some(Message::new(Header::Prepare { cuts }))
+    }
+
     /// The link failed: every unanswered frame runs locally.
     pub fn on_disconnect(&mut self) -> Vec<WearableAction> {
         self.state = WearableState::Closed;
@@ -523,6 +567,9 @@ impl WearableSession {
             (WearableState::AwaitReady, Header::ModelReady { latency }) => {
                 self.state = WearableState::Ready;
                 vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
+            }
+            (WearableState::Ready, Header::Prepared { cut, build_us, error }) => {
+                vec![WearableAction::Prepared { cut, build_us, error }]
             }
             (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
                 // The handheld answers in order: the result must be for the oldest frame.

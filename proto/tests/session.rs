@@ -352,3 +352,56 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
         "{a:?}"
     );
 }
+
+/// Building cuts ahead: a ready handheld turns `Prepare` into one action
+/// (at most `MAX_PREPARE` cuts; more is refused and closes), a handheld
+/// still loading refuses it, and the answer reaches the wearable's side
+/// over encoded bytes as `Prepared`, with the reason when a build failed.
+#[test]
+fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
+    use tandem_proto::protocol::MAX_PREPARE;
+    let digest = [3; 32];
+    let ready = || {
+        let mut s = HandheldSession::new("pixel-8-pro", status());
+        s.on_message(hello(digest, 10), |d| *d == digest);
+        s.model_loaded(summary());
+        assert!(s.is_ready());
+        s
+    };
+    let prepare =
+        |n: usize| Message::new(Header::Prepare { cuts: (0..n).map(|i| format!("{i:x}")).collect() });
+    let mut s = ready();
+    let a = s.on_message(deliver(&prepare(2)), |_| true);
+    assert_eq!(a, vec![Action::Prepare { cuts: vec!["0".into(), "1".into()] }]);
+    assert!(s.is_ready(), "a prepare keeps the session ready");
+    let mut s = ready();
+    let a = s.on_message(prepare(MAX_PREPARE + 1), |_| true);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+    assert!(s.is_closed());
+    let mut loading = HandheldSession::new("pixel-8-pro", status());
+    loading.on_message(hello(digest, 10), |d| *d == digest);
+    let a = loading.on_message(prepare(1), |_| true);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+
+    // The wearable's side: only a ready session asks; the answer is an action.
+    let model = Arc::new(vec![1u8; 64]);
+    let mut w = WearableSession::new("watch-w5", model.clone(), InputShapes::none(), 4096);
+    assert_eq!(w.prepare(vec!["7".into()]), None, "not ready yet");
+    w.start();
+    let welcome = Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "pixel-8-pro".into(),
+        has_model: true,
+        status: status(),
+    });
+    w.on_message(deliver(&welcome));
+    w.on_message(deliver(&Message::new(Header::ModelReady { latency: summary() })));
+    assert!(w.is_ready());
+    let asked = w.prepare((0..20).map(|i| format!("{i:x}")).collect()).expect("ready");
+    assert!(matches!(&asked.header, Header::Prepare { cuts } if cuts.len() == MAX_PREPARE), "{asked:?}");
+    let answer = HandheldSession::prepared("7".into(), 1200, Some("no such cut".into()));
+    assert_eq!(
+        w.on_message(deliver(&answer)),
+        vec![WearableAction::Prepared { cut: "7".into(), build_us: 1200, error: Some("no such cut".into()) }]
+    );
+}

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 
 use crate::emulate::{self, LinkControl, LinkProfile, Role};
 use crate::link::{Acceptor, Link};
-use crate::{Cut, InputShapes, Model, SplitExecutor, Values};
+use crate::{Cut, InputShapes, Model, Sides, SplitExecutor, Values};
 use tandem_plan::predict::ProfiledLatency;
 use tandem_proto::protocol::{
     encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
@@ -252,7 +252,7 @@ struct Job {
 fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
     let g = job.loaded.model.graph();
     let cut = Cut::from_key(g, &job.cut).map_err(|e| e.to_string())?;
-    let plan = job.loaded.executor.plan(&cut).map_err(|e| e.to_string())?;
+    let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix).map_err(|e| e.to_string())?;
     let mut received = Values::new();
     for (name, t) in job.message.tensors().map_err(|e| e.to_string())? {
         received.insert(name, t.into());
@@ -371,6 +371,25 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                         let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes), shapes)));
                     });
                 }
+                Action::Prepare { cuts } => match loaded {
+                    Some(l) => {
+                        let (l, out_tx) = (l.clone(), out_tx.clone());
+                        // One after the other, off the async threads: builds
+                        // ahead must not take every core from the frames.
+                        tokio::task::spawn_blocking(move || {
+                            for key in cuts {
+                                let started = Instant::now();
+                                let built = Cut::from_key(l.model.graph(), &key)
+                                    .and_then(|cut| l.executor.plan_sides(&cut, Sides::Suffix));
+                                let build_us = started.elapsed().as_micros() as u64;
+                                let error = built.err().map(|e| e.to_string());
+                                debug!(conn = id, cut = %key, build_us, ?error, "prepared");
+                                let _ = out_tx.send(HandheldSession::prepared(key, build_us, error));
+                            }
+                        });
+                    }
+                    None => close = true,
+                },
                 Action::Run { frame, cut, message } => match loaded {
                     Some(l) => {
                         shared.queue.fetch_add(1, Ordering::Relaxed);

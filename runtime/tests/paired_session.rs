@@ -114,3 +114,56 @@ fn a_strategy_that_decides_once_keeps_its_cut_when_the_link_collapses() {
         late.iter().map(|r| (r.frame, r.offloaded, r.cut.clone(), r.fallback.clone())).collect::<Vec<_>>()
     );
 }
+
+/// Walking back into range: a stream that starts over a collapsed link
+/// (every layer on the watch) and then recovers switches to offloading
+/// without stalling. The new cut's plans are built in the background on
+/// both sides while frames keep running here, so no frame builds a plan
+/// itself, and the switch reports its wait. With building ahead turned
+/// off, the first frame at the new cut builds its plan inside the frame:
+/// the stall this removes, and what makes the test able to fail.
+#[test]
+fn a_recovering_link_switches_once_the_plans_are_built_without_a_stalled_frame() {
+    let run = |prepare_ahead: bool| {
+        let (model, transport, control, mut config) = mnist_over_wifi();
+        config.prepare_ahead = prepare_ahead;
+        let profile = LinkProfile::named("wifi-good").expect("shipped");
+        control.set_rates(50e3, 50e3);
+        config.link_default.up_bytes_per_s = 50e3 / 8.0;
+        config.link_default.down_bytes_per_s = 50e3 / 8.0;
+        let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+        let n = 160u64;
+        let inputs: Vec<Values> = (0..n).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+        let mut reports = vec![];
+        s.stream_with(inputs, Some(20.0), |r| {
+            if reports.len() == 10 {
+                control.set_rates(profile.up_bps, profile.down_bps);
+            }
+            reports.push(r.expect("every frame runs").report);
+        })
+        .expect("stream");
+        let frames: Vec<u64> = reports.iter().map(|r| r.frame).collect();
+        assert_eq!(frames, (frames[0]..frames[0] + n).collect::<Vec<_>>(), "frames lost or reordered");
+        assert!(reports[..10].iter().all(|r| !r.offloaded), "the collapsed link runs everything here");
+        let first = reports.iter().position(|r| r.offloaded).unwrap_or_else(|| {
+            panic!("never offloaded after the recovery: {:?}", reports.last().map(|r| &r.local_reason))
+        });
+        (reports, first)
+    };
+    let (ahead, first) = run(true);
+    assert!(
+        ahead.iter().all(|r| r.plan_build_ms == 0.0),
+        "a frame built a plan itself: {:?}",
+        ahead
+            .iter()
+            .filter(|r| r.plan_build_ms > 0.0)
+            .map(|r| (r.frame, r.plan_build_ms))
+            .collect::<Vec<_>>()
+    );
+    let waited = ahead[first].switch_wait_ms.expect("the switch reports its wait");
+    // Well under the 5 s patience: the handheld said `Prepared`.
+    assert!(waited > 0.0 && waited < 4_000.0, "{waited}");
+    let (inline, first) = run(false);
+    assert!(inline[first].plan_build_ms > 0.0, "without building ahead, the switch frame builds its plan");
+    assert!(inline.iter().all(|r| r.switch_wait_ms.is_none()));
+}

@@ -89,6 +89,11 @@ pub struct PairArgs {
     /// `--method` and `--encodings`.
     #[arg(long, value_parser = tandem::client::Strategy::parse)]
     pub strategy: Option<tandem::client::Strategy>,
+    /// Build a new cut's plans inside the first frame that runs at it,
+    /// instead of ahead, in the background, on both sides (the default,
+    /// and Tandem's strategy; the other strategies never build ahead).
+    #[arg(long)]
+    pub no_prepare_ahead: bool,
 }
 
 /// `--encodings` and `--accuracy`, for every command that runs a Session.
@@ -170,7 +175,8 @@ pub struct StreamArgs {
     /// Warm-up frames before the measured ones (they build plans and fill caches; not counted).
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-    /// Write every frame's report as a JSON line to this file.
+    /// Write every frame's report as a JSON line to this file, with `t_s`:
+    /// when it was delivered, in seconds from the stream's start.
     #[arg(long)]
     pub frames_out: Option<PathBuf>,
 }
@@ -259,8 +265,10 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         PlacementArg::Wearable => Placement::WearableOnly,
         PlacementArg::Handheld => Placement::HandheldOnly,
     };
+    config.prepare_ahead = !p.no_prepare_ahead;
     if let Some(strategy) = p.strategy {
         strategy.apply(&mut config);
+        config.prepare_ahead &= !p.no_prepare_ahead;
     }
     eprintln!("connecting to {} ({})", p.connect, transport.describe());
     let session = Session::open(model, transport, config)?;
@@ -345,6 +353,8 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         }
     }
     let pipeline = !args.no_pipeline;
+    // About when an emulated link (and its schedule) starts.
+    let link_start = Instant::now();
     let (mut s, _quota) = open(&args.pair, pipeline, args.max_in_flight)?;
     let model = s.model().clone();
     let real = match args.input.as_str() {
@@ -369,7 +379,12 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         Ok(frame) => {
             if let Some(f) = &mut out {
                 use std::io::Write;
-                let _ = writeln!(f, "{}", serde_json::to_string(&frame.report).unwrap_or_default());
+                // With when it was delivered, in seconds from the stream's start.
+                let mut line = serde_json::to_value(&frame.report).unwrap_or_default();
+                if let Some(obj) = line.as_object_mut() {
+                    obj.insert("t_s".into(), started.elapsed().as_secs_f64().into());
+                }
+                let _ = writeln!(f, "{line}");
             }
             reports.push(frame.report);
         }
@@ -398,6 +413,8 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         obj.insert("handheld".into(), s.handheld_device().into());
         obj.insert("status".into(), s.status().to_string().into());
         obj.insert("frame_errors".into(), errors.into());
+        // The schedule's time at the first measured frame (frames' `t_s` count from here).
+        obj.insert("stream_start_s".into(), started.duration_since(link_start).as_secs_f64().into());
         let mut reasons = std::collections::BTreeMap::<String, usize>::new();
         for r in &reports {
             if let Some(why) = &r.local_reason {
@@ -425,6 +442,8 @@ fn print_table(r: &StreamReport) {
     println!("{:<28} {:>12.1}", "latency p95 (ms)", r.p95_ms);
     println!("{:<28} {:>12.1}", "latency p99 (ms)", r.p99_ms);
     println!("{:<28} {:>12}", "cut switches", r.cut_switches);
+    println!("{:<28} {:>12.1}", "longest switch wait (ms)", r.switch_wait_max_ms);
+    println!("{:<28} {:>12.1}", "plan building in frames (ms)", r.plan_build_ms);
     println!("{:<28} {:>12}", "offloaded", r.offloaded);
     println!("{:<28} {:>12}", "run locally", r.local);
     println!("{:<28} {:>12}", "  of which fell back", r.fallbacks);

@@ -733,6 +733,52 @@ impl Planner {
             Ok(None)
         }
     }
+
+    /// The cuts this planner would choose if the link's rates were each of
+    /// `factors` times today's estimate: the next likely decisions, whose
+    /// plans are worth building before they are needed. The current cut,
+    /// the wearable-only cut and repeats are left out; so are conditions
+    /// where the search fails.
+    pub fn runners_up(
+        &mut self,
+        graph: &LayerGraph,
+        wearable: Side,
+        handheld: Side,
+        factors: &[f64],
+    ) -> Vec<Cut> {
+        let layers = graph.nodes().len();
+        let simplified = match self.simplified.take() {
+            Some(s) if s.members().iter().map(Vec::len).sum::<usize>() == layers => s,
+            _ => Simplified::new(graph),
+        };
+        let c = self.conditions;
+        let mut out: Vec<Cut> = vec![];
+        for &f in factors {
+            let link = LinkEstimate {
+                up_bytes_per_s: c.link.up_bytes_per_s * f,
+                down_bytes_per_s: c.link.down_bytes_per_s * f,
+                ..c.link
+            };
+            let input = DecisionInput {
+                graph,
+                wearable,
+                handheld,
+                link,
+                status: c.status,
+                weights: c.weights,
+                hint: c.hint,
+                mode: c.mode,
+                codecs: self.codecs.as_deref(),
+            };
+            let Ok(d) = decide_with(&input, self.config.method, Some(&simplified)) else { continue };
+            let current = self.current.as_ref().is_some_and(|cur| cur.chosen == d.chosen);
+            if !current && !d.chosen.is_wearable_only() && !out.contains(&d.chosen) {
+                out.push(d.chosen);
+            }
+        }
+        self.simplified = Some(simplified);
+        out
+    }
 }
 
 /// Whether `new` beats `old` by more than `margin` on the hint's objective.

@@ -109,6 +109,10 @@ pub struct SessionConfig {
     /// Re-decide the cut as conditions change (the default); `false`: keep
     /// the first decision for the whole session (Neurosurgeon's rule).
     pub adapt: bool,
+    /// Build the next likely cuts' plans in the background, on both sides,
+    /// and switch once they are ready (the default); `false`: a new cut's
+    /// plans are built inside the first frame that runs at it.
+    pub prepare_ahead: bool,
     /// Inputs that are a sensor's own values (u8 pixels, i16 PCM) under a
     /// model card's normalization, by input name: the link may carry them
     /// narrow (bit-exact) or, within the budget, as JPEG. See
@@ -122,7 +126,7 @@ pub struct SessionConfig {
 pub enum Strategy {
     /// Tandem's own: the exact search (min-cut, stream branch and bound)
     /// under the app's hint and energy weights, link encodings, re-decided
-    /// as conditions change.
+    /// as conditions change, the next likely cuts' plans built ahead.
     Tandem,
     /// DeepWear: the heuristic over the simplified DAG under the app's hint
     /// and energy weights, raw tensors, re-decided.
@@ -173,15 +177,17 @@ impl Strategy {
         })
     }
 
-    /// Sets `config`'s placement, search method, objective, encodings and
-    /// adaptation as the strategy does; the rest (devices, link, budget)
-    /// stays. Tandem and handheld-compressed keep `config.encodings`
-    /// (lossless at least).
+    /// Sets `config`'s placement, search method, objective, encodings,
+    /// adaptation and building ahead as the strategy does; the rest
+    /// (devices, link, budget) stays. Tandem and handheld-compressed keep
+    /// `config.encodings` (lossless at least). Only Tandem builds plans
+    /// ahead: the others build a new cut's plans when they switch to it.
     pub fn apply(self, config: &mut SessionConfig) {
         use tandem_proto::encoding::Allowed;
         config.placement = Placement::Auto;
         config.method = Method::MinCut;
         config.adapt = true;
+        config.prepare_ahead = self == Strategy::Tandem;
         match self {
             Strategy::Tandem => config.encodings = config.encodings.max(Allowed::Lossless),
             Strategy::DeepWear => {
@@ -264,6 +270,7 @@ impl SessionConfig {
             accuracy: None,
             widenings: Default::default(),
             adapt: true,
+            prepare_ahead: true,
         }
     }
 

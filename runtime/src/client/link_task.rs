@@ -29,6 +29,8 @@ pub(super) enum Command {
         id: u64,
         bytes: usize,
     },
+    /// Ask the handheld to build these cuts' suffix plans ahead.
+    Prepare(Vec<String>),
     Shutdown,
 }
 
@@ -58,6 +60,11 @@ pub(super) enum Event {
     RunLocally {
         frames: Vec<u64>,
         reason: String,
+    },
+    /// The handheld built a cut's suffix plan (or could not: why).
+    Prepared {
+        cut: String,
+        error: Option<String>,
     },
     /// The handheld refused the model or the protocol (its reason).
     Refused(String),
@@ -123,7 +130,7 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
         Some(Command::Offload { frame, .. }) => events
             .send(Event::RunLocally { frames: vec![frame], reason: "the handheld is not connected".into() })
             .is_ok(),
-        Some(Command::Probe { .. }) => true,
+        Some(Command::Probe { .. } | Command::Prepare(_)) => true,
     }
 }
 
@@ -182,6 +189,10 @@ async fn run_link(
                         message,
                         at: Instant::now(),
                     });
+                }
+                WearableAction::Prepared { cut, build_us, error } => {
+                    debug!(cut = %cut, build_us, ?error, "the handheld prepared a cut");
+                    let _ = events.send(Event::Prepared { cut, error });
                 }
                 WearableAction::RunLocally(frames) => {
                     let reason = why.clone().unwrap_or_else(|| "the link failed".into());
@@ -255,6 +266,13 @@ async fn run_link(
                         });
                     }
                 },
+                Some(Command::Prepare(cuts)) => {
+                    if let Some(m) = session.prepare(cuts) {
+                        if let Err(e) = send(&m) {
+                            why = Some(e);
+                        }
+                    }
+                }
                 Some(Command::Probe { id, bytes }) => {
                     let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
                     if let Err(e) = send(&m) {

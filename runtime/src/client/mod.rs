@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel as cb;
@@ -32,7 +33,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::link::Transport;
-use crate::{Cut, Error, Model, Result, SplitExecutor, Tensor, Values};
+use crate::{Cut, Error, Model, Result, Sides, SplitExecutor, Tensor, Values};
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, EnergyModel, PowerModel};
 use tandem_plan::partition::{
@@ -51,6 +52,7 @@ mod link_task;
 mod planning;
 mod report;
 mod status;
+mod switch;
 
 pub use config::{Accuracy, Backoff, ModelFile, Placement, SessionConfig, Strategy};
 use link_task::{manage_link, Command, Event};
@@ -71,6 +73,8 @@ struct InFlight {
     up_bytes: u64,
     up_raw_bytes: u64,
     predicted_ms: Option<f64>,
+    switch_wait_ms: Option<f64>,
+    plan_build_ms: f64,
 }
 
 /// The frames started and not yet delivered: the pure state machine of
@@ -93,8 +97,14 @@ type OffloadCheck = (String, Conditions, Mode, Option<(f64, String)>);
 /// A paired inference session on the wearable.
 pub struct Session {
     model: ModelFile,
-    executor: SplitExecutor,
+    executor: Arc<SplitExecutor>,
     config: SessionConfig,
+    /// Which cuts are built where, and a switch waiting for its plans.
+    switch: switch::SwitchGate,
+    /// Builds prefixes ahead (`None` when [`SessionConfig::prepare_ahead`] is off).
+    builder: Option<switch::Builder>,
+    /// The planner's runners-up for its last new decision, to build ahead.
+    ahead: Vec<Cut>,
     planner: Planner,
     profiler: LinkProfiler,
     fed_link: LinkEstimate,
@@ -148,7 +158,11 @@ impl Session {
     /// [`SessionConfig::require_handheld`] is set: then `open` keeps trying
     /// until that timeout and fails with the reason.
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
-        let executor = SplitExecutor::new(model.model.clone());
+        let executor = Arc::new(SplitExecutor::new(model.model.clone()));
+        let builder = match config.prepare_ahead {
+            true => Some(switch::Builder::start(executor.clone()).map_err(session_err)?),
+            false => None,
+        };
         let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
         let host = ProfiledLatency::measure(&model.model, &inputs)?;
         let k = config.dilation.max(1.0);
@@ -200,6 +214,9 @@ impl Session {
         let mut s = Session {
             model,
             executor,
+            switch: Default::default(),
+            builder,
+            ahead: vec![],
             planner,
             profiler,
             fed_link: config.link_default,
@@ -450,6 +467,7 @@ impl Session {
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
                 self.offload_check = None;
+                self.switch.reconnected();
                 self.planner.handle_predictor_update();
             }
             Event::Status(s) => {
@@ -500,6 +518,7 @@ impl Session {
                     let now = self.now();
                     self.profiler.on_round_trip(f.up_bytes, down_bytes, round, handheld, now);
                 }
+                self.switch.answered(&f.cut);
                 let mut values = f.local_outputs;
                 for (name, t) in outputs {
                     values.insert(name, t.into());
@@ -517,7 +536,12 @@ impl Session {
                     (f.up_bytes, down_bytes),
                     f.predicted_ms,
                 );
-                let report = FrameReport { up_raw_bytes: f.up_raw_bytes, ..report };
+                let report = FrameReport {
+                    up_raw_bytes: f.up_raw_bytes,
+                    switch_wait_ms: f.switch_wait_ms,
+                    plan_build_ms: f.plan_build_ms,
+                    ..report
+                };
                 complete(pipe, frame, Ok((report, values)));
             }
             Event::RunLocally { frames, reason } => {
@@ -525,6 +549,7 @@ impl Session {
                     pipe.hand_back(frame, &reason);
                 }
             }
+            Event::Prepared { cut, error } => self.switch.handheld_prepared(cut, error),
             Event::Refused(reason) => {
                 warn!("the handheld refused the model: {reason}");
                 self.status = Status::Refused { reason };
@@ -579,8 +604,11 @@ impl Session {
             predicted_ms,
             wearable_j: w.compute_energy_j(wearable) + w.transmit_energy_j(t_up) + w.receive_energy_j(t_down),
             handheld_j: h.compute_energy_j(handheld) + h.receive_energy_j(t_up) + h.transmit_energy_j(t_down),
+            switch_wait_ms: None,
+            plan_build_ms: 0.0,
         }
     }
+
     /// Runs one frame entirely on the wearable.
     fn run_local(&self, inputs: &Values) -> Result<(Values, Duration)> {
         let g = self.model.model.graph();
@@ -602,7 +630,8 @@ impl Session {
         mode: Mode,
     ) -> Result<()> {
         self.ensure_codecs(&inputs);
-        let (cut, predicted_ms, local_reason) = self.next_cut(mode);
+        let (decided, predicted_ms, local_reason) = self.next_cut(mode);
+        let (cut, predicted_ms, local_reason, waited) = self.gate(decided, predicted_ms, local_reason);
         let encodings = if cut.is_wearable_only() { vec![] } else { self.encodings_for(&cut) };
         let g = self.model.model.graph();
         if cut.is_wearable_only() {
@@ -621,11 +650,15 @@ impl Session {
             );
             report.local_reason =
                 Some(local_reason.unwrap_or_else(|| "the cut runs every layer here".into()));
+            report.switch_wait_ms = waited.map(|w| w.as_secs_f64() * 1e3);
             return pipe
                 .start_done(frame, Ok((report, outputs)))
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
         }
-        let plan = self.executor.plan(&cut)?;
+        let building = Instant::now();
+        let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
+        let plan = self.executor.plan_sides(&cut, Sides::Prefix)?;
+        let built = if inline { building.elapsed() } else { Duration::ZERO };
         let t0 = Instant::now();
         let up = plan.run_prefix_dilated(g, &inputs, self.config.dilation)?;
         // Packing (encoding) the crossing tensors is the watch's work too.
@@ -678,6 +711,8 @@ impl Session {
             up_bytes,
             up_raw_bytes: raw_bytes,
             predicted_ms,
+            switch_wait_ms: waited.map(|w| w.as_secs_f64() * 1e3),
+            plan_build_ms: built.as_secs_f64() * 1e3,
         });
         pipe.start_offloaded(frame, in_flight, self.now() + budget)
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
@@ -748,11 +783,16 @@ impl Session {
                         (back.up_bytes, 0),
                         None,
                     );
-                    (report, outputs)
+                    (FrameReport { plan_build_ms: back.plan_build_ms, ..report }, outputs)
                 });
                 complete(&mut pipe, f, done);
                 continue;
             }
+            // A stale link estimate is probed whenever nothing is in flight,
+            // also while frames run here back to back (the link task sends
+            // it; this thread does not wait): so that a link that recovers
+            // is seen even when no frame crosses it.
+            self.maybe_probe(pipe.in_flight() == 0);
             if pipe.can_start() && frames.peek().is_some() {
                 let release = fps.map(|f| first_release + Duration::from_secs_f64(released as f64 / f));
                 match release {
@@ -784,7 +824,6 @@ impl Session {
             if pipe.is_empty() && frames.peek().is_none() {
                 return Ok(());
             }
-            self.maybe_probe(pipe.in_flight() == 0);
             let until = Instant::now() + Duration::from_millis(50);
             let deadline = pipe.next_deadline().map(|d| self.origin + d);
             self.wait(&mut pipe, deadline.map_or(until, |d| d.min(until)));

@@ -220,7 +220,7 @@ impl Session {
     /// handheld status, its tensors in their cheapest encodings: what a
     /// fixed placement's deadline is set from. `None` before the handheld's
     /// layer times are known.
-    fn predict_ms(&self, cut: &Cut) -> Option<f64> {
+    pub(super) fn predict_ms(&self, cut: &Cut) -> Option<f64> {
         let g = self.model.model.graph();
         let handheld_latency = self.handheld_latency.as_ref()?;
         let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
@@ -292,7 +292,11 @@ impl Session {
         let mut failed = None;
         match self.planner.poll_decision(g, wearable, handheld) {
             Ok(Some(d)) => {
-                info!(cut = %d.chosen.describe(g), encodings = ?d.encodings, reason = %d.reason, "partition")
+                info!(cut = %d.chosen.describe(g), encodings = ?d.encodings, reason = %d.reason, "partition");
+                if self.builder.is_some() {
+                    self.ahead =
+                        self.planner.runners_up(g, wearable, handheld, &super::switch::AHEAD_FACTORS);
+                }
             }
             Ok(None) => {}
             Err(e) => {

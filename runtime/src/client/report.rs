@@ -43,6 +43,12 @@ pub struct FrameReport {
     pub wearable_j: f64,
     /// Model-based energy on the handheld (J).
     pub handheld_j: f64,
+    /// For the first frame at a newly decided cut whose plans were built
+    /// in the background: the time from the decision to this frame (ms).
+    pub switch_wait_ms: Option<f64>,
+    /// Plan building done inside this frame on the wearable (ms): the
+    /// stall a switch costs when the cut's plans were not built ahead.
+    pub plan_build_ms: f64,
 }
 
 /// A stream's summary.
@@ -82,6 +88,14 @@ pub struct StreamReport {
     pub up_raw_bytes: u64,
     /// Bytes down in all.
     pub down_bytes: u64,
+    /// Switches that waited for plans built in the background.
+    pub switch_waits: usize,
+    /// The longest of those waits, from the decision to the first frame at the new cut (ms).
+    pub switch_wait_max_ms: f64,
+    /// Plan building inside frames on the wearable, in all (ms).
+    pub plan_build_ms: f64,
+    /// The most plan building inside one frame (ms).
+    pub plan_build_max_ms: f64,
 }
 
 impl StreamReport {
@@ -118,6 +132,10 @@ impl StreamReport {
             up_bytes: frames.iter().map(|f| f.up_bytes).sum(),
             up_raw_bytes: frames.iter().map(|f| f.up_raw_bytes).sum(),
             down_bytes: frames.iter().map(|f| f.down_bytes).sum(),
+            switch_waits: frames.iter().filter(|f| f.switch_wait_ms.is_some()).count(),
+            switch_wait_max_ms: frames.iter().filter_map(|f| f.switch_wait_ms).fold(0.0, f64::max),
+            plan_build_ms: frames.iter().map(|f| f.plan_build_ms).sum(),
+            plan_build_max_ms: frames.iter().map(|f| f.plan_build_ms).fold(0.0, f64::max),
         }
     }
 }

@@ -1,0 +1,306 @@
+//! Switching cuts without stalling a stream: a new cut's plans (the
+//! wearable's prefix, the handheld's suffix) are built in the background
+//! while frames keep running at the cut in force, and the switch happens
+//! once both sides say they are ready. [`SwitchGate`] is the bookkeeping,
+//! without I/O or clocks (time is passed in); [`Builder`] is the wearable's
+//! background thread.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel as cb;
+use tracing::{debug, warn};
+
+use super::link_task::Command;
+use super::Session;
+use crate::{Cut, Sides, SplitExecutor};
+
+/// The link rates, as multiples of today's estimate, whose decisions are
+/// built ahead: the next likely switches when the link falls or recovers.
+pub(super) const AHEAD_FACTORS: [f64; 4] = [0.25, 0.5, 2.0, 4.0];
+
+impl Session {
+    /// The cut the next frame runs at, given the planner's `decided` one
+    /// (with its prediction and why it runs here): the decided cut once
+    /// its plans are ready on both sides, else the cut in force while they
+    /// are built in the background; and, for the first frame of a switch
+    /// that waited, how long since the decision.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn gate(
+        &mut self,
+        decided: Cut,
+        predicted_ms: Option<f64>,
+        why: Option<String>,
+    ) -> (Cut, Option<f64>, Option<String>, Option<Duration>) {
+        let Some(builder) = &self.builder else {
+            return (decided, predicted_ms, why, None);
+        };
+        for (key, e) in builder.failures() {
+            self.switch.local_failed(key, e);
+        }
+        let ahead = std::mem::take(&mut self.ahead);
+        let ahead = self.switch.unasked(ahead);
+        self.prepare(ahead);
+        let local_ready = self.executor.is_cached_sides(&decided, Sides::Prefix);
+        match self.switch.choose(&decided, local_ready, self.now()) {
+            Gate::Go { waited } => (decided, predicted_ms, why, waited),
+            Gate::Hold { cut, build } => {
+                if let Some(b) = build {
+                    self.prepare(vec![b]);
+                }
+                // Until then: the cut in force, or every layer here if that
+                // is predicted faster now (a link that is falling away).
+                let g = self.model.model.graph();
+                let here = Cut::wearable_only(g);
+                let (held, here_ms) = (self.predict_ms(&cut), self.predict_ms(&here));
+                let (cut, ms) = match (held, here_ms) {
+                    (Some(h), Some(l)) if l < h => (here, Some(l)),
+                    _ => (cut, held),
+                };
+                let why = cut.is_wearable_only().then(|| {
+                    format!(
+                        "switching to a cut with {} layers here once its plans are built; until then every layer here",
+                        decided.prefix_len()
+                    )
+                });
+                (cut, ms, why, None)
+            }
+        }
+    }
+
+    /// Builds `cuts`' plans in the background: the prefixes here, the
+    /// suffixes on the handheld.
+    fn prepare(&mut self, cuts: Vec<Cut>) {
+        if cuts.is_empty() {
+            return;
+        }
+        debug!(cuts = cuts.len(), "building plans ahead");
+        let keys = cuts.iter().map(Cut::key).collect();
+        if let Some(b) = &self.builder {
+            for c in cuts {
+                b.build(c);
+            }
+        }
+        let _ = self.commands.send(Command::Prepare(keys));
+    }
+}
+
+/// How long a decided cut may wait for its plans before the next frame
+/// builds them itself: past this, a lost `Prepared` (a reconnect between
+/// the request and its answer, say) must not hold a switch forever.
+pub(super) const PATIENCE: Duration = Duration::from_secs(5);
+
+/// What the next frame runs at.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Gate {
+    /// The decided cut: its plans are ready (or it is the session's first
+    /// offloading cut, built in the frame). `waited`: for the first frame of
+    /// a switch that had to wait, the time since the decision.
+    Go { waited: Option<Duration> },
+    /// Keep running at `cut` (the cut in force) while the decided one's
+    /// plans are built; `build`: start building it now (both sides).
+    Hold { cut: Cut, build: Option<Cut> },
+}
+
+/// Which cuts are ready on each side, which are being built, and the
+/// switch waiting for them.
+#[derive(Debug, Default)]
+pub(super) struct SwitchGate {
+    /// The cut the last frame ran at.
+    running: Option<Cut>,
+    /// A decided cut waiting for its plans, and when it was decided.
+    pending: Option<(Cut, Duration)>,
+    /// Cut keys whose suffix the handheld has built.
+    handheld_ready: HashSet<String>,
+    /// Cut keys asked for (either side), so each is asked once.
+    requested: HashSet<String>,
+    /// Cut keys that failed to build (either side), and why.
+    failed: HashMap<String, String>,
+}
+
+impl SwitchGate {
+    /// The gate for a frame whose planner decided `decided` at `now`;
+    /// `local_ready`: whether the wearable's prefix plan for it is built.
+    pub(super) fn choose(&mut self, decided: &Cut, local_ready: bool, now: Duration) -> Gate {
+        let key = decided.key();
+        let ready = decided.is_wearable_only() || (local_ready && self.handheld_ready.contains(&key));
+        let overdue =
+            self.pending.as_ref().is_some_and(|(p, at)| p == decided && now.saturating_sub(*at) > PATIENCE);
+        let running = match &self.running {
+            Some(r) if r != decided && !ready && !overdue => r.clone(),
+            // Ready, or already running there, or nothing to fall back on
+            // (the first frame: its plans are built inline).
+            _ => {
+                let waited = match self.pending.take() {
+                    Some((p, at)) if &p == decided => Some(now.saturating_sub(at)),
+                    _ => None,
+                };
+                self.running = Some(decided.clone());
+                return Gate::Go { waited };
+            }
+        };
+        if self.failed.contains_key(&key) {
+            // It cannot be built: stay where we are (said once, when it failed).
+            self.pending = None;
+            return Gate::Hold { cut: running, build: None };
+        }
+        if self.pending.as_ref().is_none_or(|(p, _)| p != decided) {
+            self.pending = Some((decided.clone(), now));
+        }
+        let build = self.requested.insert(key).then(|| decided.clone());
+        Gate::Hold { cut: running, build }
+    }
+
+    /// Of `cuts` (the planner's runners-up), those not asked for yet,
+    /// marked as asked.
+    pub(super) fn unasked(&mut self, cuts: Vec<Cut>) -> Vec<Cut> {
+        cuts.into_iter().filter(|c| !c.is_wearable_only() && self.requested.insert(c.key())).collect()
+    }
+
+    /// The handheld built `key`'s suffix, or could not.
+    pub(super) fn handheld_prepared(&mut self, key: String, error: Option<String>) {
+        match error {
+            None => {
+                self.handheld_ready.insert(key);
+            }
+            Some(e) => {
+                warn!(cut = %key, "the handheld could not build the cut: {e}");
+                self.failed.insert(key, e);
+            }
+        }
+    }
+
+    /// A frame at `cut` was answered: the handheld has its suffix.
+    pub(super) fn answered(&mut self, cut: &Cut) {
+        self.handheld_ready.insert(cut.key());
+    }
+
+    /// The wearable could not build `key`'s prefix.
+    pub(super) fn local_failed(&mut self, key: String, error: String) {
+        warn!(cut = %key, "the wearable could not build the cut: {error}");
+        self.failed.insert(key, error);
+    }
+
+    /// A new connection (perhaps a restarted handheld): nothing is known
+    /// to be built there, and nothing is pending or in force.
+    pub(super) fn reconnected(&mut self) {
+        self.handheld_ready.clear();
+        self.requested.clear();
+        self.failed.clear();
+        self.pending = None;
+        self.running = None;
+    }
+}
+
+/// The wearable's background plan builder: one thread, one cut at a time,
+/// so that builds ahead leave the other cores to the frames.
+pub(super) struct Builder {
+    jobs: cb::Sender<Cut>,
+    failures: cb::Receiver<(String, String)>,
+}
+
+impl Builder {
+    /// Starts the thread; it ends when the builder is dropped.
+    pub(super) fn start(executor: Arc<SplitExecutor>) -> std::io::Result<Builder> {
+        let (jobs, queue) = cb::unbounded::<Cut>();
+        let (fail_tx, failures) = cb::unbounded();
+        std::thread::Builder::new().name("tandem-plans".into()).spawn(move || {
+            for cut in queue {
+                let started = std::time::Instant::now();
+                match executor.plan_sides(&cut, Sides::Prefix) {
+                    Ok(_) => debug!(cut = %cut.key(), took = ?started.elapsed(), "prefix built ahead"),
+                    Err(e) => {
+                        let _ = fail_tx.send((cut.key(), e.to_string()));
+                    }
+                }
+            }
+        })?;
+        Ok(Builder { jobs, failures })
+    }
+
+    /// Queues `cut`'s prefix.
+    pub(super) fn build(&self, cut: Cut) {
+        let _ = self.jobs.send(cut);
+    }
+
+    /// Builds that failed since the last call: (cut key, why).
+    pub(super) fn failures(&self) -> Vec<(String, String)> {
+        self.failures.try_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{InputShapes, Model};
+
+    fn cuts() -> (Cut, Cut, Cut) {
+        let bytes = tandem_models::ZooSpec::Mnist.build(1).expect("builds");
+        let model = Model::from_bytes(&bytes, &InputShapes::none()).expect("loads");
+        let g = model.graph();
+        let mid = Cut::at_flops_fraction(g, 0.5);
+        assert!(!mid.is_wearable_only() && !mid.is_handheld_only());
+        (Cut::wearable_only(g), Cut::handheld_only(g), mid)
+    }
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn the_first_cut_goes_at_once_and_a_new_one_waits_for_both_sides() {
+        let (_, all_there, mid) = cuts();
+        let mut gate = SwitchGate::default();
+        // The first offloading cut: nothing to fall back on, built inline.
+        assert_eq!(gate.choose(&all_there, false, S), Gate::Go { waited: None });
+        gate.answered(&all_there);
+        // A new decision at 2 s: hold at the cut in force and build it, once.
+        assert_eq!(
+            gate.choose(&mid, false, 2 * S),
+            Gate::Hold { cut: all_there.clone(), build: Some(mid.clone()) }
+        );
+        assert_eq!(gate.choose(&mid, true, 3 * S), Gate::Hold { cut: all_there.clone(), build: None });
+        // The handheld is ready too at 4 s: go, 2 s after the decision.
+        gate.handheld_prepared(mid.key(), None);
+        assert_eq!(gate.choose(&mid, false, 4 * S), Gate::Hold { cut: all_there.clone(), build: None });
+        assert_eq!(gate.choose(&mid, true, 4 * S), Gate::Go { waited: Some(2 * S) });
+        // Staying there reports no more waits.
+        assert_eq!(gate.choose(&mid, true, 5 * S), Gate::Go { waited: None });
+    }
+
+    #[test]
+    fn running_alone_is_always_ready_and_prepared_cuts_switch_without_waiting() {
+        let (here, all_there, mid) = cuts();
+        let mut gate = SwitchGate::default();
+        assert_eq!(gate.choose(&all_there, false, S), Gate::Go { waited: None });
+        // The link collapses: every layer here, at once.
+        assert_eq!(gate.choose(&here, false, 2 * S), Gate::Go { waited: None });
+        // A runner-up built ahead on both sides is taken at once.
+        assert_eq!(gate.unasked(vec![mid.clone(), here.clone()]), vec![mid.clone()]);
+        assert!(gate.unasked(vec![mid.clone()]).is_empty(), "asked once");
+        gate.handheld_prepared(mid.key(), None);
+        assert_eq!(gate.choose(&mid, true, 3 * S), Gate::Go { waited: None });
+    }
+
+    #[test]
+    fn a_cut_that_cannot_be_built_is_never_switched_to_and_a_reconnect_forgets() {
+        let (_, all_there, mid) = cuts();
+        let mut gate = SwitchGate::default();
+        assert_eq!(gate.choose(&all_there, false, S), Gate::Go { waited: None });
+        assert_eq!(
+            gate.choose(&mid, false, S),
+            Gate::Hold { cut: all_there.clone(), build: Some(mid.clone()) }
+        );
+        gate.handheld_prepared(mid.key(), Some("out of memory".into()));
+        assert_eq!(gate.choose(&mid, true, 2 * S), Gate::Hold { cut: all_there.clone(), build: None });
+        // Past the patience, a cut whose answer never comes is built inline.
+        let (_, _, other) = cuts();
+        let mut patient = SwitchGate::default();
+        assert_eq!(patient.choose(&all_there, false, S), Gate::Go { waited: None });
+        assert!(matches!(patient.choose(&other, true, S), Gate::Hold { .. }));
+        assert!(matches!(patient.choose(&other, true, S + PATIENCE), Gate::Hold { .. }));
+        assert_eq!(patient.choose(&other, true, 2 * S + PATIENCE), Gate::Go { waited: Some(S + PATIENCE) });
+        // A new handheld: nothing is in force, so the next cut goes inline.
+        gate.reconnected();
+        assert_eq!(gate.choose(&mid, false, 3 * S), Gate::Go { waited: None });
+    }
+}
