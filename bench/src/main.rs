@@ -118,9 +118,14 @@ enum Command {
         /// Where results.jsonl and report.md go.
         #[arg(long, default_value = "target/compare")]
         out: PathBuf,
-        /// Models by name: zoo (mnist, deepear, ...) or real (ppocr_cls, ...); default: all.
+        /// Models by name, zoo (mnist, deepear, ...) or real (ppocr_cls, ...),
+        /// or ONNX files (`.onnx`, fed random inputs at `--input-shape`);
+        /// default: all the zoo and real models.
         #[arg(long)]
         model: Vec<String>,
+        /// Input shapes for the models given as files.
+        #[command(flatten)]
+        shapes: tandem_tools::cli::ShapeArgs,
         /// Measured frames per run, after one warm-up.
         #[arg(long, default_value_t = 5)]
         frames: usize,
@@ -155,8 +160,15 @@ fn main() -> anyhow::Result<()> {
         Command::DecisionTime { model, runs } => decision_time(model, runs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
-        Command::Compare { quick, out, model, frames, resume } => {
-            compare::compare(&out, quick, model, frames.max(1), resume)
+        Command::Compare { quick, out, model, shapes, frames, resume } => {
+            let file_args: Vec<String> = shapes
+                .input_shape
+                .iter()
+                .flat_map(|s| ["--input-shape".to_string(), s.clone()])
+                .chain(shapes.dim.iter().flat_map(|d| ["--dim".to_string(), d.clone()]))
+                .collect();
+            shapes.shapes()?;
+            compare::compare(&out, quick, model, &file_args, frames.max(1), resume)
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),

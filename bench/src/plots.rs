@@ -242,7 +242,7 @@ pub fn plots(dir: &Path, rows: &[Row]) -> anyhow::Result<Vec<String>> {
         if traces.is_empty() {
             continue;
         }
-        let name = format!("walk_away_{}", cell.model);
+        let name = format!("walk_away_{}", cell.model.replace(['/', '\\'], "_"));
         written.extend(both_sized(
             dir,
             &name,
