@@ -440,3 +440,63 @@ fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
     assert_same(&model, &f.outputs.into_values(), &reference(&model, &inputs), "after shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `Prepare` over a real socket: a cut of the model is built and answered
+/// `Prepared` without an error, a key that is no cut gets its reason, and
+/// past 64 cuts per connection every further one is refused, named: a peer
+/// cannot make the handheld build without end.
+#[test]
+fn prepares_are_built_answered_and_capped_per_connection() {
+    use tandem::server::MAX_PREPARED_PER_CONNECTION;
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let g = model.model.graph();
+    let dir = models_dir("prepare", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let server = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    let digest = model_digest(&model.bytes);
+    s.write_all(&hello(PROTOCOL_VERSION, digest, model.bytes.len() as u64)).expect("hello");
+    let ready = read_until(&mut s, |m| matches!(m.header, Header::ModelReady { .. } | Header::Error { .. }));
+    assert!(ready.iter().any(|m| matches!(m.header, Header::ModelReady { .. })), "no ModelReady");
+    let prepared = |s: &mut TcpStream, cuts: Vec<String>| {
+        let n = cuts.len();
+        s.write_all(&encode(&Message::new(Header::Prepare { cuts })).expect("prepare")).expect("write");
+        // One decoder for the n answers: several may arrive in one read.
+        let seen = std::cell::Cell::new(0);
+        let stop = |m: &Message| match m.header {
+            Header::Prepared { .. } => {
+                seen.set(seen.get() + 1);
+                seen.get() == n
+            }
+            Header::Error { .. } => true,
+            _ => false,
+        };
+        let got: Vec<(String, Option<String>)> = read_until(s, stop)
+            .into_iter()
+            .filter_map(|m| match m.header {
+                Header::Prepared { cut, error, .. } => Some((cut, error)),
+                Header::Error { reason, .. } => panic!("refused: {reason}"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got.len(), n, "{got:?}");
+        got
+    };
+    let key = Cut::handheld_only(g).key();
+    let got = prepared(&mut s, vec![key.clone(), "not-a-cut".into()]);
+    assert!(got.contains(&(key, None)), "{got:?}");
+    assert!(got.iter().any(|(c, e)| c == "not-a-cut" && e.is_some()), "{got:?}");
+    // 2 asked so far; ask for the rest of the budget and 8 more, 8 at a time.
+    let mut refused = 0;
+    let mut asked = 2;
+    while asked < MAX_PREPARED_PER_CONNECTION + 8 {
+        let cuts: Vec<String> = (asked..asked + 8).map(|i| format!("x{i}")).collect();
+        asked += cuts.len();
+        for (_, e) in prepared(&mut s, cuts) {
+            refused += usize::from(e.is_some_and(|e| e.contains("at most 64 cuts")));
+        }
+    }
+    assert_eq!(refused, asked - MAX_PREPARED_PER_CONNECTION, "the cap refuses what is past it");
+    let _ = std::fs::remove_dir_all(&dir);
+}

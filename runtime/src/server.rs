@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -248,6 +248,10 @@ struct Job {
     loaded: Arc<Loaded>,
 }
 
+/// Most cuts one connection may ask this handheld to build ahead
+/// (`Prepare`); later ones are answered with a refusal.
+pub const MAX_PREPARED_PER_CONNECTION: usize = 64;
+
 /// Runs one suffix; the result message or a reason.
 fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
     let g = job.loaded.model.graph();
@@ -348,6 +352,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     status_tick.tick().await;
     let mut close = false;
 
+    let prepare_budget = AtomicUsize::new(MAX_PREPARED_PER_CONNECTION);
     // Carries out the session's actions; returns true when the connection must close.
     let act = |actions: Vec<Action>, loaded: &Option<Arc<Loaded>>| -> bool {
         let mut close = false;
@@ -371,8 +376,18 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                         let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes), shapes)));
                     });
                 }
-                Action::Prepare { cuts } => match loaded {
+                Action::Prepare { mut cuts } => match loaded {
                     Some(l) => {
+                        // A peer may not make this handheld build without end.
+                        let left = prepare_budget.load(Ordering::Relaxed);
+                        let allowed = left.min(cuts.len());
+                        prepare_budget.store(left - allowed, Ordering::Relaxed);
+                        for key in cuts.split_off(allowed) {
+                            let reason = format!(
+                                "this handheld builds at most {MAX_PREPARED_PER_CONNECTION} cuts ahead per connection"
+                            );
+                            let _ = out_tx.send(HandheldSession::prepared(key, 0, Some(reason)));
+                        }
                         let (l, out_tx) = (l.clone(), out_tx.clone());
                         // One after the other, off the async threads: builds
                         // ahead must not take every core from the frames.
