@@ -3,6 +3,8 @@
 //! - `serve`: the paired server. Wearables connect over TCP (optionally
 //!   through an emulated Bluetooth link), push or name a model, and send
 //!   suffixes to run; several at once.
+//! - `pair`: shows a 6-digit code and pairs one wearable that types it
+//!   (`tandem-wearable pair`); `serve` then takes its encrypted sessions.
 //! - `profile`: time every node of a model on this CPU (what `serve`
 //!   reports to wearables as its latency profile).
 
@@ -58,6 +60,27 @@ enum Command {
         /// Needs a build with `--features ble`.
         #[arg(long)]
         ble: bool,
+        /// The keystore: this handheld's key and its paired wearables
+        /// (default `~/.config/tandem/handheld`; created owner-only).
+        #[arg(long, value_name = "DIR")]
+        keys: Option<PathBuf>,
+        /// Also serve unpaired wearables over plain links: no encryption,
+        /// no authentication (tests and benchmarks on one machine).
+        #[arg(long)]
+        insecure: bool,
+    },
+    /// Pair one wearable: print a 6-digit code and wait for a wearable to
+    /// type it (`tandem-wearable pair --connect ADDR --code NNNNNN`).
+    Pair {
+        /// Address to listen on for the pairing (`127.0.0.1:0` picks a free port).
+        #[arg(long, default_value = "127.0.0.1:7879")]
+        listen: String,
+        /// The keystore (as for `serve`).
+        #[arg(long, value_name = "DIR")]
+        keys: Option<PathBuf>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 300.0)]
+        timeout: f64,
     },
     /// Time every node of the optimized plan on this machine and check additivity.
     Profile {
@@ -99,6 +122,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             status_ms,
             cpu_quota,
             ble,
+            keys,
+            insecure,
         } => {
             let _quota = match cpu_quota {
                 Some(pct) => Some(tandem_tools::quota::CpuQuota::apply(
@@ -107,8 +132,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?),
                 None => None,
             };
-            serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble)
+            let security = security(keys, insecure)?;
+            serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble, security)
         }
+        Command::Pair { listen, keys, timeout } => pair(listen, keys, timeout),
         Command::Profile { model, shapes, runs } => {
             let model = Model::from_path(&model, &shapes.shapes()?)?;
             let profile = tandem::profile::profile(&model, &random_inputs(&model, 0)?, 3, runs)?;
@@ -133,6 +160,7 @@ fn serve(
     battery: Option<f64>,
     status_ms: u64,
     ble: bool,
+    security: tandem::secure::Policy,
 ) -> anyhow::Result<()> {
     use anyhow::{bail, Context};
     use tandem::emulate::{LinkControl, LinkProfile, Schedule};
@@ -172,6 +200,7 @@ fn serve(
         load: load / 100.0,
         battery: battery.map_or((1.0, true), |b| ((b / 100.0) as f32, false)),
         status_interval: std::time::Duration::from_millis(status_ms.max(10)),
+        security,
         ..ServerConfig::default()
     };
     let _load = (load > 0.0).then(|| {
@@ -202,6 +231,55 @@ fn serve(
         };
         tandem::server::serve(config, acceptor, shutdown).await?;
         println!("stopped");
+        anyhow::Ok(())
+    })
+}
+
+/// The keystore and whether plain links are served.
+fn security(keys: Option<PathBuf>, insecure: bool) -> anyhow::Result<tandem::secure::Policy> {
+    use anyhow::Context;
+    let dir = keys.unwrap_or_else(|| tandem::secure::Keystore::default_dir("handheld"));
+    let keystore = tandem::secure::Keystore::open_or_create(&dir)
+        .with_context(|| format!("the keystore {}", dir.display()))?;
+    let paired = keystore.peers().with_context(|| format!("the keystore {}", dir.display()))?.len();
+    eprintln!(
+        "handheld {}: {paired} paired wearable(s) in {}{}",
+        keystore.fingerprint(),
+        dir.display(),
+        if insecure { "; --insecure: unpaired wearables are served too, unencrypted" } else { "" }
+    );
+    Ok(tandem::secure::Policy { keystore: Some(std::sync::Arc::new(keystore)), allow_plain: insecure })
+}
+
+/// `tandem-handheld pair`.
+fn pair(listen: String, keys: Option<PathBuf>, timeout: f64) -> anyhow::Result<()> {
+    use anyhow::{bail, Context};
+    use std::io::Write;
+    if !(timeout.is_finite() && timeout > 0.0) {
+        bail!("--timeout {timeout}: must be a positive number of seconds");
+    }
+    let dir = keys.unwrap_or_else(|| tandem::secure::Keystore::default_dir("handheld"));
+    let keystore = tandem::secure::Keystore::open_or_create(&dir)
+        .with_context(|| format!("the keystore {}", dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let mut acceptor = tandem::link::TcpAcceptor::bind(&listen).await?;
+        let code = tandem::secure::new_code();
+        println!("listening on {}", acceptor.local_addr()?);
+        println!("pairing code: {code}");
+        std::io::stdout().flush()?;
+        let paired = tokio::time::timeout(
+            std::time::Duration::from_secs_f64(timeout),
+            tandem::secure::pair_handheld(&mut acceptor, &keystore, &code),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("no wearable paired within {timeout} s"))??;
+        println!(
+            "paired with wearable {} (this handheld is {}; keys in {})",
+            tandem::secure::fingerprint(&paired),
+            keystore.fingerprint(),
+            dir.display()
+        );
         anyhow::Ok(())
     })
 }

@@ -7,10 +7,12 @@
 //! - [`encoding`]: tensor encodings for the link (raw, shuffle + LZ4, sparse + LZ4, f16, int8), checked decoding.
 //! - [`session`]: both sides' protocol state machines (handshake, model push, frames in flight).
 //! - [`pipeline`]: the wearable's frames in flight, handed back and delivered in order, with time passed in.
+//! - [`secure`]: pairing (SPAKE2 on a 6-digit code) and encrypted records (Noise), as state machines.
 //! - [`profiler`]: bandwidth, RTT, the handheld's status and batteries, for the planner.
 
 pub mod encoding;
 pub mod pipeline;
 pub mod profiler;
 pub mod protocol;
+pub mod secure;
 pub mod session;

@@ -30,7 +30,7 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 use tract_onnx::prelude::{DatumType, Tensor};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Most cuts one `Prepare` may name.
 pub const MAX_PREPARE: usize = 8;
@@ -262,6 +262,8 @@ pub enum ErrorCode {
     Tensor,
     /// Anything else on the handheld.
     Internal,
+    /// The handheld serves paired wearables only, over encrypted links.
+    Unpaired,
 }
 
 /// A message's header.

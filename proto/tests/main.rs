@@ -4,5 +4,6 @@
 mod encoding;
 mod pipeline;
 mod protocol;
+mod secure;
 mod sensor_encoding;
 mod session;

@@ -18,6 +18,7 @@
 //! Its own modules do the I/O:
 //! - [`link`], [`emulate`], [`ble`]: TCP and in-memory links, emulated Bluetooth / Wi-Fi, BLE.
 //! - [`client`]: the wearable's [`Session`] (feed, run, fetch, stream); [`server`]: the handheld's.
+//! - [`secure`]: pairing on a 6-digit code and encrypted sessions (Noise) over any link.
 //! - [`battery`]: the fuel gauge from sysfs.
 //!
 //! # Example: a paired session
@@ -61,6 +62,7 @@ pub mod ble;
 pub mod client;
 pub mod emulate;
 pub mod link;
+pub mod secure;
 pub mod server;
 pub mod tensor;
 

@@ -48,6 +48,11 @@ pub struct ServerConfig {
     pub status_interval: Duration,
     /// Largest frame accepted.
     pub max_frame: usize,
+    /// Which links are served: encrypted sessions with paired wearables,
+    /// plain ones, or both. The default serves plain links only (in-process
+    /// links and tests); `tandem-handheld serve` serves paired wearables
+    /// only unless `--insecure`.
+    pub security: crate::secure::Policy,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +66,7 @@ impl Default for ServerConfig {
             battery: (1.0, true),
             status_interval: Duration::from_millis(500),
             max_frame: MAX_FRAME_BYTES,
+            security: crate::secure::Policy::plain(),
         }
     }
 }
@@ -291,6 +297,14 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
             }
         },
         None => link,
+    };
+    let link = match crate::secure::accept(link, &shared.config.security).await {
+        Ok(crate::secure::Accepted::Secure(link, _)) => link,
+        Ok(crate::secure::Accepted::Plain(link)) => link,
+        Err(e) => {
+            warn!(conn = id, "refused: {e}");
+            return;
+        }
     };
     let Link { mut tx, mut rx, name } = link;
     info!(conn = id, peer = %name, "connected");

@@ -1,42 +1,120 @@
-//! Test helpers: a handheld child process for end-to-end tests.
+//! Test helpers: a handheld child process for end-to-end tests, and
+//! pairing two keystores through the real binaries.
+
+use std::path::{Path, PathBuf};
 
 /// A `tandem-handheld serve` child process for end-to-end tests: started
 /// on a free loopback port (`--listen 127.0.0.1:0` unless `args` names
-/// one), killed when dropped.
+/// one), killed when dropped. Unless `args` names `--keys`, it serves
+/// plain links (`--insecure`) with a keystore of its own in a temporary
+/// directory, removed when dropped.
 pub struct HandheldProcess {
     child: std::process::Child,
     /// The address it listens on.
     pub addr: String,
     stdout: std::sync::mpsc::Receiver<String>,
+    temp_keys: Option<PathBuf>,
+}
+
+/// A fresh, empty directory under the system's temporary one.
+pub fn temp_dir(what: &str) -> std::io::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tandem-{what}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Spawns `cmd` with its stdout read line by line on a thread.
+fn spawn_lines(
+    cmd: &mut std::process::Command,
+) -> std::io::Result<(std::process::Child, std::sync::mpsc::Receiver<String>)> {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn()?;
+    let out = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok((child, rx))
+}
+
+/// Pairs a handheld keystore (`DIR/handheld`) and a wearable keystore
+/// (`DIR/wearable`) through `handheld_bin pair` and `wearable_bin pair`,
+/// as a user would: returns both directories.
+pub fn pair(handheld_bin: &Path, wearable_bin: &Path, dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    let (h_keys, w_keys) = (dir.join("handheld"), dir.join("wearable"));
+    let mut cmd = std::process::Command::new(handheld_bin);
+    cmd.args(["pair", "--listen", "127.0.0.1:0", "--timeout", "60", "--keys"])
+        .arg(&h_keys)
+        .stderr(std::process::Stdio::inherit());
+    let (mut child, lines) = spawn_lines(&mut cmd)?;
+    let (mut addr, mut code) = (None, None);
+    while addr.is_none() || code.is_none() {
+        let line = lines.recv_timeout(std::time::Duration::from_secs(60)).map_err(|_| {
+            let _ = child.kill();
+            std::io::Error::other("`tandem-handheld pair` printed no address and code")
+        })?;
+        if let Some(a) = line.strip_prefix("listening on ") {
+            addr = Some(a.to_string());
+        }
+        if let Some(c) = line.strip_prefix("pairing code: ") {
+            code = Some(c.to_string());
+        }
+    }
+    let wearable = std::process::Command::new(wearable_bin)
+        .args([
+            "pair",
+            "--connect",
+            addr.as_deref().unwrap_or_default(),
+            "--code",
+            code.as_deref().unwrap_or_default(),
+        ])
+        .arg("--keys")
+        .arg(&w_keys)
+        .output()?;
+    let handheld = child.wait()?;
+    if !wearable.status.success() || !handheld.success() {
+        return Err(std::io::Error::other(format!(
+            "pairing failed (handheld: {handheld}; wearable: {}: {})",
+            wearable.status,
+            String::from_utf8_lossy(&wearable.stderr)
+        )));
+    }
+    Ok((h_keys, w_keys))
 }
 
 impl HandheldProcess {
     /// Starts `bin serve <args>` and waits (up to 60 s) for its "listening on" line.
     pub fn start(bin: &std::path::Path, args: &[&str]) -> std::io::Result<HandheldProcess> {
-        use std::io::BufRead;
         let mut cmd = std::process::Command::new(bin);
         cmd.arg("serve");
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
-        cmd.args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::inherit());
-        let mut child = cmd.spawn()?;
-        let out = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let temp_keys = if args.contains(&"--keys") { None } else { Some(temp_dir("handheld-keys")?) };
+        if let Some(dir) = &temp_keys {
+            cmd.arg("--insecure").arg("--keys").arg(dir);
+        }
+        cmd.args(args).stderr(std::process::Stdio::inherit());
+        let (mut child, rx) = spawn_lines(&mut cmd)?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(addr) = line.strip_prefix("listening on ") {
-                        return Ok(HandheldProcess { child, addr: addr.trim().to_string(), stdout: rx });
+                        let addr = addr.trim().to_string();
+                        return Ok(HandheldProcess { child, addr, stdout: rx, temp_keys });
                     }
                 }
                 Err(_) => {
@@ -91,5 +169,8 @@ impl HandheldProcess {
 impl Drop for HandheldProcess {
     fn drop(&mut self) {
         self.kill();
+        if let Some(dir) = &self.temp_keys {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

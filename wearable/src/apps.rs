@@ -31,6 +31,9 @@ pub struct AppPairArgs {
     /// Link encodings and their accuracy budget.
     #[command(flatten)]
     pub coding: crate::paired_cmd::EncodingArgs,
+    /// The keystore (`tandem-wearable pair --keys`); a paired handheld means encrypted links.
+    #[arg(long, value_name = "DIR")]
+    pub keys: Option<std::path::PathBuf>,
 }
 
 impl AppPairArgs {
@@ -75,6 +78,7 @@ impl AppPairArgs {
             }
             None => Box::new(tcp),
         };
+        let transport = crate::paired_cmd::secure_transport(transport, self.keys.as_deref(), addr)?;
         config.ready_timeout = Duration::from_secs(30);
         config.placement = match self.placement {
             PlacementArg::Auto => Placement::Auto,

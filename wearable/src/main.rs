@@ -10,6 +10,7 @@ mod calibrate_cmd;
 mod detect;
 mod device_cmd;
 mod oracle_cmd;
+mod pair_cmd;
 mod paired_cmd;
 mod plan_cmd;
 mod predict_cmd;
@@ -101,6 +102,8 @@ enum Command {
     Plan(plan_cmd::PlanArgs),
     /// Check the partitioner's choices against an oracle that measured every candidate (emulated pair).
     Oracle(oracle_cmd::OracleArgs),
+    /// Pair with a handheld once, on the 6-digit code it shows (`tandem-handheld pair`).
+    Pair(pair_cmd::PairCmdArgs),
     /// One inference paired with a handheld (`tandem-handheld serve`): prints the
     /// outputs, then a JSON line (cut, latency breakdown, bytes, predicted vs measured).
     Run(paired_cmd::RunArgs),
@@ -244,6 +247,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Price(args) => price_cmd::run(args),
         Command::Plan(args) => plan_cmd::run(args),
         Command::Oracle(args) => oracle_cmd::run(args),
+        Command::Pair(args) => pair_cmd::run(args),
         Command::Run(args) => paired_cmd::run(args),
         Command::Stream(args) => paired_cmd::stream(args),
         Command::Wakeword(args) => wakeword::wakeword(args),

@@ -94,6 +94,30 @@ pub struct PairArgs {
     /// and Tandem's strategy; the other strategies never build ahead).
     #[arg(long)]
     pub no_prepare_ahead: bool,
+    /// The keystore (`tandem-wearable pair --keys`): with a paired handheld
+    /// every link is encrypted; without one, links are plain and a handheld
+    /// refuses them unless started with `--insecure`.
+    #[arg(long, value_name = "DIR")]
+    pub keys: Option<PathBuf>,
+}
+
+/// The transport to `addr` through the keystore at `keys` (default dir
+/// when none): encrypted with the paired handheld, or plain, saying so.
+pub fn secure_transport(
+    inner: Box<dyn Transport>,
+    keys: Option<&std::path::Path>,
+    addr: &str,
+) -> Result<Box<dyn Transport>> {
+    let dir = keys.map_or_else(|| tandem::secure::Keystore::default_dir("wearable"), |d| d.to_path_buf());
+    let (transport, encrypted) = tandem::secure::for_wearable(inner, &dir, addr)
+        .with_context(|| format!("the keystore {}", dir.display()))?;
+    if !encrypted {
+        eprintln!(
+            "no handheld paired in {}: this link is NOT encrypted (pair with `tandem-wearable pair --connect ADDR --code NNNNNN`)",
+            dir.display()
+        );
+    }
+    Ok(transport)
 }
 
 /// `--encodings` and `--accuracy`, for every command that runs a Session.
@@ -235,6 +259,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     } else {
         tcp_transport(p)?
     };
+    let transport = secure_transport(transport, p.keys.as_deref(), &p.connect)?;
     let mut config = SessionConfig::new(wearable, handheld);
     config.dilation = dilation;
     config.hint = parse_hint_ms(&p.latency_hint)?;

@@ -9,4 +9,5 @@ mod device_cli;
 mod paired_cli;
 mod plan_cli;
 mod predict;
+mod secure_cli;
 mod wakeword;
