@@ -64,6 +64,18 @@ int tandem_set_latency_hint_ms(struct TandemSession *s, double ms);
 int tandem_set_placement(struct TandemSession *s, const char *placement);
 
 /**
+ * The keystore directory (`tandem-wearable pair --keys DIR`; default
+ * `~/.config/tandem/wearable`): with a handheld paired there, the link is
+ * encrypted and authenticated; without one it is plain, and a handheld
+ * refuses it unless started with `--insecure`. Only before the first feed.
+ * Returns 0, or -1.
+ *
+ * # Safety
+ * `s` is from [`tandem_open`]; `dir` is NUL-terminated.
+ */
+int tandem_set_keys(struct TandemSession *s, const char *dir);
+
+/**
  * Feeds float input `name` of `shape` (`rank` dims) from `len` values.
  * Opens the session on the first call. Returns 0, or -1 with `err`.
  *

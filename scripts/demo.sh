@@ -2,6 +2,9 @@
 # The paired demo: a handheld process and a slowed wearable process on this
 # machine, over TCP loopback through an emulated Bluetooth LE link.
 #
+# - The two pair first, as a user would: `tandem-handheld pair` prints a
+#   6-digit code, `tandem-wearable pair` types it (SPAKE2, then Noise); every
+#   link after that is encrypted and authenticated (scripts/handheld.sh).
 # - The handheld (`tandem-handheld serve`) serves the model zoo as a Pixel 8 Pro.
 # - The wearable (`tandem-wearable stream`) is a Wear OS watch: its compute is
 #   dilated to the watch profile's slowdown (8x this host), and its link is
@@ -36,7 +39,7 @@ mkdir -p "$OUT"
 : >"$OUT/demo.jsonl"
 . scripts/handheld.sh
 start_handheld "$OUT" --models models/cache/zoo
-echo "handheld listening on $ADDR; wearable: watch-w5 (8x slowdown) over emulated $LINK"
+echo "handheld listening on $ADDR (paired, encrypted); wearable: watch-w5 (8x slowdown) over emulated $LINK"
 
 for m in $MODELS; do
   for way in wearable-only handheld-only partitioned pipelined; do
@@ -47,7 +50,7 @@ for m in $MODELS; do
       pipelined) args=(--placement auto) ;;
     esac
     echo "  $m: $way" >&2
-    $T/tandem-wearable stream --model "models/cache/zoo/$m.onnx" --connect "$ADDR" --link "$LINK" \
+    $T/tandem-wearable stream --model "models/cache/zoo/$m.onnx" --connect "$ADDR" --keys "$KEYS" --link "$LINK" \
       --profile watch-w5 --slowdown profile --frames "$FRAMES" "${args[@]}" 2>>"$OUT/wearable.err" |
       tail -n 1 | python3 -c "import json,sys; j=json.load(sys.stdin); j['way']='$way'; print(json.dumps(j))" \
         >>"$OUT/demo.jsonl"

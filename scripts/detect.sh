@@ -16,4 +16,4 @@ $T/tandem-wearable detect "${args[@]}" | sed -n 1p
 echo "== on a handheld"
 . scripts/handheld.sh
 start_handheld target/detect
-$T/tandem-wearable detect "${args[@]}" --connect "$ADDR" --placement handheld | sed -n 1p
+$T/tandem-wearable detect "${args[@]}" --connect "$ADDR" --keys "$KEYS" --placement handheld | sed -n 1p

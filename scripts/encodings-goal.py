@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+import pairing
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = os.path.join(ROOT, "target", "debug")
 ZOO = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128"]
@@ -99,8 +101,9 @@ def card_fits(card, specs):
     return all(i.get("shape") in (None, want.get(i["name"])) for i in inputs)
 
 
-def serve(models_dir, log):
-    p = subprocess.Popen([f"{T}/tandem-handheld", "serve", "--listen", "127.0.0.1:0", "--models", models_dir],
+def serve(models_dir, log, keys):
+    p = subprocess.Popen([f"{T}/tandem-handheld", "serve", "--listen", "127.0.0.1:0", "--models", models_dir,
+                          "--keys", keys],
                          stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
     line = p.stdout.readline()
     if not line.startswith("listening on "):
@@ -121,14 +124,15 @@ def main():
     rows = []
     started = time.time()
     handhelds = {}
+    handheld_keys, wearable_keys = pairing.pair(ROOT, T, args.out)
     try:
         for link in args.links.split(","):
             for name, path, extra, budget, models_dir in todo:
                 if models_dir not in handhelds:
-                    handhelds[models_dir] = serve(models_dir, log)
+                    handhelds[models_dir] = serve(models_dir, log, handheld_keys)
                 addr = handhelds[models_dir][1]
                 for way in WAYS:
-                    cmd = [f"{T}/tandem-wearable", "stream", "--model", path, "--connect", addr, "--link", link,
+                    cmd = [f"{T}/tandem-wearable", "stream", "--model", path, "--connect", addr, "--keys", wearable_keys, "--link", link,
                            "--profile", "watch-w5", "--slowdown", "profile", "--frames", str(args.frames),
                            "--warmup", "1", "--no-pipeline"] + extra + way_args(way, budget)
                     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

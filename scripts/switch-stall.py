@@ -28,6 +28,8 @@ import os
 import subprocess
 import sys
 
+import pairing
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = os.path.join(ROOT, "target", "debug")
 MODEL = "ppocr_cls_int8"
@@ -53,11 +55,12 @@ def main():
     schedule = os.path.join(out, "schedule.txt")
     open(schedule, "w").write(SCHEDULE)
     runs = []
+    handheld_keys, wearable_keys = pairing.pair(ROOT, T, out)
     for run in (1, 2):
         for way, extra in WAYS.items():
             # A fresh handheld per run: no suffix plan is cached from an earlier run.
             handheld = subprocess.Popen([f"{T}/tandem-handheld", "serve", "--listen", "127.0.0.1:0",
-                                         "--models", "models/cache/real"], cwd=ROOT, stdout=subprocess.PIPE,
+                                         "--models", "models/cache/real", "--keys", handheld_keys], cwd=ROOT, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=True)
             try:
                 line = handheld.stdout.readline().strip()
@@ -66,7 +69,7 @@ def main():
                 addr = line.removeprefix("listening on ")
                 frames = os.path.join(out, "frames", f"{way}-run{run}.jsonl")
                 cmd = [f"{T}/tandem-wearable", "stream", "--model", f"models/cache/real/{MODEL}.onnx",
-                       "--connect", addr, "--link", "wifi-good", "--schedule", schedule,
+                       "--connect", addr, "--keys", wearable_keys, "--link", "wifi-good", "--schedule", schedule,
                        "--profile", "watch-w5", "--slowdown", "profile", "--strategy", "tandem",
                        "--fps", "5", "--frames", str(a.frames), "--warmup", "1",
                        "--frames-out", frames] + extra + args

@@ -18,4 +18,4 @@ $T/tandem-wearable wakeword "${args[@]}"
 echo "== the embedding on a handheld, over emulated BLE 2M"
 . scripts/handheld.sh
 start_handheld target/wakeword
-$T/tandem-wearable wakeword "${args[@]}" --connect "$ADDR" --link ble-2m --placement handheld
+$T/tandem-wearable wakeword "${args[@]}" --connect "$ADDR" --keys "$KEYS" --link ble-2m --placement handheld

@@ -505,14 +505,15 @@ struct Handheld {
 
 impl Handheld {
     fn start(
-        root: &Path,
+        runs: &Runs,
         profile: &str,
         load: u32,
         battery: Option<u32>,
         models: &Path,
     ) -> anyhow::Result<Handheld> {
-        let mut cmd = Command::new(root.join("target/debug/tandem-handheld"));
+        let mut cmd = Command::new(runs.root.join("target/debug/tandem-handheld"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--profile", profile, "--models"]).arg(models);
+        cmd.arg("--keys").arg(&runs.keys.0);
         if load > 0 {
             cmd.args(["--load", &load.to_string()]);
         }
@@ -553,6 +554,8 @@ struct Runs<'a> {
     frames: usize,
     /// The walk-away trace's length.
     walk_seconds: f64,
+    /// The paired keystores (handheld, wearable): every run is encrypted.
+    keys: (PathBuf, PathBuf),
 }
 
 /// Frames per second over the walk-away trace.
@@ -594,6 +597,7 @@ fn run_one(
         cell.link.as_str()
     };
     cmd.args(["--connect", &handheld.addr, "--link", link, "--profile", watch, "--slowdown", "profile"]);
+    cmd.arg("--keys").arg(&runs.keys.1);
     cmd.args(["--frames", &frames.to_string(), "--warmup", "1", "--latency-hint", hint]);
     cmd.args(["--strategy", strategy.name()]);
     if cell.mode == "single" {
@@ -652,7 +656,12 @@ pub fn compare(
     std::fs::create_dir_all(out.join("frames"))?;
     let walk_seconds = if quick { 12.0 } else { 60.0 };
     std::fs::write(out.join("walk-away.txt"), walk_away(walk_seconds))?;
-    let runs = Runs { root: &root, out, frames, walk_seconds };
+    // Paired once, as a user would: every strategy runs over encrypted links.
+    let bins = (root.join("target/debug/tandem-handheld"), root.join("target/debug/tandem-wearable"));
+    let keys_dir = out.join("keys");
+    let _ = std::fs::remove_dir_all(&keys_dir);
+    let keys = tandem_tools::testing::pair(&bins.0, &bins.1, &keys_dir).context("pairing")?;
+    let runs = Runs { root: &root, out, frames, walk_seconds, keys };
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {
@@ -683,7 +692,7 @@ pub fn compare(
         let subject = &subjects[&cell.model];
         let (_, phone) = cell.pair.split_once('+').context("pair")?;
         let battery = (cell.weights != "charging-phone").then_some(80);
-        let handheld = Handheld::start(&root, phone, cell.load, battery, &subject.models_dir)?;
+        let handheld = Handheld::start(&runs, phone, cell.load, battery, &subject.models_dir)?;
         let mut cell_rows = vec![];
         for run in 1..=2 {
             for strategy in Strategy::ALL {

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use tandem::client::{ModelFile, Placement, Session, SessionConfig};
 use tandem::link::{memory_transport, TcpTransport, Transport};
+use tandem::secure::Keystore;
 use tandem::{Error, InputShapes, Model};
 
 /// A wearable session, opaque to C.
@@ -32,6 +33,7 @@ pub struct TandemSession {
     shapes: InputShapes,
     hint: Option<Option<Duration>>,
     placement: Placement,
+    keys: Option<PathBuf>,
     session: Option<Session>,
     last_error: String,
 }
@@ -45,7 +47,12 @@ impl TandemSession {
             let transport: Box<dyn Transport> = match &self.connect {
                 Some(addr) => {
                     config.placement = self.placement.clone();
-                    Box::new(TcpTransport::new(addr.clone()))
+                    // Encrypted with the handheld paired in the keystore (`tandem-wearable pair`).
+                    let dir = self.keys.clone().unwrap_or_else(|| Keystore::default_dir("wearable"));
+                    let tcp: Box<dyn Transport> = Box::new(TcpTransport::new(addr.clone()));
+                    tandem::secure::for_wearable(tcp, &dir, addr)
+                        .map_err(|e| format!("the keystore {}: {e}", dir.display()))?
+                        .0
                 }
                 None => {
                     config.placement = Placement::WearableOnly;
@@ -178,6 +185,7 @@ pub unsafe extern "C" fn tandem_open(
             shapes: InputShapes::none(),
             hint: None,
             placement: Placement::Auto,
+            keys: None,
             session: None,
             last_error: String::new(),
         };
@@ -276,6 +284,35 @@ pub unsafe extern "C" fn tandem_set_placement(s: *mut TandemSession, placement: 
         return -1;
     }
     t.placement = p;
+    t.last_error.clear();
+    0
+}
+
+/// The keystore directory (`tandem-wearable pair --keys DIR`; default
+/// `~/.config/tandem/wearable`): with a handheld paired there, the link is
+/// encrypted and authenticated; without one it is plain, and a handheld
+/// refuses it unless started with `--insecure`. Only before the first feed.
+/// Returns 0, or -1.
+///
+/// # Safety
+/// `s` is from [`tandem_open`]; `dir` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tandem_set_keys(s: *mut TandemSession, dir: *const c_char) -> c_int {
+    // SAFETY: per this function's contract.
+    let Ok(t) = (unsafe { session(s) }) else { return -1 };
+    // SAFETY: per this function's contract.
+    let dir = match unsafe { text(dir, "dir") } {
+        Ok(d) => PathBuf::from(d),
+        Err(e) => {
+            t.last_error = e;
+            return -1;
+        }
+    };
+    if t.session.is_some() {
+        t.last_error = "the keystore must be set before the first feed".into();
+        return -1;
+    }
+    t.keys = Some(dir);
     t.last_error.clear();
     0
 }

@@ -136,6 +136,30 @@ fn a_c_program_runs_a_zoo_model_locally_and_on_a_handheld_like_the_rust_api() {
     let d = tandem::check::diff(&reference, &got).expect("comparable");
     assert!(d.ok(), "the handheld's answer through C differs from the Rust API's: {d:?}");
 
+    // A handheld serving paired wearables only: the C program with the
+    // paired keystore gets the same answer over an encrypted link; with an
+    // empty keystore (a plain link) it is refused and runs here.
+    let keys = tmp.join("keys");
+    let (h_keys, w_keys) = (keys.join("handheld"), keys.join("wearable"));
+    let handheld_ks = tandem::secure::Keystore::open_or_create(&h_keys).expect("keystore");
+    let wearable_ks = tandem::secure::Keystore::open_or_create(&w_keys).expect("keystore");
+    handheld_ks.add_peer(&wearable_ks.keys().public, "the C program").expect("peer");
+    wearable_ks.add_peer(&handheld_ks.keys().public, "the handheld").expect("peer");
+    let secure = HandheldProcess::start(
+        &handheld_bin(),
+        &["--models", models.to_str().expect("path"), "--keys", h_keys.to_str().expect("path")],
+    )
+    .expect("handheld");
+    let w = w_keys.to_str().expect("path");
+    let paired = run_c(&exe, &[m, &secure.addr, "handheld", i, &dims, f, o, w]).expect("runs encrypted");
+    assert_eq!(paired.report["offloaded"], true, "{}", paired.report);
+    assert_eq!(paired.values, remote.values, "the encrypted link changes no float");
+    let empty = keys.join("empty");
+    let plain = run_c(&exe, &[m, &secure.addr, "handheld", i, &dims, f, o, empty.to_str().expect("path")])
+        .expect("runs here");
+    assert_eq!(plain.report["offloaded"], false, "an unpaired C program was served: {}", plain.report);
+    assert_eq!(plain.values, want, "the fallback runs the same local plan");
+
     // Errors come back as messages, not crashes.
     let e = run_c(&exe, &["/no/such/model.onnx", "-", "auto", i, &dims, f, o]).err().expect("fails");
     assert!(e.starts_with("open: ") && e.contains("/no/such/model.onnx"), "{e}");

@@ -18,8 +18,8 @@ static int fail(const char *what, const char *err) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: %s MODEL CONNECT|- PLACEMENT INPUT D1,D2,... INPUT.f32 OUTPUT\n", argv[0]);
+    if (argc != 8 && argc != 9) {
+        fprintf(stderr, "usage: %s MODEL CONNECT|- PLACEMENT INPUT D1,D2,... INPUT.f32 OUTPUT [KEYS]\n", argv[0]);
         return 2;
     }
     char err[1024];
@@ -29,6 +29,10 @@ int main(int argc, char **argv) {
     if (tandem_set_placement(s, argv[3]) != 0) {
         tandem_last_error(s, err, sizeof err);
         return fail("placement", err);
+    }
+    if (argc == 9 && tandem_set_keys(s, argv[8]) != 0) {
+        tandem_last_error(s, err, sizeof err);
+        return fail("keys", err);
     }
     if (tandem_set_latency_hint_ms(s, 0.0) != 0) return fail("hint", "refused");
 

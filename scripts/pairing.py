@@ -1,0 +1,25 @@
+"""Pairs a fresh handheld keystore with a fresh wearable keystore through
+the real binaries, as a user would (`tandem-handheld pair` prints a code,
+`tandem-wearable pair` types it). Imported by the scripts that start
+their own handhelds: serve with `--keys HANDHELD`, run wearables with
+`--keys WEARABLE`."""
+import os
+import shutil
+import subprocess
+import sys
+
+
+def pair(root, target, out):
+    """Keystores under OUT/keys: returns (handheld_dir, wearable_dir)."""
+    keys = os.path.join(out, "keys")
+    shutil.rmtree(keys, ignore_errors=True)
+    h, w = os.path.join(keys, "handheld"), os.path.join(keys, "wearable")
+    p = subprocess.Popen([f"{target}/tandem-handheld", "pair", "--listen", "127.0.0.1:0", "--keys", h,
+                          "--timeout", "30"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    addr = p.stdout.readline().strip().removeprefix("listening on ")
+    code = p.stdout.readline().strip().removeprefix("pairing code: ")
+    r = subprocess.run([f"{target}/tandem-wearable", "pair", "--connect", addr, "--code", code, "--keys", w],
+                       cwd=root, capture_output=True, text=True)
+    if r.returncode != 0 or p.wait() != 0:
+        sys.exit(f"pairing failed: {r.stderr[-1000:]} {p.stderr.read()[-1000:]}")
+    return h, w
