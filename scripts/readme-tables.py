@@ -48,10 +48,12 @@ def emulation(path):
 
 
 def loopback(path):
-    out = ["| path | GB/s (goal ≥ 1) |", "|---|---:|"]
+    out = ["| path | GB/s (median of rounds) | rounds | share of raw TCP | goal |", "|---|---:|---|---:|---:|"]
     for line in open(path):
         j = json.loads(line)
-        out.append(f"| {j['path']} | {j['gb_per_s']:.2f} |")
+        rounds = ", ".join(f"{r:.2f}" for r in j["gb_per_s_rounds"])
+        goal = f"≥ {j['goal_ratio']}" if j.get("goal_ratio") else ""
+        out.append(f"| {j['path']} | {j['gb_per_s']:.2f} | {rounds} | {j['ratio_to_raw_tcp']:.2f} | {goal} |")
     return "\n".join(out)
 
 

@@ -16,75 +16,151 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 
-/// Loopback TCP throughput for 1 MB tensors: raw bytes, and the whole
-/// protocol path (encode, send, decode, rebuild the tensor).
+/// The paths `loopback` measures.
+#[derive(Clone, Copy, PartialEq)]
+enum LoopPath {
+    Raw,
+    Protocol,
+    Encrypted,
+}
+
+impl LoopPath {
+    fn name(self) -> &'static str {
+        match self {
+            LoopPath::Raw => "raw TCP bytes",
+            LoopPath::Protocol => "protocol (encode + TCP + decode + tensor)",
+            LoopPath::Encrypted => "encrypted protocol (encode + seal + TCP + open + decode + tensor)",
+        }
+    }
+
+    /// The goal, as a share of raw TCP's rate in the same run.
+    fn goal(self) -> Option<f64> {
+        match self {
+            LoopPath::Raw => None,
+            LoopPath::Protocol => Some(0.9),
+            LoopPath::Encrypted => Some(0.6),
+        }
+    }
+}
+
+/// A connected pair of loopback TCP links; encrypted (a Noise session
+/// between two fresh keystores in `keys`) when asked.
+async fn loopback_pair(encrypted: bool, keys: &std::path::Path) -> anyhow::Result<(Link, Link)> {
+    let mut acceptor = TcpAcceptor::bind("127.0.0.1:0").await?;
+    let addr = acceptor.local_addr()?.to_string();
+    let client = tokio::spawn(async move { TcpTransport::new(addr).connect().await });
+    let server = acceptor.accept().await?;
+    let client = client.await??;
+    if !encrypted {
+        return Ok((client, server));
+    }
+    use tandem::secure::{Accepted, Keystore, Policy};
+    let handheld = Keystore::open_or_create(&keys.join("handheld"))?;
+    let wearable = Keystore::open_or_create(&keys.join("wearable"))?;
+    handheld.add_peer(&wearable.keys().public, "bench")?;
+    let (own, theirs) = (wearable.keys().clone(), handheld.keys().public);
+    let policy = Policy { keystore: Some(std::sync::Arc::new(handheld)), allow_plain: false };
+    let client = tokio::spawn(async move { tandem::secure::connect(client, &own, &theirs).await });
+    let server = match tandem::secure::accept(server, &policy).await? {
+        Accepted::Secure(link, _) => link,
+        Accepted::Plain(_) => anyhow::bail!("the bench's link was accepted plain"),
+    };
+    Ok((client.await??, server))
+}
+
+/// Loopback TCP throughput for 1 MB tensors, three ways side by side in
+/// rounds: raw bytes, the protocol path (encode, send, decode, rebuild the
+/// tensor) and the same encrypted; each path's median over the rounds and
+/// its share of raw TCP's.
 pub fn loopback(messages: usize) -> anyhow::Result<()> {
     let rt = runtime()?;
-    rt.block_on(async {
-        let mut acceptor = TcpAcceptor::bind("127.0.0.1:0").await?;
-        let addr = acceptor.local_addr()?.to_string();
-        let client = tokio::spawn(async move { TcpTransport::new(addr).connect().await });
-        let mut server = acceptor.accept().await?;
-        let mut client = client.await??;
+    let keys = std::env::temp_dir().join(format!("tandem-bench-loopback-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&keys);
+    let paths = [LoopPath::Raw, LoopPath::Protocol, LoopPath::Encrypted];
+    let rounds = 5;
+    let mut rates: Vec<Vec<f64>> = vec![vec![]; paths.len()];
+    let message_bytes = rt.block_on(async {
+        // The sending halves (wearable) and receiving halves (handheld), plain and encrypted.
+        let (plain_c, plain_s) = loopback_pair(false, &keys).await?;
+        let (sec_c, sec_s) = loopback_pair(true, &keys).await?;
+        let mut senders = [Some(plain_c.tx), Some(sec_c.tx)];
+        let mut receivers = [plain_s.rx, sec_s.rx];
         let tensor = Tensor::from_shape(&[1, 256, 32, 32], &vec![0.5f32; 256 * 32 * 32])?;
-        let message = Message::with_tensors(
+        let message = std::sync::Arc::new(Message::with_tensors(
             |tensors| Header::RunSuffix { frame: 1, cut: "0".into(), tensors, answer: vec![] },
             &[("t".to_string(), &tensor)],
-        )?;
-        let frame = encode(&message)?;
-        for protocol in [false, true] {
-            // Warm-up, then the measured batch.
-            for (count, measured) in [(messages / 10 + 1, false), (messages, true)] {
+        )?);
+        let frame = std::sync::Arc::new(encode(&message)?);
+        for round in 0..=rounds {
+            for (i, &path) in paths.iter().enumerate() {
+                let link = usize::from(path == LoopPath::Encrypted);
+                // Round 0 warms up (a tenth of the batch).
+                let count = if round == 0 { messages / 10 + 1 } else { messages };
                 let started = Instant::now();
-                let send = async {
+                // The sender on a task of its own: it runs beside the receiver, as two processes would.
+                let mut tx = senders[link].take().context("the sender")?;
+                let (message, frame_bytes) = (message.clone(), frame.clone());
+                let send = tokio::spawn(async move {
                     for _ in 0..count {
-                        let bytes = if protocol { encode(&message)? } else { frame.clone() };
-                        client.tx.send(bytes).await?;
+                        let bytes =
+                            if path == LoopPath::Raw { frame_bytes.to_vec() } else { encode(&message)? };
+                        tx.send(bytes).await?;
                     }
-                    anyhow::Ok(())
-                };
-                let receive = async {
-                    let mut decoder = FrameDecoder::new(64 << 20);
-                    let (mut got, mut bytes) = (0, 0usize);
-                    while got < count {
-                        let chunk = server.rx.recv().await?.context("closed early")?;
-                        bytes += chunk.len();
-                        if protocol {
-                            decoder.push(&chunk);
-                            while let Some(m) = decoder.next_message()? {
-                                let t = m.tensors()?;
-                                anyhow::ensure!(t[0].1.len() == 256 * 32 * 32, "wrong tensor");
-                                got += 1;
-                            }
-                        } else {
-                            got = bytes / frame.len();
+                    anyhow::Ok(tx)
+                });
+                let rx = &mut receivers[link];
+                let mut decoder = FrameDecoder::new(64 << 20);
+                let (mut got, mut bytes) = (0, 0usize);
+                while got < count {
+                    let chunk = rx.recv().await?.context("closed early")?;
+                    bytes += chunk.len();
+                    if path == LoopPath::Raw {
+                        got = bytes / frame.len();
+                    } else {
+                        let (decoded, failed) = decoder.push_and_decode(&chunk);
+                        if let Some(e) = failed {
+                            return Err(e.into());
+                        }
+                        for m in decoded {
+                            let t = m.tensors()?;
+                            anyhow::ensure!(t[0].1.len() == 256 * 32 * 32, "wrong tensor");
+                            got += 1;
                         }
                     }
-                    anyhow::Ok(bytes)
-                };
-                let (s, r) = tokio::join!(send, receive);
-                s?;
-                let bytes = r?;
-                let secs = started.elapsed().as_secs_f64();
-                if measured {
-                    let gbps = bytes as f64 / secs / 1e9;
-                    println!(
-                        "{}",
-                        json!({
-                            "bench": "loopback",
-                            "path": if protocol { "protocol (encode + TCP + decode + tensor)" } else { "raw TCP bytes" },
-                            "message_bytes": frame.len(),
-                            "messages": count,
-                            "seconds": secs,
-                            "gb_per_s": gbps,
-                            "goal_gb_per_s": 1.0,
-                        })
-                    );
+                }
+                senders[link] = Some(send.await??);
+                if round > 0 {
+                    rates[i].push((count * frame.len()) as f64 / started.elapsed().as_secs_f64() / 1e9);
                 }
             }
         }
-        anyhow::Ok(())
-    })
+        anyhow::Ok(frame.len())
+    })?;
+    let _ = std::fs::remove_dir_all(&keys);
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let raw = median(&rates[0]);
+    for (i, path) in paths.iter().enumerate() {
+        let gbps = median(&rates[i]);
+        println!(
+            "{}",
+            json!({
+                "bench": "loopback",
+                "path": path.name(),
+                "message_bytes": message_bytes,
+                "messages": messages,
+                "rounds": rounds,
+                "gb_per_s": gbps,
+                "gb_per_s_rounds": rates[i],
+                "ratio_to_raw_tcp": gbps / raw,
+                "goal_ratio": path.goal(),
+            })
+        );
+    }
+    Ok(())
 }
 
 async fn read_n(link: &mut Link, n: usize) -> anyhow::Result<Instant> {

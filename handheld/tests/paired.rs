@@ -374,9 +374,11 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
             "a ratio above 16384 is refused".into(),
         ),
         (
+            // Encoded bodies are checked where they are decoded, once (not
+            // also by the frame decoder): a tensor error naming the frame.
             "LZ4 that is not LZ4",
             encoded_suffix(shape.clone(), vec![0xff; 64], Encoding::ShuffleLz4, 64),
-            ErrorCode::Malformed,
+            ErrorCode::Tensor,
             "corrupt shuffle-lz4".into(),
         ),
     ];

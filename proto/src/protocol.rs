@@ -413,6 +413,28 @@ impl Message {
         Ok(out)
     }
 
+    /// Checks the raw tensors' bytes without building them (bool bytes
+    /// are 0 or 1); lengths were checked against the header.
+    fn check_raw_tensors(&self) -> Result<(), ProtocolError> {
+        let mut at = 0;
+        for meta in self.tensor_metas() {
+            let len = meta.body_len()?;
+            let bytes = self
+                .body
+                .get(at..at + len)
+                .ok_or(ProtocolError::BodyMismatch { expected: at + len, got: self.body.len() })?;
+            if meta.encoding == Encoding::Raw && meta.dtype == WireType::Bool && bytes.iter().any(|&b| b > 1)
+            {
+                return Err(ProtocolError::BadTensor {
+                    name: meta.name.clone(),
+                    reason: "a bool byte is not 0 or 1".into(),
+                });
+            }
+            at += len;
+        }
+        Ok(())
+    }
+
     /// A message carrying tensors packed by [`pack_tensor`] (a lone
     /// tensor's bytes become the body as they are, uncopied).
     pub fn from_packed(make: impl FnOnce(Vec<TensorMeta>) -> Header, packed: Vec<PackedTensor>) -> Message {
@@ -521,8 +543,16 @@ pub fn tensor_from_wire(meta: &TensorMeta, bytes: &[u8]) -> Result<Tensor, Proto
         });
     }
     let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
-    let mut t = Tensor::zero_dt(meta.dtype.datum_type(), &shape)
-        .map_err(|e| ProtocolError::BadTensor { name: meta.name.clone(), reason: e.to_string() })?;
+    let bad = |e: String| ProtocolError::BadTensor { name: meta.name.clone(), reason: e };
+    if meta.dtype == WireType::F32 {
+        // The common case, built in one pass (no zeroed buffer to overwrite).
+        let values: Vec<f32> =
+            bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        return tract_onnx::prelude::tract_ndarray::ArrayD::from_shape_vec(shape, values)
+            .map(Tensor::from)
+            .map_err(|e| bad(e.to_string()));
+    }
+    let mut t = Tensor::zero_dt(meta.dtype.datum_type(), &shape).map_err(|e| bad(e.to_string()))?;
     t.as_bytes_mut().copy_from_slice(bytes);
     Ok(t)
 }
@@ -587,9 +617,22 @@ fn check_body(header: &Header, body: usize) -> Result<(), ProtocolError> {
 }
 
 /// Turns bytes, fed as they arrive, into messages.
+///
+/// Each body is copied once, from the received bytes into its own buffer
+/// (sized from the header, which is checked before any body byte is
+/// kept). Raw tensors are checked without being built (lengths, bool
+/// bytes); encoded ones are checked by their decoders when used.
 #[derive(Debug)]
 pub struct FrameDecoder {
-    buf: Vec<u8>,
+    /// The frame's length prefix and header, as they arrive.
+    head: Vec<u8>,
+    /// The header, once whole, and the body being filled.
+    current: Option<(Header, Vec<u8>)>,
+    /// Body bytes the current frame still needs.
+    body_left: usize,
+    /// Decoded messages not yet taken, then the error that stopped decoding.
+    ready: std::collections::VecDeque<Message>,
+    error: Option<ProtocolError>,
     max_frame: usize,
     failed: bool,
 }
@@ -603,17 +646,31 @@ impl Default for FrameDecoder {
 impl FrameDecoder {
     /// A decoder refusing frames above `max_frame` bytes.
     pub fn new(max_frame: usize) -> FrameDecoder {
-        FrameDecoder { buf: vec![], max_frame, failed: false }
+        FrameDecoder {
+            head: vec![],
+            current: None,
+            body_left: 0,
+            ready: Default::default(),
+            error: None,
+            max_frame,
+            failed: false,
+        }
     }
 
-    /// Appends received bytes.
+    /// Takes received bytes: whole frames become messages for [`Self::next_message`].
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        if self.failed || self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.consume(bytes) {
+            self.error = Some(e);
+            self.head = vec![];
+            self.current = None;
+        }
     }
 
-    /// Appends received bytes and decodes every whole frame now buffered:
-    /// the messages, then the error that stopped decoding, if any (after
-    /// which the decoder stays failed).
+    /// Takes received bytes and returns every message now whole, then the
+    /// error that stopped decoding, if any (after which the decoder stays failed).
     pub fn push_and_decode(&mut self, bytes: &[u8]) -> (Vec<Message>, Option<ProtocolError>) {
         self.push(bytes);
         let mut messages = vec![];
@@ -626,54 +683,107 @@ impl FrameDecoder {
         }
     }
 
-    /// Bytes received but not yet decoded.
+    /// Bytes received of the frame not yet whole.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.head.len() + self.current.as_ref().map_or(0, |(_, b)| b.len())
     }
 
-    /// How many more bytes the frame being received needs (0 when unknown).
+    /// How many more bytes the frame being received needs (the length
+    /// prefix's 4 when none has started; at least 1 while its header is incomplete).
     pub fn wanted(&self) -> usize {
-        if self.buf.len() < 4 {
-            return 4 - self.buf.len();
+        if self.current.is_some() {
+            return self.body_left;
         }
-        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        (4 + len).saturating_sub(self.buf.len())
+        if self.head.len() < 4 {
+            return 4 - self.head.len();
+        }
+        let frame = u32::from_le_bytes([self.head[0], self.head[1], self.head[2], self.head[3]]) as usize;
+        (4 + frame).saturating_sub(self.head.len())
     }
 
     /// The next complete message, `None` if more bytes are needed.
     pub fn next_message(&mut self) -> Result<Option<Message>, ProtocolError> {
+        if let Some(m) = self.ready.pop_front() {
+            return Ok(Some(m));
+        }
         if self.failed {
             return Err(ProtocolError::Failed);
         }
-        let r = self.decode();
-        if r.is_err() {
+        if let Some(e) = self.error.take() {
             self.failed = true;
-            self.buf = vec![];
+            return Err(e);
         }
-        r
+        Ok(None)
     }
 
-    fn decode(&mut self) -> Result<Option<Message>, ProtocolError> {
-        if self.buf.len() < 4 {
-            return Ok(None);
+    /// Cuts `input` into frames.
+    fn consume(&mut self, mut input: &[u8]) -> Result<(), ProtocolError> {
+        while !input.is_empty() {
+            if let Some((_, body)) = &mut self.current {
+                let n = self.body_left.min(input.len());
+                body.extend_from_slice(&input[..n]);
+                input = &input[n..];
+                self.body_left -= n;
+                if self.body_left == 0 {
+                    self.finish()?;
+                }
+                continue;
+            }
+            // The frame's length (checked at once), then the header's: 4 bytes each.
+            if self.head.len() < 8 {
+                let want = if self.head.len() < 4 { 4 } else { 8 };
+                let n = (want - self.head.len()).min(input.len());
+                self.head.extend_from_slice(&input[..n]);
+                input = &input[n..];
+                if self.head.len() == 4 {
+                    self.check_length()?;
+                } else if self.head.len() == 8 {
+                    self.check_prefix()?;
+                }
+                continue;
+            }
+            let header_len =
+                u32::from_le_bytes([self.head[4], self.head[5], self.head[6], self.head[7]]) as usize;
+            let n = (8 + header_len - self.head.len()).min(input.len());
+            self.head.extend_from_slice(&input[..n]);
+            input = &input[n..];
+            if self.head.len() == 8 + header_len {
+                self.start_body()?;
+            }
         }
-        let frame = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        Ok(())
+    }
+
+    fn check_length(&self) -> Result<(), ProtocolError> {
+        let frame = u32::from_le_bytes([self.head[0], self.head[1], self.head[2], self.head[3]]) as usize;
         if frame > self.max_frame {
             return Err(ProtocolError::FrameTooLarge { len: frame, limit: self.max_frame });
         }
         if frame < 4 {
             return Err(ProtocolError::HeaderTooLarge { len: 4, frame, limit: MAX_HEADER_BYTES });
         }
-        if self.buf.len() < 4 + frame {
-            return Ok(None);
-        }
-        let header_len = u32::from_le_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]]) as usize;
-        if header_len > MAX_HEADER_BYTES || header_len > frame - 4 {
+        Ok(())
+    }
+
+    fn check_prefix(&mut self) -> Result<(), ProtocolError> {
+        let frame = u32::from_le_bytes([self.head[0], self.head[1], self.head[2], self.head[3]]) as usize;
+        let header_len =
+            u32::from_le_bytes([self.head[4], self.head[5], self.head[6], self.head[7]]) as usize;
+        if frame < 4 || header_len > MAX_HEADER_BYTES || header_len > frame - 4 {
             return Err(ProtocolError::HeaderTooLarge { len: header_len, frame, limit: MAX_HEADER_BYTES });
         }
-        let header_bytes = &self.buf[8..8 + header_len];
+        if header_len == 0 {
+            self.start_body()?;
+        }
+        Ok(())
+    }
+
+    /// The header is whole: decode and check it, and size the body.
+    fn start_body(&mut self) -> Result<(), ProtocolError> {
+        let frame = u32::from_le_bytes([self.head[0], self.head[1], self.head[2], self.head[3]]) as usize;
+        let header_len = self.head.len() - 8;
         let (header, used): (Header, usize) =
-            bincode::serde::decode_from_slice(header_bytes, bincode_config())
+            bincode::serde::decode_from_slice(&self.head[8..], bincode_config())
                 .map_err(|e| ProtocolError::BadHeader(e.to_string()))?;
         if used != header_len {
             return Err(ProtocolError::BadHeader(format!(
@@ -681,12 +791,23 @@ impl FrameDecoder {
                 header_len - used
             )));
         }
-        let body = self.buf[8 + header_len..4 + frame].to_vec();
-        check_body(&header, body.len())?;
+        let body_len = frame - 4 - header_len;
+        check_body(&header, body_len)?;
+        self.head.clear();
+        self.current = Some((header, Vec::with_capacity(body_len)));
+        self.body_left = body_len;
+        if body_len == 0 {
+            self.finish()?;
+        }
+        Ok(())
+    }
+
+    /// The body is whole: check its tensors and hand the message out.
+    fn finish(&mut self) -> Result<(), ProtocolError> {
+        let Some((header, body)) = self.current.take() else { return Ok(()) };
         let message = Message { header, body };
-        // Validate tensor contents (bools) before handing the message out.
-        message.tensors()?;
-        self.buf.drain(..4 + frame);
-        Ok(Some(message))
+        message.check_raw_tensors()?;
+        self.ready.push_back(message);
+        Ok(())
     }
 }

@@ -535,20 +535,56 @@ impl Opener {
         loop {
             let nonce = self.nonce;
             let Some((kind, payload)) = self.records.next_record()? else { return Ok(()) };
-            expect(kind, payload, Kind::Data, "sealed data")?;
-            if payload.len() < TAG_LEN {
-                return Err(SecureError::Open { nonce });
-            }
-            let at = out.len();
-            out.resize(at + payload.len() - TAG_LEN, 0);
-            match self.state.read_message(nonce, payload, &mut out[at..]) {
-                Ok(n) => out.truncate(at + n),
-                Err(_) => {
-                    out.truncate(at);
-                    return Err(SecureError::Open { nonce });
-                }
-            }
+            open_record(&self.state, nonce, kind, payload, out)?;
             self.nonce += 1;
+        }
+    }
+
+    /// [`Self::push`] then [`Self::open_into`], opening whole records in
+    /// `bytes` where they lie (only a partial record is copied aside).
+    pub fn open_chunk(&mut self, mut bytes: &[u8], out: &mut Vec<u8>) -> Result<(), SecureError> {
+        if self.records.pending() > 0 {
+            self.records.push(bytes);
+            return self.open_into(out);
+        }
+        while bytes.len() >= RECORD_HEADER {
+            let len = u16::from_le_bytes([bytes[1], bytes[2]]) as usize;
+            if bytes.len() < RECORD_HEADER + len {
+                break;
+            }
+            let kind = Kind::from_byte(bytes[0])
+                .ok_or(SecureError::Unexpected { expected: "a record", got: bytes[0] })?;
+            open_record(&self.state, self.nonce, kind, &bytes[RECORD_HEADER..RECORD_HEADER + len], out)?;
+            self.nonce += 1;
+            bytes = &bytes[RECORD_HEADER + len..];
+        }
+        self.records.push(bytes);
+        Ok(())
+    }
+}
+
+/// Opens one record into `out`.
+fn open_record(
+    state: &StatelessTransportState,
+    nonce: u64,
+    kind: Kind,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), SecureError> {
+    expect(kind, payload, Kind::Data, "sealed data")?;
+    if payload.len() < TAG_LEN {
+        return Err(SecureError::Open { nonce });
+    }
+    let at = out.len();
+    out.resize(at + payload.len() - TAG_LEN, 0);
+    match state.read_message(nonce, payload, &mut out[at..]) {
+        Ok(n) => {
+            out.truncate(at + n);
+            Ok(())
+        }
+        Err(_) => {
+            out.truncate(at);
+            Err(SecureError::Open { nonce })
         }
     }
 }
@@ -589,7 +625,7 @@ pub enum PairStep {
 
 enum WearableStage {
     Pake(Spake2<Ed25519Group>),
-    Noise(HandshakeState),
+    Noise(Box<HandshakeState>),
     Confirm(Channel, PublicKey),
     Done,
 }
@@ -628,7 +664,7 @@ impl PairWearable {
                 expect(kind, payload, Kind::Pake, "the handheld's SPAKE2 message")?;
                 let key =
                     pake.finish(payload).map_err(|e| SecureError::Handshake(format!("SPAKE2: {e:?}")))?;
-                let mut hs = pairing_noise(&self.own, &key, true)?;
+                let mut hs = Box::new(pairing_noise(&self.own, &key, true)?);
                 let mut out = vec![];
                 write_handshake(&mut hs, &mut out)?;
                 self.stage = WearableStage::Noise(hs);
@@ -640,7 +676,7 @@ impl PairWearable {
                 let peer = remote_static(&hs)?;
                 let mut out = vec![];
                 write_handshake(&mut hs, &mut out)?;
-                self.stage = WearableStage::Confirm(Channel::new(hs)?, peer);
+                self.stage = WearableStage::Confirm(Channel::new(*hs)?, peer);
                 Ok(PairStep::Send(out))
             }
             WearableStage::Confirm(channel, peer) => {
@@ -661,8 +697,8 @@ impl PairWearable {
 
 enum HandheldStage {
     Pake,
-    Noise1(HandshakeState),
-    Noise3(HandshakeState),
+    Noise1(Box<HandshakeState>),
+    Noise3(Box<HandshakeState>),
     Done,
 }
 
@@ -699,7 +735,7 @@ impl PairHandheld {
                 );
                 let key =
                     pake.finish(payload).map_err(|e| SecureError::Handshake(format!("SPAKE2: {e:?}")))?;
-                self.stage = HandheldStage::Noise1(pairing_noise(&self.own, &key, false)?);
+                self.stage = HandheldStage::Noise1(Box::new(pairing_noise(&self.own, &key, false)?));
                 Ok(PairStep::Send(record(Kind::Pake, &message)))
             }
             HandheldStage::Noise1(mut hs) => {
@@ -714,7 +750,7 @@ impl PairHandheld {
                 expect(kind, payload, Kind::Handshake, "the wearable's last handshake message")?;
                 read_handshake(&mut hs, payload)?;
                 let peer = remote_static(&hs)?;
-                let (mut sealer, _) = Channel::new(hs)?.split(Records::new());
+                let (mut sealer, _) = Channel::new(*hs)?.split(Records::new());
                 Ok(PairStep::Paired { send: sealer.seal(CONFIRM)?, peer })
             }
             HandheldStage::Done => Err(SecureError::Handshake("pairing already ended".into())),

@@ -85,14 +85,18 @@ impl LinkTx for TcpTx {
 
 struct TcpRx {
     half: OwnedReadHalf,
-    buf: Vec<u8>,
 }
+
+/// Most bytes one `recv` reads from a socket.
+const TCP_READ: usize = 256 << 10;
 
 impl LinkRx for TcpRx {
     fn recv(&mut self) -> BoxFuture<'_, io::Result<Option<Vec<u8>>>> {
         Box::pin(async move {
-            let n = self.half.read(&mut self.buf).await?;
-            Ok((n > 0).then(|| self.buf[..n].to_vec()))
+            // Read into the buffer handed out: no copy.
+            let mut buf = Vec::with_capacity(TCP_READ);
+            let n = self.half.read_buf(&mut buf).await?;
+            Ok((n > 0).then_some(buf))
         })
     }
 }
@@ -105,7 +109,7 @@ pub fn tcp_link(stream: TcpStream) -> Link {
         Err(_) => "tcp".into(),
     };
     let (r, w) = stream.into_split();
-    Link { tx: Box::new(TcpTx(w)), rx: Box::new(TcpRx { half: r, buf: vec![0; 256 << 10] }), name }
+    Link { tx: Box::new(TcpTx(w)), rx: Box::new(TcpRx { half: r }), name }
 }
 
 /// TCP to a handheld at `addr` (`host:port`).

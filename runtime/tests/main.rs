@@ -4,3 +4,4 @@
 mod app_api;
 mod link;
 mod paired_session;
+mod secure_link;

@@ -73,17 +73,23 @@ impl LinkRx for SecureRx {
             if self.failed {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "the encrypted link failed earlier"));
             }
+            let mut out = vec![];
+            if let Err(e) = self.opener.open_into(&mut out) {
+                self.failed = true;
+                return Err(io_error(e));
+            }
             loop {
-                let mut out = vec![];
-                if let Err(e) = self.opener.open_into(&mut out) {
-                    self.failed = true;
-                    return Err(io_error(e));
-                }
                 if !out.is_empty() {
                     return Ok(Some(out));
                 }
                 match self.inner.recv().await? {
-                    Some(bytes) => self.opener.push(&bytes),
+                    Some(bytes) => {
+                        out.reserve(bytes.len());
+                        if let Err(e) = self.opener.open_chunk(&bytes, &mut out) {
+                            self.failed = true;
+                            return Err(io_error(e));
+                        }
+                    }
                     None if self.opener.pending() > 0 => {
                         self.failed = true;
                         return Err(io::Error::new(
