@@ -193,10 +193,7 @@ proptest! {
 }
 
 /// Runs pairing to the end: both sides' results.
-fn pair(
-    wearable_code: &str,
-    handheld_code: &str,
-) -> (Paired, Paired, StaticKeys, StaticKeys) {
+fn pair(wearable_code: &str, handheld_code: &str) -> (Paired, Paired, StaticKeys, StaticKeys) {
     let (w, h) = (keys(), keys());
     let (mut wearable, first) = PairWearable::start(wearable_code, &w).expect("start");
     let (purpose, mut to_handheld) = open_hello(&first);
