@@ -64,6 +64,12 @@ enum Command {
         /// (default `~/.config/tandem/handheld`; created owner-only).
         #[arg(long, value_name = "DIR")]
         keys: Option<PathBuf>,
+        /// Most wearables served at once; more are told the handheld is busy.
+        #[arg(long, default_value_t = 32)]
+        max_connections: usize,
+        /// Largest model a wearable may push, in MB (pushes above it are refused by name).
+        #[arg(long, default_value_t = 1024)]
+        max_push_mb: u64,
         /// Also serve unpaired wearables over plain links: no encryption,
         /// no authentication (tests and benchmarks on one machine).
         #[arg(long)]
@@ -124,6 +130,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ble,
             keys,
             insecure,
+            max_connections,
+            max_push_mb,
         } => {
             let _quota = match cpu_quota {
                 Some(pct) => Some(tandem_tools::quota::CpuQuota::apply(
@@ -132,8 +140,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?),
                 None => None,
             };
+            if max_connections == 0 {
+                anyhow::bail!("--max-connections 0: a handheld must serve at least one wearable");
+            }
             let security = security(keys, insecure)?;
-            serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble, security)
+            let limits = (max_connections, max_push_mb.saturating_mul(1 << 20));
+            serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble, security, limits)
         }
         Command::Pair { listen, keys, timeout } => pair(listen, keys, timeout),
         Command::Profile { model, shapes, runs } => {
@@ -161,6 +173,7 @@ fn serve(
     status_ms: u64,
     ble: bool,
     security: tandem::secure::Policy,
+    (max_connections, max_push_bytes): (usize, u64),
 ) -> anyhow::Result<()> {
     use anyhow::{bail, Context};
     use tandem::emulate::{LinkControl, LinkProfile, Schedule};
@@ -201,6 +214,8 @@ fn serve(
         battery: battery.map_or((1.0, true), |b| ((b / 100.0) as f32, false)),
         status_interval: std::time::Duration::from_millis(status_ms.max(10)),
         security,
+        max_connections,
+        max_push_bytes,
         ..ServerConfig::default()
     };
     let _load = (load > 0.0).then(|| {

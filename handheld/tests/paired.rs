@@ -502,3 +502,35 @@ fn prepares_are_built_answered_and_capped_per_connection() {
     assert_eq!(refused, asked - MAX_PREPARED_PER_CONNECTION, "the cap refuses what is past it");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn connections_beyond_the_cap_are_told_busy_and_pushes_beyond_the_limit_are_refused_by_name() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let digest = model_digest(&model.bytes);
+    // No models directory: the wearable must push, and pushes stop at 1 MB.
+    let server = HandheldProcess::start(Path::new(BIN), &["--max-connections", "1", "--max-push-mb", "1"])
+        .expect("server");
+    assert!(model.bytes.len() > 1 << 20, "the test model must be above the push limit");
+    // The first connection holds the only slot.
+    let mut first = TcpStream::connect(&server.addr).expect("connect");
+    first.write_all(&hello(PROTOCOL_VERSION, [3; 32], 10)).expect("hello");
+    let welcome = read_until(&mut first, |m| matches!(m.header, Header::Welcome { .. }));
+    assert!(welcome.iter().any(|m| matches!(m.header, Header::Welcome { .. })));
+    let (code, reason) = error_of(&talk(&server.addr, &hello(PROTOCOL_VERSION, digest, 10), false));
+    assert_eq!(code, ErrorCode::Internal, "{reason}");
+    assert!(reason.contains("busy") && reason.contains("at most 1"), "{reason}");
+    drop(first);
+    // The slot is free again once the first wearable leaves; a push over the limit is refused by name.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (code, reason) = loop {
+        let got =
+            error_of(&talk(&server.addr, &hello(PROTOCOL_VERSION, digest, model.bytes.len() as u64), false));
+        if !got.1.contains("busy") || Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, ErrorCode::Model, "{reason}");
+    assert!(reason.contains("exceeds this handheld's 1048576 limit"), "{reason}");
+}

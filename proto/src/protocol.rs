@@ -43,6 +43,8 @@ pub const MAX_OVERRIDE_LEN: usize = 256;
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 /// Largest header accepted (bytes).
 pub const MAX_HEADER_BYTES: usize = 64 << 10;
+/// Largest probe (and echo) padding: the profiler's probes are at most 64 KiB.
+pub const MAX_PROBE_BYTES: usize = 1 << 20;
 /// Largest tensor rank accepted.
 pub const MAX_RANK: usize = 8;
 /// Largest single dimension accepted.
@@ -569,9 +571,10 @@ pub fn encode(message: &Message) -> Result<Vec<u8>, ProtocolError> {
         return Err(ProtocolError::HeaderTooLarge { len: header.len(), frame: 0, limit: MAX_HEADER_BYTES });
     }
     check_body(&message.header, message.body.len())?;
+    // What every decoder refuses is refused here, before anything is sent.
     let frame = 4 + header.len() + message.body.len();
-    if frame > u32::MAX as usize {
-        return Err(ProtocolError::FrameTooLarge { len: frame, limit: u32::MAX as usize });
+    if frame > MAX_FRAME_BYTES {
+        return Err(ProtocolError::FrameTooLarge { len: frame, limit: MAX_FRAME_BYTES });
     }
     let mut out = Vec::with_capacity(4 + frame);
     out.extend_from_slice(&(frame as u32).to_le_bytes());
@@ -606,8 +609,15 @@ fn check_body(header: &Header, body: usize) -> Result<(), ProtocolError> {
             }
             sum
         }
-        // Chunks and probe padding carry any body; the rest carry none.
-        Header::ModelChunk { .. } | Header::Probe { .. } | Header::Echo { .. } => body,
+        // Probe padding is bounded (an echo must not amplify what a peer sends).
+        Header::Probe { .. } | Header::Echo { .. } => {
+            if body > MAX_PROBE_BYTES {
+                return Err(ProtocolError::FrameTooLarge { len: body, limit: MAX_PROBE_BYTES });
+            }
+            body
+        }
+        // Chunks carry any body (within the frame limit); the rest carry none.
+        Header::ModelChunk { .. } => body,
         _ => 0,
     };
     if expected != body {

@@ -86,6 +86,7 @@ pub struct HandheldSession {
     device: String,
     status: StatusReport,
     state: State,
+    max_push: u64,
 }
 
 /// A wearable's overrides, checked: a bounded number of short specs that
@@ -125,7 +126,13 @@ fn name(h: &Header) -> &'static str {
 impl HandheldSession {
     /// A new connection to a handheld with this profile name and status.
     pub fn new(device: impl Into<String>, status: StatusReport) -> HandheldSession {
-        HandheldSession { device: device.into(), status, state: State::AwaitHello }
+        HandheldSession { device: device.into(), status, state: State::AwaitHello, max_push: MAX_MODEL_BYTES }
+    }
+
+    /// Refuses pushed models above `bytes` (at most [`MAX_MODEL_BYTES`]).
+    pub fn max_push(mut self, bytes: u64) -> HandheldSession {
+        self.max_push = bytes.min(MAX_MODEL_BYTES);
+        self
     }
 
     /// Whether the session has closed.
@@ -194,10 +201,13 @@ impl HandheldSession {
                         ErrorCode::Version,
                         format!("protocol version {version} is not supported (this handheld speaks {PROTOCOL_VERSION})"),
                     ))
-                } else if model_bytes > MAX_MODEL_BYTES {
+                } else if model_bytes > self.max_push && !has_model(&model_digest) {
                     Err((
                         ErrorCode::Model,
-                        format!("a model of {model_bytes} bytes exceeds {MAX_MODEL_BYTES}"),
+                        format!(
+                            "a pushed model of {model_bytes} bytes exceeds this handheld's {} limit",
+                            self.max_push
+                        ),
                     ))
                 } else if let Err(reason) = &shapes {
                     Err((ErrorCode::Model, reason.clone()))
@@ -409,6 +419,44 @@ pub struct WearableSession {
     state: WearableState,
     in_flight: std::collections::VecDeque<u64>,
     handheld: Option<String>,
+    layers: Option<usize>,
+}
+
+/// Longest per-layer or overhead time a handheld may report (an hour):
+/// beyond it the profile is not a measurement.
+pub const MAX_REPORTED_S: f64 = 3600.0;
+
+/// Checks a handheld's latency profile: one finite, non-negative time per
+/// layer (when the count is known) and a finite, non-negative overhead.
+pub fn check_latency(latency: &LatencySummary, layers: Option<usize>) -> Result<(), String> {
+    if let Some(n) = layers {
+        if latency.per_layer_s.len() != n {
+            return Err(format!("{} per-layer times for a model of {n} layers", latency.per_layer_s.len()));
+        }
+    }
+    let ok = |v: f64| v.is_finite() && (0.0..=MAX_REPORTED_S).contains(&v);
+    if let Some((i, v)) = latency.per_layer_s.iter().enumerate().find(|(_, v)| !ok(**v)) {
+        return Err(format!("layer {i}'s time is {v} s (not a time from 0 to {MAX_REPORTED_S} s)"));
+    }
+    if !ok(latency.overhead_s) {
+        return Err(format!(
+            "the overhead is {} s (not a time from 0 to {MAX_REPORTED_S} s)",
+            latency.overhead_s
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a handheld's status: load and battery shares in [0, 1].
+pub fn check_status(s: &StatusReport) -> Result<(), String> {
+    let share = |v: f32| v.is_finite() && (0.0..=1.0).contains(&v);
+    if !share(s.load) {
+        return Err(format!("a load of {} (not a share from 0 to 1)", s.load));
+    }
+    if !share(s.battery) {
+        return Err(format!("a battery level of {} (not a share from 0 to 1)", s.battery));
+    }
+    Ok(())
 }
 
 impl WearableSession {
@@ -430,7 +478,15 @@ impl WearableSession {
             state: WearableState::Start,
             in_flight: Default::default(),
             handheld: None,
+            layers: None,
         }
+    }
+
+    /// The model's layer count: a handheld's latency profile must have one
+    /// time per layer, or the session fails.
+    pub fn expect_layers(mut self, layers: usize) -> WearableSession {
+        self.layers = Some(layers);
+        self
     }
 
     /// Starts the handshake.
@@ -535,7 +591,10 @@ impl WearableSession {
                 out.push(WearableAction::Close);
                 out
             }
-            (_, Header::Status(s)) => vec![WearableAction::Status(s)],
+            (_, Header::Status(s)) => match check_status(&s) {
+                Ok(()) => vec![WearableAction::Status(s)],
+                Err(e) => self.fail(ErrorCode::Malformed, format!("the handheld's status: {e}")),
+            },
             (_, Header::Echo { id, received }) => {
                 vec![WearableAction::Echo { id, received, echoed: message.body.len() as u64 }]
             }
@@ -551,6 +610,9 @@ impl WearableSession {
                         format!("the handheld speaks protocol {version}, this wearable {PROTOCOL_VERSION}"),
                     );
                 }
+                if let Err(e) = check_status(&status) {
+                    return self.fail(ErrorCode::Malformed, format!("the handheld's status: {e}"));
+                }
                 self.handheld = Some(device);
                 self.state = WearableState::AwaitReady;
                 let mut out = vec![WearableAction::Status(status)];
@@ -565,6 +627,9 @@ impl WearableSession {
                 out
             }
             (WearableState::AwaitReady, Header::ModelReady { latency }) => {
+                if let Err(e) = check_latency(&latency, self.layers) {
+                    return self.fail(ErrorCode::Malformed, format!("the handheld's latency profile: {e}"));
+                }
                 self.state = WearableState::Ready;
                 vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
             }

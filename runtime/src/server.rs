@@ -48,6 +48,10 @@ pub struct ServerConfig {
     pub status_interval: Duration,
     /// Largest frame accepted.
     pub max_frame: usize,
+    /// Most connections served at once; more are told the handheld is busy and closed.
+    pub max_connections: usize,
+    /// Largest model a wearable may push (bytes; at most [`tandem_proto::session::MAX_MODEL_BYTES`]).
+    pub max_push_bytes: u64,
     /// Which links are served: encrypted sessions with paired wearables,
     /// plain ones, or both. The default serves plain links only (in-process
     /// links and tests); `tandem-handheld serve` serves paired wearables
@@ -66,6 +70,8 @@ impl Default for ServerConfig {
             battery: (1.0, true),
             status_interval: Duration::from_millis(500),
             max_frame: MAX_FRAME_BYTES,
+            max_connections: 32,
+            max_push_bytes: tandem_proto::session::MAX_MODEL_BYTES,
             security: crate::secure::Policy::plain(),
         }
     }
@@ -152,6 +158,13 @@ impl Shared {
             per_layer_s: p.per_node_s.iter().map(|s| s * k).collect(),
             overhead_s: p.overhead_s * k,
         };
+        // Its profile must fit one header, or ModelReady could never be sent.
+        encode(&Message::new(Header::ModelReady { latency: latency.clone() })).map_err(|e| {
+            format!(
+                "the model has {} layers: its latency profile does not fit a message ({e})",
+                latency.per_layer_s.len()
+            )
+        })?;
         info!(model = %model.name(), digest = %hex(digest), ?shapes, took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
         // Only a model that loaded and ran is kept: a refused push leaves nothing behind.
         if pushed {
@@ -223,12 +236,29 @@ pub async fn serve(
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = acceptor.accept() => match accepted {
+                Ok(mut link) if connections.len() >= shared.config.max_connections => {
+                    let limit = shared.config.max_connections;
+                    warn!("refusing a connection: {limit} already served");
+                    // Told in the plain protocol, off the accept loop; no handshake is owed.
+                    tokio::spawn(async move {
+                        let reason = format!("the handheld is busy: it serves at most {limit} wearables at once");
+                        let m = Message::new(Header::Error { code: ErrorCode::Internal, reason });
+                        if let Ok(bytes) = encode(&m) {
+                            let _ = tokio::time::timeout(Duration::from_secs(2), link.tx.send(bytes)).await;
+                        }
+                        let _ = link.tx.close().await;
+                    });
+                }
                 Ok(link) => {
                     next_id += 1;
                     connections.spawn(connection(shared.clone(), link, next_id, stop_rx.clone()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
-                Err(e) => warn!("accept failed: {e}"),
+                Err(e) => {
+                    // Out of file descriptors, say: wait rather than spin.
+                    warn!("accept failed: {e}; retrying in 100 ms");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -359,7 +389,8 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
         })
     };
 
-    let mut session = HandheldSession::new(shared.config.device.clone(), shared.status());
+    let mut session = HandheldSession::new(shared.config.device.clone(), shared.status())
+        .max_push(shared.config.max_push_bytes);
     let mut decoder = tandem_proto::protocol::FrameDecoder::new(shared.config.max_frame);
     let mut loaded: Option<Arc<Loaded>> = None;
     let mut status_tick = tokio::time::interval(shared.config.status_interval);

@@ -99,7 +99,8 @@ pub(super) async fn manage_link(
                     model.bytes.clone(),
                     model.model.input_shapes().clone(),
                     chunk_bytes,
-                );
+                )
+                .expect_layers(model.model.graph().nodes().len());
                 match run_link(link, session, &mut commands, &events).await {
                     Ok(()) => return,
                     Err(reason) => reason,

@@ -457,7 +457,8 @@ impl Session {
         match ev {
             Event::Ready { device, latency } => {
                 info!(handheld = %device, "the handheld is ready");
-                if let Ok(p) = DeviceProfile::load(&device) {
+                // A name from the peer: a shipped profile or none (never a path).
+                if let Ok(p) = DeviceProfile::shipped(&device) {
                     if let Ok(e) = ClusterEnergy::new(&p, PowerModel::Analytical) {
                         self.handheld_energy = e;
                     }
@@ -501,7 +502,10 @@ impl Session {
                 let handheld = Duration::from_micros(handheld_us);
                 let down_bytes = message.body.len() as u64;
                 let decoding = Instant::now();
-                let outputs = match message.tensors() {
+                let outputs = match message.tensors().map_err(|e| e.to_string()).and_then(|t| {
+                    check_answer(self.model.model.graph(), &f.cut, &t)?;
+                    Ok(t)
+                }) {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
@@ -583,8 +587,8 @@ impl Session {
         predicted_ms: Option<f64>,
     ) -> FrameReport {
         let est = self.profiler.estimate();
-        let t_up = Duration::from_secs_f64(up_bytes as f64 / est.up_bytes_per_s);
-        let t_down = Duration::from_secs_f64(down_bytes as f64 / est.down_bytes_per_s);
+        let t_up = secs(up_bytes as f64 / est.up_bytes_per_s);
+        let t_down = secs(down_bytes as f64 / est.down_bytes_per_s);
         let (w, h) = (&self.wearable_energy, &self.handheld_energy);
         FrameReport {
             frame,
@@ -688,8 +692,7 @@ impl Session {
         debug!(frame, raw_bytes, up_bytes, "crossing tensors packed");
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
-        let budget =
-            Duration::from_secs_f64(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
+        let budget = secs(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
         let key = cut.key();
         debug!(
             frame,
@@ -872,4 +875,39 @@ fn dilate(took: Duration, factor: f64) {
     if factor > 1.0 {
         std::thread::sleep(took.mul_f64(factor - 1.0));
     }
+}
+
+/// Seconds as a Duration, saturating: NaN and negatives are zero, and
+/// anything too large is the longest Duration (never a panic).
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// Checks a handheld's answer: exactly the tensors that cross back at
+/// `cut`, each of the model's type and shape (a peer's numbers are checked
+/// even after pairing).
+fn check_answer(
+    g: &crate::LayerGraph,
+    cut: &Cut,
+    answer: &[(String, crate::Tensor)],
+) -> std::result::Result<(), String> {
+    let want = cut.down_tensors();
+    if answer.len() != want.len() {
+        return Err(format!("{} tensors where {} cross back at this cut", answer.len(), want.len()));
+    }
+    for (name, t) in answer {
+        let Some(info) = g.tensor_id(name).filter(|id| want.contains(id)).map(|id| g.tensor(id)) else {
+            return Err(format!("a tensor '{name}' that does not cross back at this cut"));
+        };
+        if t.datum_type() != info.dtype || (!info.shape.is_empty() && t.shape() != info.shape.as_slice()) {
+            return Err(format!(
+                "'{name}' is {:?} {:?}, the model's is {:?} {:?}",
+                t.datum_type(),
+                t.shape(),
+                info.dtype,
+                info.shape
+            ));
+        }
+    }
+    Ok(())
 }
