@@ -401,6 +401,14 @@ impl Message {
         // The decoder checked this for received frames; a message built in
         // this process is held to the same limits.
         check_body(&self.header, self.body.len())?;
+        self.tensor_bytes()?
+            .into_iter()
+            .map(|(meta, bytes)| Ok((meta.name.clone(), tensor_from_wire(meta, bytes)?)))
+            .collect()
+    }
+
+    /// Each described tensor with its slice of the body.
+    fn tensor_bytes(&self) -> Result<Vec<(&TensorMeta, &[u8])>, ProtocolError> {
         let mut at = 0;
         let mut out = vec![];
         for meta in self.tensor_metas() {
@@ -409,7 +417,7 @@ impl Message {
                 .body
                 .get(at..at + len)
                 .ok_or(ProtocolError::BodyMismatch { expected: at + len, got: self.body.len() })?;
-            out.push((meta.name.clone(), tensor_from_wire(meta, bytes)?));
+            out.push((meta, bytes));
             at += len;
         }
         Ok(out)
@@ -418,13 +426,7 @@ impl Message {
     /// Checks the raw tensors' bytes without building them (bool bytes
     /// are 0 or 1); lengths were checked against the header.
     fn check_raw_tensors(&self) -> Result<(), ProtocolError> {
-        let mut at = 0;
-        for meta in self.tensor_metas() {
-            let len = meta.body_len()?;
-            let bytes = self
-                .body
-                .get(at..at + len)
-                .ok_or(ProtocolError::BodyMismatch { expected: at + len, got: self.body.len() })?;
+        for (meta, bytes) in self.tensor_bytes()? {
             if meta.encoding == Encoding::Raw && meta.dtype == WireType::Bool && bytes.iter().any(|&b| b > 1)
             {
                 return Err(ProtocolError::BadTensor {
@@ -432,7 +434,6 @@ impl Message {
                     reason: "a bool byte is not 0 or 1".into(),
                 });
             }
-            at += len;
         }
         Ok(())
     }
