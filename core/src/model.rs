@@ -188,7 +188,20 @@ impl Model {
         if let Some(graph) = proto.graph.as_mut() {
             crate::workaround::unfold_dequantize_before_softmax(graph);
         }
-        let facts = infer_facts(&proto, model_dir.as_deref(), input_shapes)?;
+        // tract's ONNX parser panics on some malformed files (found by
+        // fuzzing: a missing map key in tract-onnx's model.rs); a bad file
+        // is an error here, never a panic.
+        let facts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            infer_facts(&proto, model_dir.as_deref(), input_shapes)
+        }))
+        .map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            not_onnx(format!("tract could not parse it ({what})"))
+        })??;
         crate::concretize::fold_shape_nodes(&mut proto, &facts);
         let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;
         let graph = LayerGraph::build(graph, &facts)?;

@@ -1,4 +1,5 @@
 //! The integration tests of this crate, in one binary (linking tract into
 //! one test binary per file cost build time).
 
+mod fuzz_found;
 mod split_tiny;

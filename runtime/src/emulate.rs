@@ -125,6 +125,9 @@ pub struct Schedule {
     pub steps: Vec<(Duration, f64, f64)>,
 }
 
+/// Fastest rate a schedule may set (Mbit/s): 1 Tbit/s.
+pub const MAX_SCHEDULE_MBIT: f64 = 1e6;
+
 impl Schedule {
     /// Parses `seconds up_mbit [down_mbit]` lines (`#` starts a comment).
     pub fn parse(text: &str, origin: &str) -> Result<Schedule, LinkError> {
@@ -151,7 +154,13 @@ impl Schedule {
             if up == 0.0 || down == 0.0 {
                 return Err(bad("a rate of 0 would stall the link forever".into()));
             }
-            steps.push((Duration::from_secs_f64(at), up * 1e6, down * 1e6));
+            if up > MAX_SCHEDULE_MBIT || down > MAX_SCHEDULE_MBIT {
+                return Err(bad(format!("a rate above {MAX_SCHEDULE_MBIT} Mbit/s")));
+            }
+            // Found by fuzzing: a time too large for a Duration panicked here.
+            let at = Duration::try_from_secs_f64(at)
+                .map_err(|_| bad(format!("time '{}' is too large", fields[0])))?;
+            steps.push((at, up * 1e6, down * 1e6));
         }
         steps.sort_by_key(|s| s.0);
         Ok(Schedule { steps })
@@ -543,7 +552,8 @@ mod tests {
         let s = Schedule::parse("# t up down\n0 1\n2.5 0.1 0.2\n", "x").expect("parses");
         assert_eq!(s.steps.len(), 2);
         assert_eq!(s.steps[1], (Duration::from_millis(2500), 0.1e6, 0.2e6));
-        for bad in ["1", "a 1", "1 -2", "1 0", "1 2 3 4"] {
+        // The last two were found by fuzzing (a Duration overflow panicked).
+        for bad in ["1", "a 1", "1 -2", "1 0", "1 2 3 4", "333333333333333333333333333333 1", "0 1e300"] {
             let e = Schedule::parse(bad, "f").expect_err(bad).to_string();
             assert!(e.contains("f line 1"), "{e}");
         }

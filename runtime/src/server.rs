@@ -216,8 +216,11 @@ pub async fn serve(
     mut acceptor: impl Acceptor,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let files = match &config.models_dir {
-        Some(dir) => scan_models(dir)?,
+    // Hashing every model file is blocking work: off the async threads.
+    let files = match config.models_dir.clone() {
+        Some(dir) => tokio::task::spawn_blocking(move || scan_models(&dir))
+            .await
+            .map_err(|e| io::Error::other(format!("scanning the models directory: {e}")))??,
         None => HashMap::new(),
     };
     info!(listen = %acceptor.describe(), models = files.len(), device = %config.device, slowdown = config.slowdown, "serving");
@@ -284,6 +287,12 @@ struct Job {
     loaded: Arc<Loaded>,
 }
 
+/// Most frames queued to run per connection; beyond it the link is not read.
+pub const MAX_QUEUED_JOBS: usize = 32;
+/// Most messages waiting to be written to one peer; beyond it the peer is
+/// not reading, and its connection closes.
+pub const MAX_UNSENT: usize = 256;
+
 /// Most cuts one connection may ask this handheld to build ahead
 /// (`Prepare`); later ones are answered with a refusal.
 pub const MAX_PREPARED_PER_CONNECTION: usize = 64;
@@ -339,7 +348,9 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     let Link { mut tx, mut rx, name } = link;
     info!(conn = id, peer = %name, "connected");
 
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    // Bounded both ways: a peer that stops reading, or sends frames faster
+    // than they run, cannot grow this handheld's memory.
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(MAX_UNSENT);
     let writer = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             let bytes = match encode(&m) {
@@ -358,7 +369,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     });
 
     let (event_tx, mut events) = mpsc::unbounded_channel::<Event>();
-    let (job_tx, mut jobs) = mpsc::unbounded_channel::<Job>();
+    let (job_tx, mut jobs) = mpsc::channel::<Job>(MAX_QUEUED_JOBS);
     let runner = {
         let (shared, out_tx, event_tx) = (shared.clone(), out_tx.clone(), event_tx.clone());
         tokio::spawn(async move {
@@ -374,7 +385,8 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                 shared.queue.fetch_sub(1, Ordering::Relaxed);
                 match r {
                     Ok(Ok(m)) => {
-                        let _ = out_tx.send(m);
+                        // Waits while the writer is behind: results are not dropped.
+                        let _ = out_tx.send(m).await;
                     }
                     Ok(Err(reason)) => {
                         failed.store(true, Ordering::Relaxed);
@@ -407,7 +419,13 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     if let Header::Error { code, reason } = &m.header {
                         warn!(conn = id, ?code, "refusing the peer: {reason}");
                     }
-                    let _ = out_tx.send(m);
+                    if out_tx.try_send(m).is_err() {
+                        warn!(
+                            conn = id,
+                            "the peer is not reading its answers ({MAX_UNSENT} unsent): closing"
+                        );
+                        close = true;
+                    }
                 }
                 Action::LoadKnown { digest, shapes } => {
                     let (shared, event_tx) = (shared.clone(), event_tx.clone());
@@ -431,7 +449,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                             let reason = format!(
                                 "this handheld builds at most {MAX_PREPARED_PER_CONNECTION} cuts ahead per connection"
                             );
-                            let _ = out_tx.send(HandheldSession::prepared(key, 0, Some(reason)));
+                            let _ = out_tx.try_send(HandheldSession::prepared(key, 0, Some(reason)));
                         }
                         let (l, out_tx) = (l.clone(), out_tx.clone());
                         // One after the other, off the async threads: builds
@@ -444,7 +462,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                                 let build_us = started.elapsed().as_micros() as u64;
                                 let error = built.err().map(|e| e.to_string());
                                 debug!(conn = id, cut = %key, build_us, ?error, "prepared");
-                                let _ = out_tx.send(HandheldSession::prepared(key, build_us, error));
+                                let _ = out_tx.blocking_send(HandheldSession::prepared(key, build_us, error));
                             }
                         });
                     }
@@ -453,7 +471,17 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                 Action::Run { frame, cut, message } => match loaded {
                     Some(l) => {
                         shared.queue.fetch_add(1, Ordering::Relaxed);
-                        let _ = job_tx.send(Job { frame, cut, message, loaded: l.clone() });
+                        if job_tx.try_send(Job { frame, cut, message, loaded: l.clone() }).is_err() {
+                            shared.queue.fetch_sub(1, Ordering::Relaxed);
+                            let reason =
+                                format!("more than {MAX_QUEUED_JOBS} frames queued on this connection");
+                            warn!(conn = id, "{reason}");
+                            let _ = out_tx.try_send(Message::new(Header::Error {
+                                code: ErrorCode::Unexpected,
+                                reason,
+                            }));
+                            close = true;
+                        }
                     }
                     None => close = true,
                 },
@@ -465,7 +493,9 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
 
     while !close {
         tokio::select! {
-            r = rx.recv() => match r {
+            // No reading while the run queue is full (backpressure on the
+            // link); the timer below polls it again.
+            r = rx.recv(), if job_tx.capacity() > 0 => match r {
                 Ok(Some(bytes)) => {
                     let (messages, failed) = decoder.push_and_decode(&bytes);
                     for m in messages {
@@ -485,7 +515,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                             decoder.pending()
                         );
                         warn!(conn = id, "{reason}");
-                        let _ = out_tx.send(Message::new(Header::Error { code: ErrorCode::Malformed, reason }));
+                        let _ = out_tx.try_send(Message::new(Header::Error { code: ErrorCode::Malformed, reason }));
                     } else {
                         debug!(conn = id, "peer closed");
                     }
@@ -507,20 +537,24 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     Event::RunFailed(frame, reason) => {
                         let reason = format!("frame {frame}: {reason}");
                         warn!(conn = id, "{reason}");
-                        let _ = out_tx.send(Message::new(Header::Error { code: ErrorCode::Tensor, reason }));
+                        let _ = out_tx.try_send(Message::new(Header::Error { code: ErrorCode::Tensor, reason }));
                         vec![Action::Close]
                     }
                 };
                 close |= act(actions, &loaded);
             },
+            _ = tokio::time::sleep(Duration::from_millis(5)), if job_tx.capacity() == 0 => {}
             _ = status_tick.tick() => {
                 session.set_status(shared.status());
                 if let Some(m) = session.status_message() {
-                    let _ = out_tx.send(m);
+                    if out_tx.try_send(m).is_err() {
+                        warn!(conn = id, "the peer is not reading ({MAX_UNSENT} messages unsent): closing");
+                        break;
+                    }
                 }
             },
             _ = stop.changed() => {
-                let _ = out_tx.send(Message::new(Header::Bye));
+                let _ = out_tx.try_send(Message::new(Header::Bye));
                 break;
             }
         }

@@ -376,3 +376,22 @@ fn answers_come_back_encoded_and_bit_exact() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&raw_out), bits(&coded_out), "bit for bit");
 }
+
+#[test]
+fn a_session_dropped_inside_an_async_runtime_neither_panics_nor_blocks() {
+    let model = tiny_mlp();
+    let server = tandem::server::spawn_memory(tandem::server::ServerConfig::default()).expect("server");
+    let mut config = local_config();
+    config.placement = Placement::Auto;
+    let s = Session::open(model, Box::new(server), config).expect("session");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let started = std::time::Instant::now();
+    // An app's async task drops its session: Drop must not block the task
+    // (nor drop the session's runtime inside this one, which panics).
+    rt.block_on(async move { drop(s) });
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(250),
+        "dropping blocked {:?}",
+        started.elapsed()
+    );
+}

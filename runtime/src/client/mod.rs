@@ -121,8 +121,8 @@ pub struct Session {
     /// Where the session stands with the handheld; ready iff `Ready`.
     status: Status,
     transport_name: String,
-    /// Runs the link task (kept alive with the session).
-    _runtime: tokio::runtime::Runtime,
+    /// Runs the link task (kept alive with the session; taken on drop).
+    runtime: Option<tokio::runtime::Runtime>,
     commands: mpsc::UnboundedSender<Command>,
     events: cb::Receiver<Event>,
     origin: Instant,
@@ -229,7 +229,7 @@ impl Session {
             kept_cut: None,
             status: Status::Connecting,
             transport_name,
-            _runtime: runtime,
+            runtime: Some(runtime),
             commands,
             events,
             origin: Instant::now(),
@@ -858,13 +858,21 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         let _ = self.commands.send(Command::Shutdown);
-        // Give the link task a moment to say Bye.
-        let until = Instant::now() + Duration::from_millis(300);
-        while Instant::now() < until {
-            match self.events.recv_timeout(Duration::from_millis(20)) {
-                Err(cb::RecvTimeoutError::Disconnected) => break,
-                _ => continue,
+        // Inside an async runtime (an app's tokio task) nothing may block:
+        // the link task is left to say Bye on its own threads.
+        if tokio::runtime::Handle::try_current().is_err() {
+            // Give the link task a moment to say Bye.
+            let until = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < until {
+                match self.events.recv_timeout(Duration::from_millis(20)) {
+                    Err(cb::RecvTimeoutError::Disconnected) => break,
+                    _ => continue,
+                }
             }
+        }
+        // Dropping a runtime inside another panics; this never waits.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }

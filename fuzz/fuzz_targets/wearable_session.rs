@@ -1,0 +1,25 @@
+//! The wearable's session state machine fed any sequence of decodable
+//! messages from a handheld, between offloads of its own: never a panic.
+#![no_main]
+
+use std::sync::Arc;
+
+use libfuzzer_sys::fuzz_target;
+use tandem_core::InputShapes;
+use tandem_proto::protocol::FrameDecoder;
+use tandem_proto::session::WearableSession;
+
+fuzz_target!(|data: &[u8]| {
+    let model = Arc::new(vec![7u8; 300]);
+    let mut session = WearableSession::new("watch-w5", model, InputShapes::none(), 128).expect_layers(4);
+    let _ = session.start();
+    let mut decoder = FrameDecoder::new(1 << 20);
+    let (messages, _) = decoder.push_and_decode(data);
+    for (i, m) in messages.into_iter().enumerate() {
+        let _ = session.on_message(m);
+        if i % 3 == 0 {
+            let _ = session.offload(i as u64, "0".into(), vec![], vec![]);
+        }
+    }
+    let _ = session.on_disconnect();
+});
