@@ -29,6 +29,7 @@ mod compare;
 mod encodings;
 mod paired;
 mod plots;
+mod soak;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -108,6 +109,27 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// One handheld and N paired wearables streaming through proxies, with
+    /// faults injected (`--faults`): one JSON line of frames fed and
+    /// delivered (duplicates, out of order) and the handheld's memory and
+    /// file descriptors.
+    Soak {
+        /// Wearable processes.
+        #[arg(long, default_value_t = 2)]
+        wearables: usize,
+        /// Seconds of frames each streams.
+        #[arg(long, default_value_t = 20.0)]
+        seconds: f64,
+        /// Kill and restart, stall, flap the links, drop, corrupt and reorder bytes.
+        #[arg(long)]
+        faults: bool,
+        /// Frames per second per wearable.
+        #[arg(long, default_value_t = 10.0)]
+        fps: f64,
+        /// Output directory (keystores, frames, logs, soak.json).
+        #[arg(long, default_value = "target/soak")]
+        out: PathBuf,
+    },
     /// Every offload strategy side by side on real processes over emulated
     /// links: `DIR/results.jsonl` (one line per cell, strategy and run) and
     /// `DIR/report.md` (the headline per strategy).
@@ -160,6 +182,9 @@ fn main() -> anyhow::Result<()> {
         Command::DecisionTime { model, runs } => decision_time(model, runs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
+        Command::Soak { wearables, seconds, faults, fps, out } => {
+            soak::soak(wearables, seconds, faults, fps, &out)
+        }
         Command::Compare { quick, out, model, shapes, frames, resume } => {
             let file_args: Vec<String> = shapes
                 .input_shape

@@ -53,9 +53,21 @@ fn spawn_lines(
 /// as a user would: returns both directories.
 pub fn pair(handheld_bin: &Path, wearable_bin: &Path, dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     let (h_keys, w_keys) = (dir.join("handheld"), dir.join("wearable"));
+    pair_into(handheld_bin, wearable_bin, &h_keys, &w_keys)?;
+    Ok((h_keys, w_keys))
+}
+
+/// Pairs the wearable keystore `w_keys` with the handheld keystore
+/// `h_keys` (each created if missing): one more wearable for a handheld.
+pub fn pair_into(
+    handheld_bin: &Path,
+    wearable_bin: &Path,
+    h_keys: &Path,
+    w_keys: &Path,
+) -> std::io::Result<()> {
     let mut cmd = std::process::Command::new(handheld_bin);
     cmd.args(["pair", "--listen", "127.0.0.1:0", "--timeout", "60", "--keys"])
-        .arg(&h_keys)
+        .arg(h_keys)
         .stderr(std::process::Stdio::inherit());
     let (mut child, lines) = spawn_lines(&mut cmd)?;
     let (mut addr, mut code) = (None, None);
@@ -80,7 +92,7 @@ pub fn pair(handheld_bin: &Path, wearable_bin: &Path, dir: &Path) -> std::io::Re
             code.as_deref().unwrap_or_default(),
         ])
         .arg("--keys")
-        .arg(&w_keys)
+        .arg(w_keys)
         .output()?;
     let handheld = child.wait()?;
     if !wearable.status.success() || !handheld.success() {
@@ -90,7 +102,7 @@ pub fn pair(handheld_bin: &Path, wearable_bin: &Path, dir: &Path) -> std::io::Re
             String::from_utf8_lossy(&wearable.stderr)
         )));
     }
-    Ok((h_keys, w_keys))
+    Ok(())
 }
 
 impl HandheldProcess {
