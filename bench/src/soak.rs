@@ -140,8 +140,8 @@ fn count(path: &Path) -> anyhow::Result<(usize, usize, usize, usize)> {
 
 /// `tandem-bench soak`.
 pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Path) -> anyhow::Result<()> {
-    if wearables == 0 || !(seconds > 0.0) || !(fps > 0.0) {
-        bail!("--wearables, --seconds and --fps must be positive");
+    if wearables == 0 || !seconds.is_finite() || seconds <= 0.0 || !fps.is_finite() || fps <= 0.0 {
+        bail!("--wearables, --seconds and --fps must be positive (and finite)");
     }
     let root = tandem_models::workspace_root();
     let bin = |name: &str| root.join("target/debug").join(name);
