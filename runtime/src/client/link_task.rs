@@ -71,6 +71,12 @@ pub(super) enum Event {
     Disconnected(String),
 }
 
+/// The latest status from the handheld, not yet taken by the session.
+pub(super) type StatusSlot = std::sync::Arc<std::sync::Mutex<Option<StatusReport>>>;
+
+/// Most probes or prepared cuts awaiting an answer (older ones are forgotten).
+const MAX_ASKED: usize = 64;
+
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
 pub(super) async fn manage_link(
     transport: Box<dyn Transport>,
@@ -80,6 +86,7 @@ pub(super) async fn manage_link(
     backoff: Backoff,
     mut commands: mpsc::UnboundedReceiver<Command>,
     events: cb::Sender<Event>,
+    status: StatusSlot,
 ) {
     let mut wait = backoff.initial;
     loop {
@@ -101,7 +108,7 @@ pub(super) async fn manage_link(
                     chunk_bytes,
                 )
                 .expect_layers(model.model.graph().nodes().len());
-                match run_link(link, session, &mut commands, &events).await {
+                match run_link(link, session, &mut commands, &events, &status).await {
                     Ok(()) => return,
                     Err(reason) => reason,
                 }
@@ -141,7 +148,12 @@ async fn run_link(
     mut session: WearableSession,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     events: &cb::Sender<Event>,
+    status: &StatusSlot,
 ) -> std::result::Result<(), String> {
+    // What the handheld may only answer: probes sent and cuts asked (a
+    // peer cannot fill the app's event queue with answers nobody asked for).
+    let mut probes: std::collections::VecDeque<u64> = Default::default();
+    let mut asked: std::collections::VecDeque<String> = Default::default();
     let Link { mut tx, mut rx, name } = link;
     debug!(link = %name, "connected");
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -178,10 +190,17 @@ async fn run_link(
                     let _ = events.send(Event::Ready { device, latency });
                 }
                 WearableAction::Status(s) => {
-                    let _ = events.send(Event::Status(s));
+                    // Coalesced: one event waits at most; it carries the latest status.
+                    let waiting = status.lock().unwrap_or_else(|p| p.into_inner()).replace(s).is_some();
+                    if !waiting {
+                        let _ = events.send(Event::Status(s));
+                    }
                 }
                 WearableAction::Echo { id, received, echoed } => {
-                    let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
+                    if let Some(i) = probes.iter().position(|&p| p == id) {
+                        probes.remove(i);
+                        let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
+                    }
                 }
                 WearableAction::Delivered { frame, handheld_compute_us, message } => {
                     let _ = events.send(Event::Delivered {
@@ -193,7 +212,10 @@ async fn run_link(
                 }
                 WearableAction::Prepared { cut, build_us, error } => {
                     debug!(cut = %cut, build_us, ?error, "the handheld prepared a cut");
-                    let _ = events.send(Event::Prepared { cut, error });
+                    if let Some(i) = asked.iter().position(|c| *c == cut) {
+                        asked.remove(i);
+                        let _ = events.send(Event::Prepared { cut, error });
+                    }
                 }
                 WearableAction::RunLocally(frames) => {
                     let reason = why.clone().unwrap_or_else(|| "the link failed".into());
@@ -268,6 +290,10 @@ async fn run_link(
                     }
                 },
                 Some(Command::Prepare(cuts)) => {
+                    asked.extend(cuts.iter().cloned());
+                    while asked.len() > MAX_ASKED {
+                        asked.pop_front();
+                    }
                     if let Some(m) = session.prepare(cuts) {
                         if let Err(e) = send(&m) {
                             why = Some(e);
@@ -275,6 +301,10 @@ async fn run_link(
                     }
                 }
                 Some(Command::Probe { id, bytes }) => {
+                    probes.push_back(id);
+                    while probes.len() > MAX_ASKED {
+                        probes.pop_front();
+                    }
                     let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
                     if let Err(e) = send(&m) {
                         why = Some(e);

@@ -121,6 +121,8 @@ pub struct Session {
     /// Where the session stands with the handheld; ready iff `Ready`.
     status: Status,
     transport_name: String,
+    /// The handheld's latest status, coalesced by the link task.
+    status_slot: link_task::StatusSlot,
     /// Runs the link task (kept alive with the session; taken on drop).
     runtime: Option<tokio::runtime::Runtime>,
     commands: mpsc::UnboundedSender<Command>,
@@ -183,6 +185,7 @@ impl Session {
         let transport_name = transport.describe();
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = cb::unbounded();
+        let status_slot = link_task::StatusSlot::default();
         if config.placement != Placement::WearableOnly {
             runtime.spawn(manage_link(
                 transport,
@@ -192,6 +195,7 @@ impl Session {
                 config.backoff,
                 command_rx,
                 event_tx,
+                status_slot.clone(),
             ));
         }
         let mut profiler = LinkProfiler::new(config.link_default, Duration::from_secs(2));
@@ -230,6 +234,7 @@ impl Session {
             status: Status::Connecting,
             transport_name,
             runtime: Some(runtime),
+            status_slot,
             commands,
             events,
             origin: Instant::now(),
@@ -471,7 +476,9 @@ impl Session {
                 self.switch.reconnected();
                 self.planner.handle_predictor_update();
             }
-            Event::Status(s) => {
+            Event::Status(first) => {
+                // The latest status since this event was queued.
+                let s = self.status_slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or(first);
                 self.profiler.on_status(s);
                 self.planner.handle_status(self.profiler.handheld_status());
                 self.planner.handle_weights(self.profiler.weights());
