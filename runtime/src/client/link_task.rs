@@ -85,8 +85,7 @@ pub(super) async fn manage_link(
     chunk_bytes: usize,
     backoff: Backoff,
     mut commands: mpsc::UnboundedReceiver<Command>,
-    events: cb::Sender<Event>,
-    status: StatusSlot,
+    (events, status): (cb::Sender<Event>, StatusSlot),
 ) {
     let mut wait = backoff.initial;
     loop {

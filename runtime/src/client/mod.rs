@@ -194,8 +194,7 @@ impl Session {
                 config.chunk_bytes,
                 config.backoff,
                 command_rx,
-                event_tx,
-                status_slot.clone(),
+                (event_tx, status_slot.clone()),
             ));
         }
         let mut profiler = LinkProfiler::new(config.link_default, Duration::from_secs(2));
