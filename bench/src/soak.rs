@@ -198,6 +198,8 @@ pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Pat
     // stream (the first sample after 2 s), then its peak to the end.
     let mut rss_start = None;
     let (mut rss_max, mut fds_max, mut rss_end) = (0.0f64, 0usize, 0.0f64);
+    // Each handheld process's peak: a leak shows as a rising list, restarts or not.
+    let (mut peaks, mut peak) = (vec![], 0.0f64);
     let mut injected: std::collections::BTreeMap<&str, usize> = Default::default();
     let kinds = ["restart", "stall", "flap", "corrupt", "drop", "reorder"];
     let started = Instant::now();
@@ -212,6 +214,7 @@ pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Pat
             rss_max = rss_max.max(rss);
             fds_max = fds_max.max(fds);
             rss_end = rss;
+            peak = peak.max(rss);
         }
         let running = children.iter_mut().map(|c| c.try_wait()).filter(|w| matches!(w, Ok(None))).count();
         if running == 0 {
@@ -226,6 +229,8 @@ pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Pat
             turn += 1;
             match kind {
                 "restart" => {
+                    peaks.push(peak);
+                    peak = 0.0;
                     handheld.kill();
                     handheld = start()?;
                 }
@@ -261,6 +266,8 @@ pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Pat
         duplicates += dup;
         disorder += dis;
     }
+    peaks.push(peak);
+    let peaks: Vec<f64> = peaks.iter().map(|p| (p * 10.0).round() / 10.0).collect();
     let line = json!({
         "wearables": wearables,
         "seconds": seconds,
@@ -276,6 +283,7 @@ pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Pat
         "handheld_rss_max_mb": rss_max,
         "handheld_rss_end_mb": rss_end,
         "handheld_fds_max": fds_max,
+        "handheld_rss_peak_mb_per_process": peaks,
         "wall_s": started.elapsed().as_secs_f64(),
     });
     std::fs::write(out.join("soak.json"), format!("{line}\n"))?;

@@ -534,3 +534,16 @@ fn connections_beyond_the_cap_are_told_busy_and_pushes_beyond_the_limit_are_refu
     assert_eq!(code, ErrorCode::Model, "{reason}");
     assert!(reason.contains("exceeds this handheld's 1048576 limit"), "{reason}");
 }
+
+#[test]
+fn a_peer_that_never_says_hello_is_closed_with_a_reason() {
+    let server = HandheldProcess::start(Path::new(BIN), &[]).expect("server");
+    let started = Instant::now();
+    // A probe, then silence: the handheld must not hold the connection forever.
+    let probe = encode(&Message { header: Header::Probe { id: 1, echo_payload: false }, body: vec![0; 16] })
+        .expect("probe");
+    let (code, reason) = error_of(&talk(&server.addr, &probe, false));
+    assert_eq!(code, ErrorCode::Unexpected, "{reason}");
+    assert!(reason.contains("no Hello within"), "{reason}");
+    assert!(started.elapsed() < Duration::from_secs(30), "closed only after {:?}", started.elapsed());
+}

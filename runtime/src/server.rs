@@ -90,6 +90,8 @@ struct Shared {
     pushed: Mutex<HashMap<Digest, Arc<Vec<u8>>>>,
     /// Loaded models by digest and the overrides they were loaded with.
     loaded: Mutex<HashMap<(Digest, InputShapes), Arc<Loaded>>>,
+    /// Held while a model loads.
+    loading: Mutex<()>,
     queue: AtomicU32,
 }
 
@@ -126,6 +128,13 @@ impl Shared {
         shapes: InputShapes,
     ) -> Result<Arc<Loaded>, String> {
         let key = (digest, shapes);
+        if let Some(l) = lock(&self.loaded).get(&key) {
+            return Ok(l.clone());
+        }
+        // One load at a time: wearables that connect together (after a
+        // restart, say) wait for the first load instead of each loading and
+        // profiling the model again (the soak measured 850 MB for 8 at once).
+        let _one = lock(&self.loading);
         if let Some(l) = lock(&self.loaded).get(&key) {
             return Ok(l.clone());
         }
@@ -229,6 +238,7 @@ pub async fn serve(
         files: Mutex::new(files),
         pushed: Mutex::default(),
         loaded: Mutex::default(),
+        loading: Mutex::default(),
         queue: AtomicU32::new(0),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -370,12 +380,16 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
 
     let (event_tx, mut events) = mpsc::unbounded_channel::<Event>();
     let (job_tx, mut jobs) = mpsc::channel::<Job>(MAX_QUEUED_JOBS);
+    // Set when the peer has gone: its queued frames are not run.
+    let peer_gone = Arc::new(AtomicBool::new(false));
     let runner = {
         let (shared, out_tx, event_tx) = (shared.clone(), out_tx.clone(), event_tx.clone());
+        let gone = peer_gone.clone();
         tokio::spawn(async move {
             let failed = Arc::new(AtomicBool::new(false));
             while let Some(job) = jobs.recv().await {
-                if failed.load(Ordering::Relaxed) {
+                // After a failure, or once the peer has gone, queued frames are dropped, not run.
+                if failed.load(Ordering::Relaxed) || gone.load(Ordering::Relaxed) {
                     shared.queue.fetch_sub(1, Ordering::Relaxed);
                     continue;
                 }
@@ -491,8 +505,17 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
         close
     };
 
+    // A peer must say Hello soon after the link opens (the secure handshake was timed already).
+    let hello_deadline = tokio::time::Instant::now() + crate::secure::HANDSHAKE_TIMEOUT;
+    let mut said_hello = false;
     while !close {
         tokio::select! {
+            _ = tokio::time::sleep_until(hello_deadline), if !said_hello => {
+                warn!(conn = id, "no Hello within {:?}: closing", crate::secure::HANDSHAKE_TIMEOUT);
+                let reason = format!("no Hello within {:?}", crate::secure::HANDSHAKE_TIMEOUT);
+                let _ = out_tx.try_send(Message::new(Header::Error { code: ErrorCode::Unexpected, reason }));
+                break;
+            }
             // No reading while the run queue is full (backpressure on the
             // link); the timer below polls it again.
             r = rx.recv(), if job_tx.capacity() > 0 => match r {
@@ -502,6 +525,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                         if close {
                             break;
                         }
+                        said_hello |= matches!(m.header, Header::Hello { .. });
                         close |= act(session.on_message(m, |d| shared.has_model(d)), &loaded);
                     }
                     if let (Some(e), false) = (failed, close) {
@@ -519,10 +543,12 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     } else {
                         debug!(conn = id, "peer closed");
                     }
+                    peer_gone.store(true, Ordering::Relaxed);
                     break;
                 }
                 Err(e) => {
                     debug!(conn = id, "receive failed: {e}");
+                    peer_gone.store(true, Ordering::Relaxed);
                     break;
                 }
             },
