@@ -67,7 +67,9 @@ int tandem_set_placement(struct TandemSession *s, const char *placement);
  * The keystore directory (`tandem-wearable pair --keys DIR`; default
  * `~/.config/tandem/wearable`): with a handheld paired there, the link is
  * encrypted and authenticated; without one it is plain, and a handheld
- * refuses it unless started with `--insecure`. Only before the first feed.
+ * refuses it unless started with `--insecure`. A keystore set here with no
+ * paired handheld fails the first feed (never a plain link by accident).
+ * Only before the first feed.
  * Returns 0, or -1.
  *
  * # Safety

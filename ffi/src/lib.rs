@@ -50,9 +50,16 @@ impl TandemSession {
                     // Encrypted with the handheld paired in the keystore (`tandem-wearable pair`).
                     let dir = self.keys.clone().unwrap_or_else(|| Keystore::default_dir("wearable"));
                     let tcp: Box<dyn Transport> = Box::new(TcpTransport::new(addr.clone()));
-                    tandem::secure::for_wearable(tcp, &dir, addr)
-                        .map_err(|e| format!("the keystore {}: {e}", dir.display()))?
-                        .0
+                    let (transport, encrypted) = tandem::secure::for_wearable(tcp, &dir, addr)
+                        .map_err(|e| format!("the keystore {}: {e}", dir.display()))?;
+                    // Keys named by the app must give an encrypted link: never plain by accident.
+                    if self.keys.is_some() && !encrypted {
+                        return Err(format!(
+                            "the keystore {} has no paired handheld (pair with `tandem-wearable pair --keys`)",
+                            dir.display()
+                        ));
+                    }
+                    transport
                 }
                 None => {
                     config.placement = Placement::WearableOnly;
@@ -291,7 +298,9 @@ pub unsafe extern "C" fn tandem_set_placement(s: *mut TandemSession, placement: 
 /// The keystore directory (`tandem-wearable pair --keys DIR`; default
 /// `~/.config/tandem/wearable`): with a handheld paired there, the link is
 /// encrypted and authenticated; without one it is plain, and a handheld
-/// refuses it unless started with `--insecure`. Only before the first feed.
+/// refuses it unless started with `--insecure`. A keystore set here with no
+/// paired handheld fails the first feed (never a plain link by accident).
+/// Only before the first feed.
 /// Returns 0, or -1.
 ///
 /// # Safety

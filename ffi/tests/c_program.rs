@@ -137,8 +137,10 @@ fn a_c_program_runs_a_zoo_model_locally_and_on_a_handheld_like_the_rust_api() {
     assert!(d.ok(), "the handheld's answer through C differs from the Rust API's: {d:?}");
 
     // A handheld serving paired wearables only: the C program with the
-    // paired keystore gets the same answer over an encrypted link; with an
-    // empty keystore (a plain link) it is refused and runs here.
+    // paired keystore gets the same answer over an encrypted link; a
+    // keystore it names with no paired handheld is an error, never a
+    // plain link; without one (the default, empty here) it is refused by
+    // the handheld and runs here.
     let keys = tmp.join("keys");
     let (h_keys, w_keys) = (keys.join("handheld"), keys.join("wearable"));
     let handheld_ks = tandem::secure::Keystore::open_or_create(&h_keys).expect("keystore");
@@ -155,10 +157,21 @@ fn a_c_program_runs_a_zoo_model_locally_and_on_a_handheld_like_the_rust_api() {
     assert_eq!(paired.report["offloaded"], true, "{}", paired.report);
     assert_eq!(paired.values, remote.values, "the encrypted link changes no float");
     let empty = keys.join("empty");
-    let plain = run_c(&exe, &[m, &secure.addr, "handheld", i, &dims, f, o, empty.to_str().expect("path")])
-        .expect("runs here");
-    assert_eq!(plain.report["offloaded"], false, "an unpaired C program was served: {}", plain.report);
-    assert_eq!(plain.values, want, "the fallback runs the same local plan");
+    let e = run_c(&exe, &[m, &secure.addr, "handheld", i, &dims, f, o, empty.to_str().expect("path")])
+        .err()
+        .expect("a named keystore without a paired handheld fails");
+    assert!(e.starts_with("feed: ") && e.contains("has no paired handheld"), "{e}");
+    let plain = std::process::Command::new(&exe)
+        .args([m, &secure.addr, "handheld", i, &dims, f, o])
+        .env("HOME", &empty)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .expect("runs");
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&plain.stdout).lines().next().expect("report"))
+            .expect("JSON");
+    assert_eq!(report["offloaded"], false, "an unpaired C program was served: {report}");
 
     // Errors come back as messages, not crashes.
     let e = run_c(&exe, &["/no/such/model.onnx", "-", "auto", i, &dims, f, o]).err().expect("fails");

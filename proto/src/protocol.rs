@@ -805,7 +805,9 @@ impl FrameDecoder {
         let body_len = frame - 4 - header_len;
         check_body(&header, body_len)?;
         self.head.clear();
-        self.current = Some((header, Vec::with_capacity(body_len)));
+        // Reserved as bytes arrive beyond 4 MiB: a peer's declared length
+        // alone cannot make this side allocate 256 MiB.
+        self.current = Some((header, Vec::with_capacity(body_len.min(4 << 20))));
         self.body_left = body_len;
         if body_len == 0 {
             self.finish()?;

@@ -297,6 +297,9 @@ struct Job {
     loaded: Arc<Loaded>,
 }
 
+/// Longest wait for a peer to take bytes; then its connection closes.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Most frames queued to run per connection; beyond it the link is not read.
 pub const MAX_QUEUED_JOBS: usize = 32;
 /// Most messages waiting to be written to one peer; beyond it the peer is
@@ -370,12 +373,20 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     break;
                 }
             };
-            if let Err(e) = tx.send(bytes).await {
-                debug!(conn = id, "send failed: {e}");
-                break;
+            // A peer that stops reading cannot hold this connection forever.
+            match tokio::time::timeout(WRITE_TIMEOUT, tx.send(bytes)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    debug!(conn = id, "send failed: {e}");
+                    break;
+                }
+                Err(_) => {
+                    warn!(conn = id, "the peer took no bytes for {WRITE_TIMEOUT:?}: closing");
+                    break;
+                }
             }
         }
-        let _ = tx.close().await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
     });
 
     let (event_tx, mut events) = mpsc::unbounded_channel::<Event>();
@@ -586,10 +597,17 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
         }
     }
     drop(job_tx);
-    // Results already computed still go out before the close.
-    let _ = runner.await;
+    // Results already computed still go out before the close, within bounds:
+    // a peer that stopped reading does not keep this task.
+    let mut runner = runner;
+    if tokio::time::timeout(WRITE_TIMEOUT, &mut runner).await.is_err() {
+        runner.abort();
+    }
     drop(out_tx);
-    let _ = writer.await;
+    let mut writer = writer;
+    if tokio::time::timeout(WRITE_TIMEOUT, &mut writer).await.is_err() {
+        writer.abort();
+    }
     info!(conn = id, "closed");
 }
 

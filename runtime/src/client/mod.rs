@@ -723,7 +723,7 @@ impl Session {
             switch_wait_ms: waited.map(|w| w.as_secs_f64() * 1e3),
             plan_build_ms: built.as_secs_f64() * 1e3,
         });
-        pipe.start_offloaded(frame, in_flight, self.now() + budget)
+        pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
         if self.commands.send(Command::Offload { frame, cut: key, packed, answer }).is_err() {
             return Err(Error::Session("the link task stopped".into()));
@@ -909,7 +909,11 @@ fn check_answer(
     if answer.len() != want.len() {
         return Err(format!("{} tensors where {} cross back at this cut", answer.len(), want.len()));
     }
+    let mut seen = std::collections::HashSet::new();
     for (name, t) in answer {
+        if !seen.insert(name.as_str()) {
+            return Err(format!("'{name}' twice in one answer"));
+        }
         let Some(info) = g.tensor_id(name).filter(|id| want.contains(id)).map(|id| g.tensor(id)) else {
             return Err(format!("a tensor '{name}' that does not cross back at this cut"));
         };

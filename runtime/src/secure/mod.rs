@@ -289,8 +289,14 @@ async fn refuse(link: &mut Link, bytes: Vec<u8>, reason: String) -> io::Error {
 
 /// The handheld's side of a new link under `policy`: the link to serve,
 /// or why it was refused (the peer was told, and the link closed).
-pub async fn accept(mut link: Link, policy: &Policy) -> io::Result<Accepted> {
-    let (kind, first) = timed("the first bytes", greet(&mut link)).await?;
+pub async fn accept(link: Link, policy: &Policy) -> io::Result<Accepted> {
+    // One deadline for the first bytes and the whole handshake: a peer that
+    // never authenticates holds a connection slot for at most this long.
+    timed("the secure handshake", accept_within(link, policy)).await
+}
+
+async fn accept_within(mut link: Link, policy: &Policy) -> io::Result<Accepted> {
+    let (kind, first) = greet(&mut link).await?;
     if kind == Greeting::Plain {
         if policy.allow_plain {
             let Link { tx, rx, name } = link;
@@ -348,7 +354,7 @@ pub async fn accept(mut link: Link, policy: &Policy) -> io::Result<Accepted> {
             Answer::Refused { reply, reason, .. } => Err(refuse(&mut link, reply, reason).await),
         }
     };
-    timed("the secure handshake", handshake).await
+    handshake.await
 }
 
 /// A fresh 6-digit pairing code from the OS's random numbers.
@@ -379,14 +385,16 @@ pub async fn pair_handheld(
                 let bytes =
                     encode(&Message::new(Header::Error { code: ErrorCode::Unpaired, reason: reason.into() }))
                         .unwrap_or_default();
-                return Err(refuse(&mut link, bytes, reason.into()).await);
+                let e = refuse(&mut link, bytes, reason.into()).await;
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
             }
             let mut records = Records::new();
             records.push(&first[MAGIC.len()..]);
             let (kind, payload) = next_record(&mut link.rx, &mut records).await?;
             if kind != Kind::Hello || Purpose::from_hello(&payload).ok() != Some(Purpose::Pairing) {
                 let reason = "this handheld is pairing, not serving";
-                return Err(refuse(&mut link, tandem_proto::secure::refusal(reason), reason.into()).await);
+                let e = refuse(&mut link, tandem_proto::secure::refusal(reason), reason.into()).await;
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
             }
             loop {
                 let (kind, payload) = next_record(&mut link.rx, &mut records).await?;
@@ -401,7 +409,13 @@ pub async fn pair_handheld(
                         let reason = e.to_string();
                         let _ = link.tx.send(tandem_proto::secure::refusal(&reason)).await;
                         let _ = link.tx.close().await;
-                        return Err(io_error(e));
+                        // Only a wrong code counts against the code's tries.
+                        let kind = if e == SecureError::WrongCode {
+                            io::ErrorKind::PermissionDenied
+                        } else {
+                            io::ErrorKind::InvalidData
+                        };
+                        return Err(io::Error::new(kind, reason));
                     }
                 }
             }
