@@ -238,6 +238,18 @@ pub fn greeting(first: &[u8]) -> Greeting {
     }
 }
 
+/// The kind and payload length of the whole record at the start of
+/// `bytes`; `None` while it is incomplete.
+fn record_at(bytes: &[u8]) -> Result<Option<(Kind, usize)>, SecureError> {
+    if bytes.len() < RECORD_HEADER {
+        return Ok(None);
+    }
+    let kind =
+        Kind::from_byte(bytes[0]).ok_or(SecureError::Unexpected { expected: "a record", got: bytes[0] })?;
+    let len = u16::from_le_bytes([bytes[1], bytes[2]]) as usize;
+    Ok((bytes.len() >= RECORD_HEADER + len).then_some((kind, len)))
+}
+
 /// Received bytes, cut into records as they complete.
 #[derive(Debug, Default)]
 pub struct Records {
@@ -267,18 +279,10 @@ impl Records {
 
     /// The next whole record's kind and payload, if one is buffered.
     pub fn next_record(&mut self) -> Result<Option<(Kind, &[u8])>, SecureError> {
-        let rest = &self.buf[self.start..];
-        if rest.len() < RECORD_HEADER {
+        let Some((kind, len)) = record_at(&self.buf[self.start..])? else {
             self.compact();
             return Ok(None);
-        }
-        let kind =
-            Kind::from_byte(rest[0]).ok_or(SecureError::Unexpected { expected: "a record", got: rest[0] })?;
-        let len = u16::from_le_bytes([rest[1], rest[2]]) as usize;
-        if rest.len() < RECORD_HEADER + len {
-            self.compact();
-            return Ok(None);
-        }
+        };
         let at = self.start + RECORD_HEADER;
         self.start = at + len;
         Ok(Some((kind, &self.buf[at..at + len])))
@@ -547,13 +551,7 @@ impl Opener {
             self.records.push(bytes);
             return self.open_into(out);
         }
-        while bytes.len() >= RECORD_HEADER {
-            let len = u16::from_le_bytes([bytes[1], bytes[2]]) as usize;
-            if bytes.len() < RECORD_HEADER + len {
-                break;
-            }
-            let kind = Kind::from_byte(bytes[0])
-                .ok_or(SecureError::Unexpected { expected: "a record", got: bytes[0] })?;
+        while let Some((kind, len)) = record_at(bytes)? {
             open_record(&self.state, self.nonce, kind, &bytes[RECORD_HEADER..RECORD_HEADER + len], out)?;
             self.nonce += 1;
             bytes = &bytes[RECORD_HEADER + len..];
