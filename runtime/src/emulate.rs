@@ -421,11 +421,26 @@ impl LinkTx for EmulatedTx {
     }
 }
 
-struct EmulatedRx(mpsc::UnboundedReceiver<io::Result<Option<Vec<u8>>>>);
+/// Most bytes an emulated link's receiving side holds that the app has not
+/// taken (on the air or arrived); beyond them it stops reading the inner
+/// link, so the inner link's own flow control (TCP's window) holds the sender.
+pub const RX_BUFFER_BYTES: usize = 4 << 20;
+
+struct EmulatedRx {
+    arrived: mpsc::UnboundedReceiver<io::Result<Option<Vec<u8>>>>,
+    /// Room in [`RX_BUFFER_BYTES`], given back as the app takes bytes.
+    room: Arc<tokio::sync::Semaphore>,
+}
 
 impl LinkRx for EmulatedRx {
     fn recv(&mut self) -> BoxFuture<'_, io::Result<Option<Vec<u8>>>> {
-        Box::pin(async move { self.0.recv().await.unwrap_or(Ok(None)) })
+        Box::pin(async move {
+            let r = self.arrived.recv().await.unwrap_or(Ok(None));
+            if let Ok(Some(bytes)) = &r {
+                self.room.add_permits(bytes.len());
+            }
+            r
+        })
     }
 }
 
@@ -463,14 +478,24 @@ pub fn wrap(
     let in_packets = spawn_delay_line(ToReader(out_tx.clone()))?;
     let mut shaper = Shaper::new(profile, recv_dir, control.clone(), seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut inner_rx = link.rx;
+    let room = Arc::new(tokio::sync::Semaphore::new(RX_BUFFER_BYTES));
+    let reader_room = room.clone();
     tokio::spawn(async move {
         loop {
             match inner_rx.recv().await {
                 Ok(Some(bytes)) => {
-                    let (scheduled, _) = shaper.schedule(&bytes, Instant::now());
-                    for p in scheduled {
-                        if in_packets.send(p).is_err() {
-                            return;
+                    // Bytes enter the air only with room for them: a reader
+                    // that stops taking bytes stops this task reading.
+                    for piece in bytes.chunks(RX_BUFFER_BYTES) {
+                        match room.acquire_many(piece.len() as u32).await {
+                            Ok(permit) => permit.forget(),
+                            Err(_) => return,
+                        }
+                        let (scheduled, _) = shaper.schedule(piece, Instant::now());
+                        for p in scheduled {
+                            if in_packets.send(p).is_err() {
+                                return;
+                            }
                         }
                     }
                 }
@@ -486,7 +511,7 @@ pub fn wrap(
     });
     Ok(Link {
         tx: Box::new(tx),
-        rx: Box::new(EmulatedRx(out_rx)),
+        rx: Box::new(EmulatedRx { arrived: out_rx, room: reader_room }),
         name: format!("{} emulating {}", link.name, profile.name),
     })
 }
@@ -559,6 +584,42 @@ mod tests {
         }
         let e = LinkProfile::named("ble-9m").expect_err("unknown").to_string();
         assert!(e.contains("ble-1m"), "{e}");
+    }
+
+    #[test]
+    fn a_reader_that_stops_reading_holds_the_sender_through_tcp() {
+        let rt =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let (client, server) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+            let mut sender = crate::link::tcp_link(client.expect("connect"));
+            let profile = LinkProfile::custom("fast", 8e9, Duration::ZERO, Duration::ZERO, 64 << 10);
+            let control = LinkControl::new(&profile, Schedule::default());
+            let server = crate::link::tcp_link(server.expect("accept").0);
+            let mut reader = wrap(server, &profile, &control, Role::Handheld, 1).expect("wrap");
+            // 64 MiB offered; the reader takes nothing for a second.
+            let offered = 64usize;
+            let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counter = sent.clone();
+            let sending = tokio::spawn(async move {
+                for _ in 0..offered {
+                    sender.tx.send(vec![7u8; 1 << 20]).await.expect("send");
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            // The emulated side's buffer plus the kernel's socket buffers.
+            let taken = sent.load(std::sync::atomic::Ordering::Relaxed);
+            assert!(taken < 32, "{taken} MiB taken by a reader that reads nothing");
+            let mut got = 0usize;
+            while got < offered << 20 {
+                got += reader.rx.recv().await.expect("recv").expect("open").len();
+            }
+            sending.await.expect("sender");
+            assert_eq!(got, offered << 20);
+        });
     }
 
     #[test]

@@ -15,8 +15,11 @@
 //! **Credits.** Writes without response and notifications are not
 //! acknowledged: a receiver that cannot keep up drops them. So each side
 //! starts with [`INITIAL_CREDITS`] chunks it may send, spends one per data
-//! chunk, and waits at zero; the receiver grants credits back as it hands
-//! data on. A sender that overruns its credits is a protocol error.
+//! chunk, and waits at zero; the receiver grants credits back once the
+//! app has *taken* the data (not when it was merely received), so a reader
+//! that stops reading stops its peer within one window. A sender that
+//! overruns its credits, or a grant that would take the sender past its
+//! window, is a protocol error.
 //!
 //! [`CreditFlow`] is that logic with no I/O, and [`gatt_link`] turns any
 //! [`GattPipe`] (a chunk in, a chunk out) into a [`Link`]. The in-memory
@@ -64,6 +67,16 @@ pub enum BleError {
     /// The peer sent data without credit (it would have been dropped on a radio).
     #[error("the peer sent a data chunk without credit (flow control violated)")]
     Overrun,
+    /// The peer granted credits beyond the window (more than was spent).
+    #[error("the peer granted {granted} credits with {held} held: more than the window of {window}")]
+    ExcessCredit {
+        /// Credits in the grant.
+        granted: u32,
+        /// Credits already held.
+        held: u32,
+        /// The window.
+        window: u32,
+    },
     /// A chunk longer than the payload size.
     #[error("BLE chunk of {len} bytes exceeds the payload size {max}")]
     TooLong {
@@ -81,6 +94,9 @@ pub struct CreditFlow {
     send_credits: u32,
     /// Credits the peer holds for sending to us.
     peer_credits: u32,
+    /// Chunks received, not yet taken by the app.
+    received: u32,
+    /// Chunks taken by the app since the last grant.
     consumed: u32,
     window: u32,
 }
@@ -103,6 +119,7 @@ impl CreditFlow {
             payload: payload.max(2),
             send_credits: window,
             peer_credits: window,
+            received: 0,
             consumed: 0,
             window,
         }
@@ -147,25 +164,43 @@ impl CreditFlow {
                     return Err(BleError::Overrun);
                 }
                 self.peer_credits -= 1;
-                self.consumed += 1;
+                self.received += 1;
                 Ok(Incoming::Data(data.to_vec()))
             }
             Some((&CREDIT, count)) => {
                 let count: [u8; 2] =
                     count.try_into().map_err(|_| BleError::Malformed("a credit grant is 2 bytes"))?;
-                self.send_credits += u32::from(u16::from_le_bytes(count));
+                let granted = u32::from(u16::from_le_bytes(count));
+                // Never more than was spent: a peer cannot grow our queue
+                // of unacknowledged chunks, nor overflow the counter.
+                if granted > self.window - self.send_credits {
+                    return Err(BleError::ExcessCredit {
+                        granted,
+                        held: self.send_credits,
+                        window: self.window,
+                    });
+                }
+                self.send_credits += granted;
                 Ok(Incoming::Credit)
             }
             Some((&other, _)) => Err(BleError::UnknownType(other)),
         }
     }
 
-    /// A grant to send back, once half the window was consumed (the data
-    /// was handed on, so the buffer has room again).
+    /// The app took `chunks` received data chunks (their room is free again).
+    pub fn taken(&mut self, chunks: u32) {
+        let n = chunks.min(self.received);
+        self.received -= n;
+        self.consumed += n;
+    }
+
+    /// A grant to send back, once the app has taken half the window's
+    /// chunks (so the buffer has room again).
     pub fn grant(&mut self) -> Option<Vec<u8>> {
         if self.consumed < self.window / 2 {
             return None;
         }
+        // The window is a u16, so a grant always fits one.
         let n = self.consumed.min(u32::from(u16::MAX));
         self.consumed -= n;
         self.peer_credits += n;
@@ -202,13 +237,21 @@ impl LinkTx for GattTx {
     }
 }
 
-struct GattRx(mpsc::UnboundedReceiver<io::Result<Vec<u8>>>);
+/// The app's end: each chunk it takes is reported, and only then granted back.
+struct GattRx {
+    chunks: mpsc::UnboundedReceiver<io::Result<Vec<u8>>>,
+    taken: std::sync::Arc<(std::sync::atomic::AtomicU32, tokio::sync::Notify)>,
+}
 
 impl LinkRx for GattRx {
     fn recv(&mut self) -> BoxFuture<'_, io::Result<Option<Vec<u8>>>> {
         Box::pin(async move {
-            match self.0.recv().await {
-                Some(Ok(b)) => Ok(Some(b)),
+            match self.chunks.recv().await {
+                Some(Ok(b)) => {
+                    self.taken.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.taken.1.notify_one();
+                    Ok(Some(b))
+                }
                 Some(Err(e)) => Err(e),
                 None => Ok(None),
             }
@@ -220,7 +263,11 @@ impl LinkRx for GattRx {
 /// a tokio runtime). `payload` is the ATT payload size (MTU − 3).
 pub fn gatt_link(mut pipe: impl GattPipe, payload: usize, name: String) -> Link {
     let (send_tx, mut send_rx) = mpsc::channel::<(Vec<u8>, oneshot::Sender<io::Result<()>>)>(16);
+    // Unbounded in type only: credits keep at most a window of data chunks
+    // (plus one error) in it, as a chunk beyond them ends the link.
     let (recv_tx, recv_rx) = mpsc::unbounded_channel::<io::Result<Vec<u8>>>();
+    let taken = std::sync::Arc::new((std::sync::atomic::AtomicU32::new(0), tokio::sync::Notify::new()));
+    let app_taken = taken.clone();
     tokio::spawn(async move {
         let mut flow = CreditFlow::new(payload, INITIAL_CREDITS);
         let mut pending: VecDeque<u8> = VecDeque::new();
@@ -264,13 +311,6 @@ pub fn gatt_link(mut pipe: impl GattPipe, payload: usize, name: String) -> Link 
                             if recv_tx.send(Ok(data)).is_err() {
                                 return;
                             }
-                            if let Some(grant) = flow.grant() {
-                                if let Err(e) = pipe.send_chunk(grant).await {
-                                    fail(&mut waiting, &e);
-                                    let _ = recv_tx.send(Err(e));
-                                    return;
-                                }
-                            }
                         }
                         Ok(Incoming::Credit) => {}
                         Err(e) => {
@@ -291,10 +331,21 @@ pub fn gatt_link(mut pipe: impl GattPipe, payload: usize, name: String) -> Link 
                         return;
                     }
                 },
+                // The app took chunks: grant their room back.
+                () = taken.1.notified() => {
+                    flow.taken(taken.0.swap(0, std::sync::atomic::Ordering::Relaxed));
+                    if let Some(grant) = flow.grant() {
+                        if let Err(e) = pipe.send_chunk(grant).await {
+                            fail(&mut waiting, &e);
+                            let _ = recv_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
             }
         }
     });
-    Link { tx: Box::new(GattTx(send_tx)), rx: Box::new(GattRx(recv_rx)), name }
+    Link { tx: Box::new(GattTx(send_tx)), rx: Box::new(GattRx { chunks: recv_rx, taken: app_taken }), name }
 }
 
 /// One end of the in-memory GATT double.
@@ -378,7 +429,9 @@ mod tests {
             }
         }
         assert_eq!(got, (0..76u8).collect::<Vec<_>>());
-        let grant = b.grant().expect("half the window consumed");
+        assert!(b.grant().is_none(), "received is not taken: no credit back yet");
+        b.taken(4);
+        let grant = b.grant().expect("half the window taken");
         assert_eq!(a.on_chunk(&grant), Ok(Incoming::Credit));
         assert_eq!(a.credits(), 4);
         assert!(b.grant().is_none(), "nothing new consumed");
@@ -395,6 +448,26 @@ mod tests {
         assert!(b.on_chunk(&[DATA, 1]).is_ok());
         assert!(b.on_chunk(&[DATA, 2]).is_ok());
         assert_eq!(b.on_chunk(&[DATA, 3]), Err(BleError::Overrun), "a third chunk on a window of 2");
+    }
+
+    #[test]
+    fn grants_beyond_the_window_are_refused_and_cannot_overflow() {
+        let mut a = CreditFlow::new(20, 4);
+        // Nothing spent: any grant is too much.
+        assert_eq!(
+            a.on_chunk(&[CREDIT, 1, 0]),
+            Err(BleError::ExcessCredit { granted: 1, held: 4, window: 4 })
+        );
+        let mut pending: VecDeque<u8> = (0..40u8).collect();
+        a.next_data_chunk(&mut pending).expect("a credit");
+        a.next_data_chunk(&mut pending).expect("a credit");
+        assert_eq!(a.on_chunk(&[CREDIT, 2, 0]), Ok(Incoming::Credit), "what was spent comes back");
+        assert_eq!(a.credits(), 4);
+        // A hostile peer granting u16::MAX again and again once counted to overflow.
+        for _ in 0..3 {
+            assert!(matches!(a.on_chunk(&[CREDIT, 0xff, 0xff]), Err(BleError::ExcessCredit { .. })));
+        }
+        assert_eq!(a.credits(), 4);
     }
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -430,6 +503,33 @@ mod tests {
             let dropped = drops_a.load(std::sync::atomic::Ordering::Relaxed)
                 + drops_b.load(std::sync::atomic::Ordering::Relaxed);
             assert_eq!(dropped, 0, "credits must keep every chunk within the peer's buffer");
+        });
+    }
+
+    #[test]
+    fn a_reader_that_stops_reading_stops_its_sender_within_a_window() {
+        runtime().block_on(async {
+            let (a, b) = memory_gatt(20, INITIAL_CREDITS as usize + 2);
+            let drops = a.dropped();
+            let mut sender = gatt_link(a, 20, "a".into());
+            let mut reader = gatt_link(b, 20, "b".into());
+            // 19 data bytes a chunk: 1,900 bytes need 100 chunks, three windows.
+            let data: Vec<u8> = (0..1900u32).map(|i| i as u8).collect();
+            let mut send = Box::pin(sender.tx.send(data.clone()));
+            // Nobody reads: the send must not complete.
+            let stalled = tokio::time::timeout(std::time::Duration::from_millis(300), &mut send).await;
+            assert!(stalled.is_err(), "credits were granted for chunks nobody took");
+            // Reading resumes: everything arrives, in order, none dropped.
+            let mut got = vec![];
+            let receive = async {
+                while got.len() < data.len() {
+                    got.extend(reader.rx.recv().await.expect("recv").expect("open"));
+                }
+            };
+            let (sent, ()) = tokio::join!(send, receive);
+            sent.expect("sent");
+            assert!(got == data);
+            assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 0);
         });
     }
 
