@@ -547,3 +547,51 @@ fn a_peer_that_never_says_hello_is_closed_with_a_reason() {
     assert!(reason.contains("no Hello within"), "{reason}");
     assert!(started.elapsed() < Duration::from_secs(30), "closed only after {:?}", started.elapsed());
 }
+
+/// Frames the wearable cancels (they missed their deadline and ran there)
+/// are not run if they have not started: with the handheld slowed 30x,
+/// frame 1 runs while 2-5 wait, the cancel drops 3-5 (2 may have started),
+/// and frame 6 is answered next.
+#[test]
+fn cancelled_frames_that_have_not_started_are_not_run() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let g = model.model.graph();
+    let dir = models_dir("cancel", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let server =
+        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--slowdown", "30"]).expect("server");
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    let digest = model_digest(&model.bytes);
+    s.write_all(&hello(PROTOCOL_VERSION, digest, model.bytes.len() as u64)).expect("hello");
+    let ready = read_until(&mut s, |m| matches!(m.header, Header::ModelReady { .. } | Header::Error { .. }));
+    assert!(ready.iter().any(|m| matches!(m.header, Header::ModelReady { .. })), "no ModelReady");
+    let inputs = random_inputs(&model.model, 1).expect("inputs");
+    let tensors: Vec<(String, &tandem::Tensor)> = inputs.iter().map(|(n, v)| (n.clone(), &**v)).collect();
+    let key = Cut::handheld_only(g).key();
+    let mut bytes = vec![];
+    for frame in 1..=6 {
+        let m = Message::with_tensors(
+            |tensors| Header::RunSuffix { frame, cut: key.clone(), tensors, answer: vec![] },
+            &tensors,
+        )
+        .expect("message");
+        bytes.extend(encode(&m).expect("encodes"));
+    }
+    bytes.extend(encode(&Message::new(Header::Cancel { frames: vec![2, 3, 4, 5] })).expect("encodes"));
+    s.write_all(&bytes).expect("write");
+    let got =
+        read_until(&mut s, |m| matches!(m.header, Header::Result { frame: 6, .. } | Header::Error { .. }));
+    let answered: Vec<u64> = got
+        .iter()
+        .filter_map(|m| match m.header {
+            Header::Result { frame, .. } => Some(frame),
+            Header::Error { ref reason, .. } => panic!("refused: {reason}"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered.first(), Some(&1), "{answered:?}");
+    assert_eq!(answered.last(), Some(&6), "{answered:?}");
+    assert!(!answered.iter().any(|f| (3..=5).contains(f)), "cancelled frames were run: {answered:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

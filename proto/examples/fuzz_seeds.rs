@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         run(2, Encoding::ShuffleLz4)?,
         run(3, Encoding::F16)?,
         Message::new(Header::Prepare { cuts: vec!["0".into(), "0,1".into()] }),
+        Message::new(Header::Cancel { frames: vec![1, 2] }),
         Message::new(Header::Status(STATUS)),
         Message { header: Header::Probe { id: 1, echo_payload: true }, body: vec![0; 64] },
         Message::new(Header::Error { code: ErrorCode::Tensor, reason: "x".into() }),

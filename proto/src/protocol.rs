@@ -30,10 +30,12 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 use tract_onnx::prelude::{DatumType, Tensor};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Most cuts one `Prepare` may name.
 pub const MAX_PREPARE: usize = 8;
+/// Most frames one [`Header::Cancel`] names.
+pub const MAX_CANCEL: usize = 64;
 
 /// Most input-shape overrides plus symbol values a `Hello` may carry.
 pub const MAX_OVERRIDES: usize = 64;
@@ -371,6 +373,14 @@ pub enum Header {
     },
     /// Orderly close.
     Bye,
+    /// Wearable → handheld: these frames' answers are no longer wanted
+    /// (each missed its deadline and ran on the wearable), at most
+    /// [`MAX_CANCEL`]. Those not yet started are dropped; one already
+    /// running may still be answered, and the wearable drops that answer.
+    Cancel {
+        /// The frames.
+        frames: Vec<u64>,
+    },
 }
 
 /// One message: a header and its body.

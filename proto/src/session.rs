@@ -10,6 +10,7 @@
 //! Receiving  --chunk out of order / digest mismatch--> Closed (Error{...})
 //! Ready      --RunSuffix{frame}-------------> Ready (Run; frames must increase)
 //! Ready      --Prepare{cuts}----------------> Ready (Prepare; at most MAX_PREPARE cuts)
+//! Ready      --Cancel{frames}---------------> Ready (Cancel; frames already sent, at most MAX_CANCEL)
 //! any        --Probe------------------------> same (Echo)
 //! any        --Bye / error------------------> Closed
 //! ```
@@ -19,7 +20,7 @@ use tract_onnx::prelude::Tensor;
 use crate::encoding::Encoding;
 use crate::protocol::{
     model_digest, Digest, ErrorCode, Header, LatencySummary, Message, PackedTensor, ProtocolError,
-    StatusReport, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE, PROTOCOL_VERSION,
+    StatusReport, MAX_CANCEL, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE, PROTOCOL_VERSION,
 };
 use tandem_core::InputShapes;
 
@@ -66,6 +67,12 @@ pub enum Action {
     Prepare {
         /// The cuts' keys.
         cuts: Vec<String>,
+    },
+    /// Do not run these frames if they have not started (the wearable
+    /// ran them itself); all were sent in this session.
+    Cancel {
+        /// The frames.
+        frames: Vec<u64>,
     },
     /// Close the connection (after sending anything queued before it).
     Close,
@@ -120,6 +127,7 @@ fn name(h: &Header) -> &'static str {
         Header::Echo { .. } => "Echo",
         Header::Error { .. } => "Error",
         Header::Bye => "Bye",
+        Header::Cancel { .. } => "Cancel",
     }
 }
 
@@ -274,6 +282,20 @@ impl HandheldSession {
                     Ok(vec![Action::Run { frame, cut, message }])
                 }
             }
+            (State::Ready { last_frame, .. }, Header::Cancel { mut frames }) => {
+                if frames.len() > MAX_CANCEL {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!("Cancel names {} frames, more than {MAX_CANCEL}", frames.len()),
+                    ))
+                } else {
+                    // Only frames sent (a frame not yet sent is not a cancel).
+                    frames.retain(|f| last_frame.is_some_and(|l| *f <= l));
+                    frames.sort_unstable();
+                    frames.dedup();
+                    Ok(if frames.is_empty() { vec![] } else { vec![Action::Cancel { frames }] })
+                }
+            }
             (State::Ready { .. }, Header::Prepare { cuts }) => {
                 if cuts.len() > MAX_PREPARE {
                     Err((
@@ -418,9 +440,14 @@ pub struct WearableSession {
     chunk_bytes: usize,
     state: WearableState,
     in_flight: std::collections::VecDeque<u64>,
+    /// Frames cancelled whose answer may still come (at most [`MAX_CANCELLED`]).
+    cancelled: std::collections::VecDeque<u64>,
     handheld: Option<String>,
     layers: Option<usize>,
 }
+
+/// Most cancelled frames remembered: an answer to an older one is out of order.
+pub const MAX_CANCELLED: usize = 256;
 
 /// Longest per-layer or overhead time a handheld may report (an hour):
 /// beyond it the profile is not a measurement.
@@ -477,6 +504,7 @@ impl WearableSession {
             chunk_bytes: chunk_bytes.max(1),
             state: WearableState::Start,
             in_flight: Default::default(),
+            cancelled: Default::default(),
             handheld: None,
             layers: None,
         }
@@ -539,6 +567,29 @@ impl WearableSession {
         Some(m)
     }
 
+    /// Gives up on these in-flight frames (the wearable runs them itself):
+    /// the `Cancel` to send, naming those that were in flight (`None` if
+    /// none was, or the session is not ready). A late answer to one of
+    /// them is dropped without a word.
+    pub fn cancel(&mut self, frames: &[u64]) -> Option<Message> {
+        let mut gone: Vec<u64> = vec![];
+        for &f in frames {
+            if let Some(i) = self.in_flight.iter().position(|&x| x == f) {
+                self.in_flight.remove(i);
+                gone.push(f);
+            }
+        }
+        if gone.is_empty() || !self.is_ready() {
+            return None;
+        }
+        self.cancelled.extend(gone.iter().copied());
+        while self.cancelled.len() > MAX_CANCELLED {
+            self.cancelled.pop_front();
+        }
+        gone.truncate(MAX_CANCEL);
+        Some(Message::new(Header::Cancel { frames: gone }))
+    }
+
     /// A request to build `cuts`' suffix plans ahead (at most
     /// [`MAX_PREPARE`], the rest dropped): the message to send (`None`
     /// unless ready).
@@ -553,6 +604,7 @@ impl WearableSession {
     /// The link failed: every unanswered frame runs locally.
     pub fn on_disconnect(&mut self) -> Vec<WearableAction> {
         self.state = WearableState::Closed;
+        self.cancelled.clear();
         let lost: Vec<u64> = self.in_flight.drain(..).collect();
         if lost.is_empty() {
             vec![]
@@ -637,6 +689,12 @@ impl WearableSession {
                 vec![WearableAction::Prepared { cut, build_us, error }]
             }
             (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
+                // A cancelled frame's answer may still come (it was running): dropped.
+                if let Some(i) = self.cancelled.iter().position(|&f| f == frame) {
+                    // Answers come in order: older cancelled ones will not.
+                    self.cancelled.drain(..=i);
+                    return vec![];
+                }
                 // The handheld answers in order: the result must be for the oldest frame.
                 if self.in_flight.front() != Some(&frame) {
                     let expected = self.in_flight.front().copied();

@@ -405,3 +405,57 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
         vec![WearableAction::Prepared { cut: "7".into(), build_us: 1200, error: Some("no such cut".into()) }]
     );
 }
+
+/// Cancelling frames that missed their deadline: the wearable stops
+/// expecting them and drops a late answer without failing; the handheld
+/// passes on only frames it was sent, and refuses an oversized cancel.
+#[test]
+fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
+    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
+    w.start();
+    w.on_message(Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
+    for frame in [1, 2, 3] {
+        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
+            .expect("ready");
+    }
+    let m = w.cancel(&[1, 2, 9]).expect("two were in flight");
+    assert_eq!(m.header, Header::Cancel { frames: vec![1, 2] }, "only frames in flight are named");
+    assert_eq!(w.in_flight(), vec![3]);
+    assert_eq!(w.cancel(&[1]), None, "a frame is cancelled once");
+    // Frame 2 was already running: its answer comes, and goes nowhere.
+    let late = HandheldSession::result(2, 1, &[("y".into(), &x)], &[]).expect("result");
+    assert_eq!(w.on_message(late), vec![]);
+    // Frame 3's answer is next in order, and is delivered.
+    let on_time = HandheldSession::result(3, 1, &[("y".into(), &x)], &[]).expect("result");
+    assert!(matches!(&w.on_message(on_time)[..], [WearableAction::Delivered { frame: 3, .. }]));
+    // An answer to frame 1 now (older than one already passed) is out of order.
+    let stale = HandheldSession::result(1, 1, &[("y".into(), &x)], &[]).expect("result");
+    assert!(w.on_message(stale).contains(&WearableAction::Close));
+
+    let digest = [9; 32];
+    let mut h = HandheldSession::new("pixel-8-pro", status());
+    h.on_message(hello(digest, 10), |d| *d == digest);
+    h.model_loaded(summary());
+    for frame in [4, 5] {
+        assert!(matches!(&h.on_message(run(frame), |_| true)[..], [Action::Run { .. }]));
+    }
+    // Frames never sent (6, 7) are not cancels; duplicates are folded.
+    let a = h.on_message(Message::new(Header::Cancel { frames: vec![5, 7, 4, 5, 6] }), |_| true);
+    assert_eq!(a, vec![Action::Cancel { frames: vec![4, 5] }]);
+    assert_eq!(h.on_message(Message::new(Header::Cancel { frames: vec![8] }), |_| true), vec![]);
+    let a = h.on_message(Message::new(Header::Cancel { frames: (0..65).collect() }), |_| true);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+    assert!(h.is_closed());
+    // Before the model is ready a cancel is out of order.
+    let mut h = HandheldSession::new("pixel-8-pro", status());
+    h.on_message(hello(digest, 10), |d| *d == digest);
+    let a = h.on_message(Message::new(Header::Cancel { frames: vec![1] }), |_| true);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+}

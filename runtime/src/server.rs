@@ -393,14 +393,27 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     let (job_tx, mut jobs) = mpsc::channel::<Job>(MAX_QUEUED_JOBS);
     // Set when the peer has gone: its queued frames are not run.
     let peer_gone = Arc::new(AtomicBool::new(false));
+    // Frames the peer cancelled (it ran them itself): skipped if not started.
+    let cancelled: Arc<Mutex<std::collections::BTreeSet<u64>>> = Arc::default();
     let runner = {
         let (shared, out_tx, event_tx) = (shared.clone(), out_tx.clone(), event_tx.clone());
-        let gone = peer_gone.clone();
+        let (gone, cancelled) = (peer_gone.clone(), cancelled.clone());
         tokio::spawn(async move {
             let failed = Arc::new(AtomicBool::new(false));
             while let Some(job) = jobs.recv().await {
-                // After a failure, or once the peer has gone, queued frames are dropped, not run.
-                if failed.load(Ordering::Relaxed) || gone.load(Ordering::Relaxed) {
+                // Frames run in order: cancels of earlier ones are spent.
+                let skip = {
+                    let mut c = lock(&cancelled);
+                    let rest = c.split_off(&job.frame);
+                    *c = rest;
+                    c.remove(&job.frame)
+                };
+                if skip {
+                    debug!(conn = id, frame = job.frame, "cancelled by the peer: not run");
+                }
+                // After a failure, once the peer has gone, or when cancelled,
+                // queued frames are dropped, not run.
+                if skip || failed.load(Ordering::Relaxed) || gone.load(Ordering::Relaxed) {
                     shared.queue.fetch_sub(1, Ordering::Relaxed);
                     continue;
                 }
@@ -510,6 +523,14 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     }
                     None => close = true,
                 },
+                Action::Cancel { frames } => {
+                    // The session passes only frames this peer sent, at most
+                    // MAX_CANCEL a message; the runner forgets those it passes.
+                    let mut c = lock(&cancelled);
+                    if c.len() + frames.len() <= 4 * MAX_QUEUED_JOBS {
+                        c.extend(frames);
+                    }
+                }
                 Action::Close => close = true,
             }
         }

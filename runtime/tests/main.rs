@@ -6,3 +6,4 @@ mod hostile_handheld;
 mod link;
 mod paired_session;
 mod secure_link;
+mod stalled_handheld;

@@ -84,6 +84,13 @@ pub struct SessionConfig {
     pub deadline_factor: f64,
     /// See `deadline_factor`.
     pub deadline_floor: Duration,
+    /// This many missed deadlines in a row, with no answer in time between
+    /// them, mean the handheld has stalled: the link is dropped (frames in
+    /// flight run here) and opened again.
+    pub max_missed_deadlines: u32,
+    /// No bytes at all from the handheld for this long (it sends `Status`
+    /// twice a second) mean the link is lost, as above.
+    pub link_silence: Duration,
     /// How long [`Session::open`] waits for the handheld to be ready (it
     /// stops waiting at the first connection error or refusal).
     pub ready_timeout: Duration,
@@ -256,6 +263,8 @@ impl SessionConfig {
             max_in_flight: 8,
             deadline_factor: 4.0,
             deadline_floor: Duration::from_secs(2),
+            max_missed_deadlines: 3,
+            link_silence: Duration::from_secs(10),
             ready_timeout: Duration::from_secs(60),
             require_handheld: None,
             backoff: Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(2) },

@@ -31,6 +31,10 @@ pub(super) enum Command {
     },
     /// Ask the handheld to build these cuts' suffix plans ahead.
     Prepare(Vec<String>),
+    /// These frames missed their deadline and run here: the handheld need not.
+    Cancel(Vec<u64>),
+    /// Drop the link as lost (why), and open it again.
+    Reset(String),
     Shutdown,
 }
 
@@ -77,13 +81,22 @@ pub(super) type StatusSlot = std::sync::Arc<std::sync::Mutex<Option<StatusReport
 /// Most probes or prepared cuts awaiting an answer (older ones are forgotten).
 const MAX_ASKED: usize = 64;
 
+/// How the link task connects and when it gives a link up.
+pub(super) struct LinkSettings {
+    /// Model push chunk size (bytes).
+    pub chunk_bytes: usize,
+    /// Reconnection backoff.
+    pub backoff: Backoff,
+    /// No bytes from the handheld for this long: the link is lost.
+    pub silence: Duration,
+}
+
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
 pub(super) async fn manage_link(
     transport: Box<dyn Transport>,
     model: ModelFile,
     device: String,
-    chunk_bytes: usize,
-    backoff: Backoff,
+    LinkSettings { chunk_bytes, backoff, silence }: LinkSettings,
     mut commands: mpsc::UnboundedReceiver<Command>,
     (events, status): (cb::Sender<Event>, StatusSlot),
 ) {
@@ -107,7 +120,7 @@ pub(super) async fn manage_link(
                     chunk_bytes,
                 )
                 .expect_layers(model.model.graph().nodes().len());
-                match run_link(link, session, &mut commands, &events, &status).await {
+                match run_link(link, session, silence, &mut commands, &events, &status).await {
                     Ok(()) => return,
                     Err(reason) => reason,
                 }
@@ -137,7 +150,7 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
         Some(Command::Offload { frame, .. }) => events
             .send(Event::RunLocally { frames: vec![frame], reason: "the handheld is not connected".into() })
             .is_ok(),
-        Some(Command::Probe { .. } | Command::Prepare(_)) => true,
+        Some(Command::Probe { .. } | Command::Prepare(_) | Command::Cancel(_) | Command::Reset(_)) => true,
     }
 }
 
@@ -145,6 +158,7 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
 async fn run_link(
     link: Link,
     mut session: WearableSession,
+    silence: Duration,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     events: &cb::Sender<Event>,
     status: &StatusSlot,
@@ -177,6 +191,9 @@ async fn run_link(
     let mut decoder = FrameDecoder::new(MAX_FRAME_BYTES);
     let mut pending = session.start();
     let mut why: Option<String> = None;
+    // A stalled handheld (stopped, or its process wedged) keeps the socket
+    // open but says nothing; it sends Status twice a second when alive.
+    let mut heard = tokio::time::Instant::now();
     let result = 'conn: loop {
         for a in pending.drain(..) {
             match a {
@@ -232,8 +249,14 @@ async fn run_link(
             continue;
         }
         tokio::select! {
+            () = tokio::time::sleep_until(heard + silence) => {
+                why = Some(format!("no bytes from the handheld for {silence:?}: the link is taken as lost"));
+                pending = session.on_disconnect();
+                pending.push(WearableAction::Close);
+            },
             r = rx.recv() => match r {
                 Ok(Some(bytes)) => {
+                    heard = tokio::time::Instant::now();
                     let (messages, failed) = decoder.push_and_decode(&bytes);
                     for m in messages {
                         match &m.header {
@@ -298,6 +321,18 @@ async fn run_link(
                             why = Some(e);
                         }
                     }
+                }
+                Some(Command::Cancel(frames)) => {
+                    if let Some(m) = session.cancel(&frames) {
+                        if let Err(e) = send(&m) {
+                            why = Some(e);
+                        }
+                    }
+                }
+                Some(Command::Reset(reason)) => {
+                    why = Some(reason);
+                    pending = session.on_disconnect();
+                    pending.push(WearableAction::Close);
                 }
                 Some(Command::Probe { id, bytes }) => {
                     probes.push_back(id);

@@ -130,6 +130,8 @@ pub struct Session {
     origin: Instant,
     next_frame: u64,
     next_probe: u64,
+    /// Deadlines missed since the last answer in time.
+    missed_in_row: u32,
     probes: BTreeMap<u64, (Instant, u64)>,
     fed: Values,
     fetched: Option<Outputs>,
@@ -191,8 +193,11 @@ impl Session {
                 transport,
                 model.clone(),
                 config.wearable.name.clone(),
-                config.chunk_bytes,
-                config.backoff,
+                link_task::LinkSettings {
+                    chunk_bytes: config.chunk_bytes,
+                    backoff: config.backoff,
+                    silence: config.link_silence,
+                },
                 command_rx,
                 (event_tx, status_slot.clone()),
             ));
@@ -239,6 +244,7 @@ impl Session {
             origin: Instant::now(),
             next_frame: 1,
             next_probe: 1,
+            missed_in_row: 0,
             probes: BTreeMap::new(),
             fed: Values::new(),
             fetched: None,
@@ -505,6 +511,7 @@ impl Session {
                     debug!(frame, "late answer dropped");
                     return;
                 };
+                self.missed_in_row = 0;
                 let handheld = Duration::from_micros(handheld_us);
                 let down_bytes = message.body.len() as u64;
                 let decoding = Instant::now();
@@ -767,8 +774,9 @@ impl Session {
                 self.on_event(ev, &mut pipe);
             }
             // Late answers: run those frames here.
-            for f in pipe.tick(self.now()) {
-                warn!(frame = f, "the handheld missed the deadline; running the frame here");
+            let missed = pipe.tick(self.now());
+            if !missed.is_empty() {
+                self.missed_deadlines(missed);
             }
             while let Some((_, result)) = pipe.pop_deliverable() {
                 let g = self.model.model.graph();
@@ -836,6 +844,26 @@ impl Session {
             let until = Instant::now() + Duration::from_millis(50);
             let deadline = pipe.next_deadline().map(|d| self.origin + d);
             self.wait(&mut pipe, deadline.map_or(until, |d| d.min(until)));
+        }
+    }
+
+    /// Frames past their deadline run here: the handheld is told not to
+    /// run them, and enough misses in a row drop the link as stalled.
+    fn missed_deadlines(&mut self, frames: Vec<u64>) {
+        for f in &frames {
+            warn!(frame = f, "the handheld missed the deadline; running the frame here");
+        }
+        self.missed_in_row = self.missed_in_row.saturating_add(frames.len() as u32);
+        let _ = self.commands.send(Command::Cancel(frames));
+        let limit = self.config.max_missed_deadlines.max(1);
+        if self.missed_in_row >= limit {
+            let reason = format!(
+                "the handheld missed {} deadlines in a row (a stall): the link is taken as lost",
+                self.missed_in_row
+            );
+            warn!("{reason}");
+            self.missed_in_row = 0;
+            let _ = self.commands.send(Command::Reset(reason));
         }
     }
 
