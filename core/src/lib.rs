@@ -9,7 +9,8 @@
 //! - `workaround`: exact rewrites of ONNX patterns tract runs wrongly (a softmax between int8 dequantize and quantize).
 //! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
 //! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
-//! - [`split`]: prefix and suffix plans per cut, cached.
+//! - [`split`]: prefix and suffix plans per cut, cached (bounded in weight bytes).
+//! - [`lru`]: a map bounded in bytes, least recently used out first.
 //! - [`check`]: split execution compared with the unsplit model.
 //! - [`profile`]: per-node timing and the additivity check.
 //!
@@ -41,6 +42,7 @@ mod concretize;
 pub mod cut;
 pub mod error;
 pub mod graph;
+pub mod lru;
 pub mod model;
 pub mod profile;
 pub mod sensor;

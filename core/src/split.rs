@@ -19,6 +19,7 @@ use tract_onnx::prelude::*;
 use crate::cut::Cut;
 use crate::error::{Error, Result, TractContext};
 use crate::graph::{node_inputs, LayerGraph, NodeId, Producer, TensorId};
+use crate::lru::ByteLru;
 use crate::model::Model;
 
 /// Named tensor values.
@@ -302,17 +303,64 @@ impl SplitPlan {
 }
 
 /// Builds split plans on demand and keeps them, so that switching back to a
-/// cut costs a hash lookup.
+/// cut costs a hash lookup. Each plan holds its own copy of the weights its
+/// halves use, so the cache is bounded in those bytes (least recently used
+/// plans go first; one in use elsewhere lives on until dropped there).
 #[derive(Debug)]
 pub struct SplitExecutor {
     model: Model,
-    cache: Mutex<HashMap<(Cut, Sides), Arc<SplitPlan>>>,
+    cache: Mutex<ByteLru<(Cut, Sides), Arc<SplitPlan>>>,
+}
+
+/// The weight bytes the halves of `cut` that `sides` names hold: the
+/// initializers their layers (and the const nodes those read) use, as each
+/// half's ONNX model carries them.
+pub fn plan_weight_bytes(model: &Model, cut: &Cut, sides: Sides) -> u64 {
+    let Some(graph) = model.proto().graph.as_ref() else { return 0 };
+    let mut halves = vec![];
+    if sides.prefix() {
+        halves.push(cut.prefix_nodes());
+    }
+    if sides.suffix() {
+        halves.push(cut.suffix_nodes());
+    }
+    halves
+        .iter()
+        .map(|nodes| {
+            reached(model, nodes, &[])
+                .1
+                .iter()
+                .map(|&i| initializer_bytes(&graph.initializer[i]))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// An initializer's size in bytes, from its shape and type (or its data).
+fn initializer_bytes(t: &pb::TensorProto) -> u64 {
+    let elements = t.dims.iter().try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?)).unwrap_or(0);
+    let width = match t.data_type {
+        2 | 3 | 9 => 1,        // uint8, int8, bool
+        4 | 5 | 10 | 16 => 2,  // uint16, int16, float16, bfloat16
+        1 | 6 | 12 => 4,       // float, int32, uint32
+        7 | 11 | 13 | 14 => 8, // int64, double, uint64, complex64
+        15 => 16,              // complex128
+        _ => return t.raw_data.len() as u64 + t.string_data.iter().map(|s| s.len() as u64).sum::<u64>(),
+    };
+    elements.saturating_mul(width)
 }
 
 impl SplitExecutor {
-    /// An executor with an empty cache.
+    /// An executor with an empty cache, unbounded.
     pub fn new(model: Model) -> Self {
-        SplitExecutor { model, cache: Mutex::new(HashMap::new()) }
+        SplitExecutor::with_cache_limit(model, u64::MAX)
+    }
+
+    /// An executor whose cached plans hold at most `bytes` of weights
+    /// ([`plan_weight_bytes`]); a plan larger than that alone is still
+    /// built and kept until the next.
+    pub fn with_cache_limit(model: Model, bytes: u64) -> Self {
+        SplitExecutor { model, cache: Mutex::new(ByteLru::new(bytes)) }
     }
 
     /// The model.
@@ -332,7 +380,8 @@ impl SplitExecutor {
             return Ok(p.clone());
         }
         let plan = Arc::new(SplitPlan::build_sides(&self.model, cut, sides)?);
-        self.lock().insert(key, plan.clone());
+        let bytes = plan_weight_bytes(&self.model, cut, sides);
+        self.lock().insert(key, plan.clone(), bytes);
         Ok(plan)
     }
 
@@ -343,7 +392,7 @@ impl SplitExecutor {
 
     /// Whether the halves of `cut` that `sides` names are cached.
     pub fn is_cached_sides(&self, cut: &Cut, sides: Sides) -> bool {
-        self.lock().contains_key(&(cut.clone(), sides))
+        self.lock().contains(&(cut.clone(), sides))
     }
 
     /// Number of cached cuts.
@@ -351,7 +400,12 @@ impl SplitExecutor {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Cut, Sides), Arc<SplitPlan>>> {
+    /// Weight bytes the cached plans hold ([`plan_weight_bytes`]).
+    pub fn cached_bytes(&self) -> u64 {
+        self.lock().bytes()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<(Cut, Sides), Arc<SplitPlan>>> {
         // A poisoned cache only means a builder panicked; the map is still sound.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -396,17 +450,12 @@ pub fn tapped_plan(model: &Model, taps: &[TensorId]) -> Result<Half> {
 
 /// An ONNX model holding layers `nodes` (plus the const nodes and
 /// initializers they need), reading `inputs` and producing `outputs`.
-pub(crate) fn half_proto(
-    model: &Model,
-    nodes: &[NodeId],
-    inputs: &[TensorId],
-    outputs: &[TensorId],
-) -> pb::ModelProto {
+/// The ONNX nodes (by proto index) and initializers a half with layers
+/// `nodes` and `outputs` holds: its layers, the const nodes they read
+/// (transitively), and the initializers all of those read.
+fn reached(model: &Model, nodes: &[NodeId], outputs: &[TensorId]) -> (HashSet<usize>, HashSet<usize>) {
     let g = model.graph();
-    let proto = model.proto();
-    let Some(graph) = proto.graph.as_ref() else {
-        return proto.clone();
-    };
+    let Some(graph) = model.proto().graph.as_ref() else { return Default::default() };
     let initializer_ix: HashMap<&str, usize> =
         graph.initializer.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
     let mut included: HashSet<usize> = nodes.iter().map(|&n| g.nodes()[n].proto_index).collect();
@@ -432,6 +481,21 @@ pub(crate) fn half_proto(
             }
         }
     }
+    (included, inits)
+}
+
+pub(crate) fn half_proto(
+    model: &Model,
+    nodes: &[NodeId],
+    inputs: &[TensorId],
+    outputs: &[TensorId],
+) -> pb::ModelProto {
+    let g = model.graph();
+    let proto = model.proto();
+    let Some(graph) = proto.graph.as_ref() else {
+        return proto.clone();
+    };
+    let (included, inits) = reached(model, nodes, outputs);
     let mut inits: Vec<usize> = inits.into_iter().collect();
     inits.sort_unstable();
     let init_names: HashSet<&str> = inits.iter().map(|&i| graph.initializer[i].name.as_str()).collect();

@@ -92,6 +92,42 @@ fn plans_are_cached_per_cut() {
 }
 
 #[test]
+fn the_plan_cache_is_bounded_in_weight_bytes_least_recently_used_first() {
+    use tandem_core::split::{plan_weight_bytes, Sides};
+    let model = load(&testing::tiny_mlp_onnx());
+    let g = model.graph();
+    let cuts = enumerate_cuts(g, 100).expect("few cuts");
+    let weights = |c: &Cut| plan_weight_bytes(&model, c, Sides::Both);
+    // Both halves together read every weight once, whatever the cut.
+    let all = weights(&cuts[0]);
+    assert!(all > 0, "an MLP has weights");
+    assert!(cuts.iter().all(|c| weights(c) == all));
+    // Halves split them: prefix + suffix = both.
+    let mid = Cut::new(g, [0]).expect("cut");
+    assert_eq!(
+        plan_weight_bytes(&model, &mid, Sides::Prefix) + plan_weight_bytes(&model, &mid, Sides::Suffix),
+        all
+    );
+    // Room for two plans: the third evicts the least recently used.
+    let exec = SplitExecutor::with_cache_limit(model.clone(), 2 * all);
+    exec.plan(&cuts[0]).expect("plan");
+    exec.plan(&cuts[1]).expect("plan");
+    exec.plan(&cuts[0]).expect("plan"); // cuts[1] is now the older
+    exec.plan(&cuts[2]).expect("plan");
+    assert_eq!(exec.cached(), 2);
+    assert_eq!(exec.cached_bytes(), 2 * all);
+    assert!(exec.is_cached(&cuts[0]) && exec.is_cached(&cuts[2]));
+    assert!(!exec.is_cached(&cuts[1]), "the least recently used plan stays cached");
+    // A limit below one plan still keeps the plan just built, alone.
+    let exec = SplitExecutor::with_cache_limit(model.clone(), 1);
+    for c in &cuts {
+        exec.plan(c).expect("plan");
+        assert!(exec.is_cached(c));
+        assert_eq!(exec.cached(), 1);
+    }
+}
+
+#[test]
 fn unsupported_op_is_named() {
     let err =
         Model::from_bytes(&testing::unsupported_op_onnx(), &InputShapes::none()).expect_err("unsupported");

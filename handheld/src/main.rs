@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tandem::check::random_inputs;
 use tandem::Model;
 
@@ -20,6 +20,28 @@ use tandem::Model;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// What one handheld gives its wearables at most.
+#[derive(Args)]
+struct Limits {
+    /// Most wearables served at once; more are told the handheld is busy.
+    #[arg(long, default_value_t = 32)]
+    max_connections: usize,
+    /// Largest model a wearable may push, in MB (pushes above it are refused by name).
+    #[arg(long, default_value_t = 1024)]
+    max_push_mb: u64,
+    /// Pushed models kept (in `--models`, else in memory), in MB; the least
+    /// recently used go first.
+    #[arg(long, default_value_t = 4096)]
+    max_pushed_mb: u64,
+    /// Loaded models kept, in MB of their ONNX files; the least recently used go first.
+    #[arg(long, default_value_t = 2048)]
+    max_loaded_mb: u64,
+    /// Each loaded model's built plans, in MB of the weights they copy; the
+    /// least recently used go first.
+    #[arg(long, default_value_t = 1024)]
+    max_plan_mb: u64,
 }
 
 #[derive(Subcommand)]
@@ -64,16 +86,16 @@ enum Command {
         /// (default `~/.config/tandem/handheld`; created owner-only).
         #[arg(long, value_name = "DIR")]
         keys: Option<PathBuf>,
-        /// Most wearables served at once; more are told the handheld is busy.
-        #[arg(long, default_value_t = 32)]
-        max_connections: usize,
-        /// Largest model a wearable may push, in MB (pushes above it are refused by name).
-        #[arg(long, default_value_t = 1024)]
-        max_push_mb: u64,
+        #[command(flatten)]
+        limits: Limits,
         /// Also serve unpaired wearables over plain links: no encryption,
-        /// no authentication (tests and benchmarks on one machine).
+        /// no authentication (tests and benchmarks on one machine). They
+        /// may use the models in `--models` only, unless `--insecure-push`.
         #[arg(long)]
         insecure: bool,
+        /// With `--insecure`: let unpaired wearables push models too.
+        #[arg(long, requires = "insecure")]
+        insecure_push: bool,
     },
     /// Pair one wearable: print a 6-digit code and wait for a wearable to
     /// type it (`tandem-wearable pair --connect ADDR --code NNNNNN`).
@@ -130,8 +152,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ble,
             keys,
             insecure,
-            max_connections,
-            max_push_mb,
+            insecure_push,
+            limits,
         } => {
             let _quota = match cpu_quota {
                 Some(pct) => Some(tandem_tools::quota::CpuQuota::apply(
@@ -140,12 +162,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?),
                 None => None,
             };
-            if max_connections == 0 {
+            if limits.max_connections == 0 {
                 anyhow::bail!("--max-connections 0: a handheld must serve at least one wearable");
             }
             let security = security(keys, insecure)?;
-            let limits = (max_connections, max_push_mb.saturating_mul(1 << 20));
-            serve(listen, link, profile, slowdown, load, models, battery, status_ms, ble, security, limits)
+            serve(
+                listen,
+                link,
+                profile,
+                slowdown,
+                load,
+                models,
+                battery,
+                status_ms,
+                ble,
+                (security, insecure_push),
+                limits,
+            )
         }
         Command::Pair { listen, keys, timeout } => pair(listen, keys, timeout),
         Command::Profile { model, shapes, runs } => {
@@ -172,8 +205,8 @@ fn serve(
     battery: Option<f64>,
     status_ms: u64,
     ble: bool,
-    security: tandem::secure::Policy,
-    (max_connections, max_push_bytes): (usize, u64),
+    (security, plain_pushes): (tandem::secure::Policy, bool),
+    limits: Limits,
 ) -> anyhow::Result<()> {
     use anyhow::{bail, Context};
     use tandem::emulate::{LinkControl, LinkProfile, Schedule};
@@ -214,8 +247,12 @@ fn serve(
         battery: battery.map_or((1.0, true), |b| ((b / 100.0) as f32, false)),
         status_interval: std::time::Duration::from_millis(status_ms.max(10)),
         security,
-        max_connections,
-        max_push_bytes,
+        plain_pushes,
+        max_connections: limits.max_connections,
+        max_push_bytes: mb(limits.max_push_mb),
+        max_pushed_bytes: mb(limits.max_pushed_mb),
+        max_loaded_bytes: mb(limits.max_loaded_mb),
+        max_plan_bytes: mb(limits.max_plan_mb),
         ..ServerConfig::default()
     };
     let _load = (load > 0.0).then(|| {
@@ -248,6 +285,10 @@ fn serve(
         println!("stopped");
         anyhow::Ok(())
     })
+}
+
+fn mb(n: u64) -> u64 {
+    n.saturating_mul(1 << 20)
 }
 
 /// The keystore and whether plain links are served.

@@ -112,7 +112,8 @@ fn split_runs_over_tcp_match_the_unsplit_model_and_a_pushed_model_is_kept() {
         }
     }
     let digest = hex::encode(model_digest(&model.bytes));
-    assert!(dir.join(format!("{digest}.onnx")).exists(), "the pushed model was not stored under its digest");
+    let stored = dir.join(tandem::server::PUSHED_DIR).join(format!("{digest}.onnx"));
+    assert!(stored.exists(), "the pushed model was not stored under its digest");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -533,6 +534,32 @@ fn connections_beyond_the_cap_are_told_busy_and_pushes_beyond_the_limit_are_refu
     };
     assert_eq!(code, ErrorCode::Model, "{reason}");
     assert!(reason.contains("exceeds this handheld's 1048576 limit"), "{reason}");
+}
+
+/// `--insecure` lets unpaired wearables in for the models in `--models`
+/// only: a push is refused by name unless `--insecure-push`.
+#[test]
+fn an_unpaired_wearable_may_not_push_unless_insecure_push() {
+    let keys = empty_dir("plain-push-keys");
+    let keys_arg = keys.to_string_lossy().to_string();
+    let server =
+        HandheldProcess::start(Path::new(BIN), &["--keys", &keys_arg, "--insecure"]).expect("server");
+    let (code, reason) = error_of(&talk(&server.addr, &hello(PROTOCOL_VERSION, [3; 32], 1000), false));
+    assert_eq!(code, ErrorCode::Model, "{reason}");
+    assert!(reason.contains("paired wearables only") && reason.contains("--insecure-push"), "{reason}");
+    drop(server);
+    let server =
+        HandheldProcess::start(Path::new(BIN), &["--keys", &keys_arg, "--insecure", "--insecure-push"])
+            .expect("server");
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    s.write_all(&hello(PROTOCOL_VERSION, [3; 32], 1000)).expect("hello");
+    let got = read_until(&mut s, |m| matches!(m.header, Header::Welcome { .. } | Header::Error { .. }));
+    assert!(
+        got.iter().any(|m| matches!(m.header, Header::Welcome { has_model: false, .. })),
+        "{:?}",
+        got.iter().map(|m| &m.header).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&keys);
 }
 
 #[test]

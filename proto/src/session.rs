@@ -94,6 +94,8 @@ pub struct HandheldSession {
     status: StatusReport,
     state: State,
     max_push: u64,
+    /// Why this peer may not push a model, if it may not.
+    pushes_refused: Option<String>,
 }
 
 /// A wearable's overrides, checked: a bounded number of short specs that
@@ -106,6 +108,10 @@ fn overrides(specs: &[String], dims: &[String]) -> Result<InputShapes, String> {
         return Err(format!("an input-shape override of {} bytes exceeds {MAX_OVERRIDE_LEN}", long.len()));
     }
     InputShapes::parse_with_dims(specs, dims).map_err(|e| format!("bad input-shape override: {e}"))
+}
+
+fn hex_digest(d: &Digest) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn error(code: ErrorCode, reason: impl Into<String>) -> Vec<Action> {
@@ -134,12 +140,25 @@ fn name(h: &Header) -> &'static str {
 impl HandheldSession {
     /// A new connection to a handheld with this profile name and status.
     pub fn new(device: impl Into<String>, status: StatusReport) -> HandheldSession {
-        HandheldSession { device: device.into(), status, state: State::AwaitHello, max_push: MAX_MODEL_BYTES }
+        HandheldSession {
+            device: device.into(),
+            status,
+            state: State::AwaitHello,
+            max_push: MAX_MODEL_BYTES,
+            pushes_refused: None,
+        }
     }
 
     /// Refuses pushed models above `bytes` (at most [`MAX_MODEL_BYTES`]).
     pub fn max_push(mut self, bytes: u64) -> HandheldSession {
         self.max_push = bytes.min(MAX_MODEL_BYTES);
+        self
+    }
+
+    /// Refuses any model push from this peer (an unpaired one), saying
+    /// `why`: it may only name a model the handheld has.
+    pub fn refuse_pushes(mut self, why: impl Into<String>) -> HandheldSession {
+        self.pushes_refused = Some(why.into());
         self
     }
 
@@ -208,6 +227,11 @@ impl HandheldSession {
                     Err((
                         ErrorCode::Version,
                         format!("protocol version {version} is not supported (this handheld speaks {PROTOCOL_VERSION})"),
+                    ))
+                } else if let (Some(why), false) = (&self.pushes_refused, has_model(&model_digest)) {
+                    Err((
+                        ErrorCode::Model,
+                        format!("model {} is not here, and {why}", hex_digest(&model_digest)),
                     ))
                 } else if model_bytes > self.max_push && !has_model(&model_digest) {
                     Err((

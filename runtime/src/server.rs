@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 use crate::emulate::{self, LinkControl, LinkProfile, Role};
 use crate::link::{Acceptor, Link};
 use crate::{Cut, InputShapes, Model, Sides, SplitExecutor, Values};
+use tandem_core::lru::ByteLru;
 use tandem_plan::predict::ProfiledLatency;
 use tandem_proto::protocol::{
     encode, model_digest, Digest, ErrorCode, Header, LatencySummary, Message, StatusReport, MAX_FRAME_BYTES,
@@ -52,6 +53,18 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Largest model a wearable may push (bytes; at most [`tandem_proto::session::MAX_MODEL_BYTES`]).
     pub max_push_bytes: u64,
+    /// Pushed models kept (in `models_dir/pushed/`, else in memory), in
+    /// bytes; the least recently used are deleted first.
+    pub max_pushed_bytes: u64,
+    /// Loaded models kept, in bytes of their ONNX files; the least recently
+    /// used are dropped first (a connection using one keeps it alive).
+    pub max_loaded_bytes: u64,
+    /// Each loaded model's built plans, in bytes of the weights they copy
+    /// ([`tandem_core::split::plan_weight_bytes`]); least recently used first.
+    pub max_plan_bytes: u64,
+    /// Whether wearables on plain (unpaired) links may push models; when
+    /// not, they may use the models in `models_dir` only.
+    pub plain_pushes: bool,
     /// Which links are served: encrypted sessions with paired wearables,
     /// plain ones, or both. The default serves plain links only (in-process
     /// links and tests); `tandem-handheld serve` serves paired wearables
@@ -72,6 +85,10 @@ impl Default for ServerConfig {
             max_frame: MAX_FRAME_BYTES,
             max_connections: 32,
             max_push_bytes: tandem_proto::session::MAX_MODEL_BYTES,
+            max_pushed_bytes: 4 << 30,
+            max_loaded_bytes: 2 << 30,
+            max_plan_bytes: 1 << 30,
+            plain_pushes: true,
             security: crate::secure::Policy::plain(),
         }
     }
@@ -84,12 +101,21 @@ struct Loaded {
     latency: LatencySummary,
 }
 
+/// Where a pushed model is kept.
+#[derive(Clone)]
+enum Stored {
+    Disk(PathBuf),
+    Memory(Arc<Vec<u8>>),
+}
+
 struct Shared {
     config: ServerConfig,
+    /// The models directory's own models (never evicted).
     files: Mutex<HashMap<Digest, PathBuf>>,
-    pushed: Mutex<HashMap<Digest, Arc<Vec<u8>>>>,
+    /// Models wearables pushed, bounded in bytes.
+    pushed: Mutex<ByteLru<Digest, Stored>>,
     /// Loaded models by digest and the overrides they were loaded with.
-    loaded: Mutex<HashMap<(Digest, InputShapes), Arc<Loaded>>>,
+    loaded: Mutex<ByteLru<(Digest, InputShapes), Arc<Loaded>>>,
     /// Held while a model loads.
     loading: Mutex<()>,
     queue: AtomicU32,
@@ -107,7 +133,7 @@ impl Shared {
     fn has_model(&self, d: &Digest) -> bool {
         lock(&self.loaded).keys().any(|(digest, _)| digest == d)
             || lock(&self.files).contains_key(d)
-            || lock(&self.pushed).contains_key(d)
+            || lock(&self.pushed).contains(d)
     }
 
     fn status(&self) -> StatusReport {
@@ -143,11 +169,12 @@ impl Shared {
         let bytes = match bytes {
             Some(b) => b,
             None => {
+                // A pushed model's use counts: it is the last to be evicted.
+                let stored = lock(&self.pushed).get(digest).cloned();
                 let path = lock(&self.files).get(digest).cloned();
-                let pushed = lock(&self.pushed).get(digest).cloned();
-                match (path, pushed) {
-                    (_, Some(b)) => b.to_vec(),
-                    (Some(p), None) => {
+                match (stored, path) {
+                    (Some(Stored::Memory(b)), _) => b.to_vec(),
+                    (Some(Stored::Disk(p)), _) | (None, Some(p)) => {
                         std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?
                     }
                     (None, None) => return Err(format!("no model with digest {}", hex(digest))),
@@ -179,43 +206,84 @@ impl Shared {
         if pushed {
             self.store_pushed(*digest, &bytes);
         }
-        let loaded = Arc::new(Loaded { executor: SplitExecutor::new(model.clone()), model, latency });
-        lock(&self.loaded).insert(key, loaded.clone());
+        let executor = SplitExecutor::with_cache_limit(model.clone(), self.config.max_plan_bytes);
+        let loaded = Arc::new(Loaded { executor, model, latency });
+        let size = bytes.len() as u64;
+        for ((d, shapes), _) in lock(&self.loaded).insert(key, loaded.clone(), size) {
+            info!(digest = %hex(&d), ?shapes, "a loaded model dropped (least recently used; --max-loaded-mb)");
+        }
         Ok(loaded)
     }
 
     fn store_pushed(&self, digest: Digest, bytes: &[u8]) {
-        if let Some(dir) = &self.config.models_dir {
-            let path = dir.join(format!("{}.onnx", hex(&digest)));
-            match std::fs::write(&path, bytes) {
-                Ok(()) => {
-                    lock(&self.files).insert(digest, path);
-                    return;
+        let stored = match &self.config.models_dir {
+            Some(dir) => {
+                let path = dir.join(PUSHED_DIR).join(format!("{}.onnx", hex(&digest)));
+                match std::fs::create_dir_all(dir.join(PUSHED_DIR))
+                    .and_then(|()| std::fs::write(&path, bytes))
+                {
+                    Ok(()) => Stored::Disk(path),
+                    Err(e) => {
+                        warn!(
+                            "could not store the pushed model in {}: {e}; keeping it in memory",
+                            path.display()
+                        );
+                        Stored::Memory(Arc::new(bytes.to_vec()))
+                    }
                 }
-                Err(e) => warn!("could not store the pushed model in {}: {e}", path.display()),
             }
-        }
-        lock(&self.pushed).insert(digest, Arc::new(bytes.to_vec()));
+            None => Stored::Memory(Arc::new(bytes.to_vec())),
+        };
+        let evicted = lock(&self.pushed).insert(digest, stored, bytes.len() as u64);
+        forget_pushed(evicted);
     }
 }
 
-/// Indexes the `.onnx` files of `dir` by digest.
-fn scan_models(dir: &std::path::Path) -> io::Result<HashMap<Digest, PathBuf>> {
-    let mut out = HashMap::new();
-    for entry in
-        std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
-    {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "onnx") {
-            match std::fs::read(&path) {
-                Ok(bytes) => {
-                    out.insert(model_digest(&bytes), path);
-                }
-                Err(e) => warn!("skipping {}: {e}", path.display()),
+/// Where pushed models are kept, under the models directory.
+pub const PUSHED_DIR: &str = "pushed";
+
+/// Deletes evicted pushed models' files.
+fn forget_pushed(evicted: Vec<(Digest, Stored)>) {
+    for (d, stored) in evicted {
+        info!(digest = %hex(&d), "a pushed model deleted (least recently used; --max-pushed-mb)");
+        if let Stored::Disk(path) = stored {
+            if let Err(e) = std::fs::remove_file(&path) {
+                warn!("could not delete {}: {e}", path.display());
             }
         }
     }
-    Ok(out)
+}
+
+/// The `.onnx` files of `dir`, oldest first (by mtime): digest, path, bytes.
+fn onnx_files(dir: &std::path::Path) -> io::Result<Vec<(Digest, PathBuf, u64)>> {
+    let mut found = vec![];
+    for entry in
+        std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
+    {
+        let entry = entry?;
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "onnx") {
+            continue;
+        }
+        let modified = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+        match std::fs::read(&path) {
+            Ok(bytes) => found.push((modified, model_digest(&bytes), path, bytes.len() as u64)),
+            Err(e) => warn!("skipping {}: {e}", path.display()),
+        }
+    }
+    found.sort_by_key(|f| f.0);
+    Ok(found.into_iter().map(|(_, d, p, n)| (d, p, n)).collect())
+}
+
+/// The models directory's own models by digest, and the models pushed in
+/// earlier runs (in its `pushed/`), oldest first.
+type Scanned = (HashMap<Digest, PathBuf>, Vec<(Digest, PathBuf, u64)>);
+
+fn scan_models(dir: &std::path::Path) -> io::Result<Scanned> {
+    let own = onnx_files(dir)?.into_iter().map(|(d, p, _)| (d, p)).collect();
+    let pushed = dir.join(PUSHED_DIR);
+    let earlier = if pushed.is_dir() { onnx_files(&pushed)? } else { vec![] };
+    Ok((own, earlier))
 }
 
 /// Serves links from `acceptor` until `shutdown` completes; then every
@@ -226,18 +294,22 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     // Hashing every model file is blocking work: off the async threads.
-    let files = match config.models_dir.clone() {
+    let (files, earlier) = match config.models_dir.clone() {
         Some(dir) => tokio::task::spawn_blocking(move || scan_models(&dir))
             .await
             .map_err(|e| io::Error::other(format!("scanning the models directory: {e}")))??,
-        None => HashMap::new(),
+        None => (HashMap::new(), vec![]),
     };
-    info!(listen = %acceptor.describe(), models = files.len(), device = %config.device, slowdown = config.slowdown, "serving");
+    let mut pushed = ByteLru::new(config.max_pushed_bytes);
+    for (digest, path, bytes) in earlier {
+        forget_pushed(pushed.insert(digest, Stored::Disk(path), bytes));
+    }
+    info!(listen = %acceptor.describe(), models = files.len(), pushed = pushed.len(), device = %config.device, slowdown = config.slowdown, "serving");
     let shared = Arc::new(Shared {
+        loaded: Mutex::new(ByteLru::new(config.max_loaded_bytes)),
         config,
         files: Mutex::new(files),
-        pushed: Mutex::default(),
-        loaded: Mutex::default(),
+        pushed: Mutex::new(pushed),
         loading: Mutex::default(),
         queue: AtomicU32::new(0),
     });
@@ -350,9 +422,9 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
         },
         None => link,
     };
-    let link = match crate::secure::accept(link, &shared.config.security).await {
-        Ok(crate::secure::Accepted::Secure(link, _)) => link,
-        Ok(crate::secure::Accepted::Plain(link)) => link,
+    let (link, paired) = match crate::secure::accept(link, &shared.config.security).await {
+        Ok(crate::secure::Accepted::Secure(link, _)) => (link, true),
+        Ok(crate::secure::Accepted::Plain(link)) => (link, false),
         Err(e) => {
             warn!(conn = id, "refused: {e}");
             return;
@@ -441,6 +513,13 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
 
     let mut session = HandheldSession::new(shared.config.device.clone(), shared.status())
         .max_push(shared.config.max_push_bytes);
+    if !paired && !shared.config.plain_pushes {
+        session = session.refuse_pushes(
+            "this handheld takes pushed models from paired wearables only: pair \
+             (`tandem-handheld pair`, `tandem-wearable pair`), or name a model in its --models \
+             directory (or serve with --insecure-push)",
+        );
+    }
     let mut decoder = tandem_proto::protocol::FrameDecoder::new(shared.config.max_frame);
     let mut loaded: Option<Arc<Loaded>> = None;
     let mut status_tick = tokio::time::interval(shared.config.status_interval);

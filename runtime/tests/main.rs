@@ -2,6 +2,7 @@
 //! one test binary per file cost build time).
 
 mod app_api;
+mod handheld_limits;
 mod hostile_handheld;
 mod link;
 mod paired_session;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 /// A `tandem-handheld serve` child process for end-to-end tests: started
 /// on a free loopback port (`--listen 127.0.0.1:0` unless `args` names
 /// one), killed when dropped. Unless `args` names `--keys`, it serves
-/// plain links (`--insecure`) with a keystore of its own in a temporary
+/// plain links that may push models (`--insecure --insecure-push`) with a
+/// keystore of its own in a temporary
 /// directory, removed when dropped.
 pub struct HandheldProcess {
     child: std::process::Child,
@@ -115,7 +116,8 @@ impl HandheldProcess {
         }
         let temp_keys = if args.contains(&"--keys") { None } else { Some(temp_dir("handheld-keys")?) };
         if let Some(dir) = &temp_keys {
-            cmd.arg("--insecure").arg("--keys").arg(dir);
+            // Plain wearables, pushing their models: the tests' convenience.
+            cmd.arg("--insecure").arg("--insecure-push").arg("--keys").arg(dir);
         }
         cmd.args(args).stderr(std::process::Stdio::inherit());
         let (mut child, rx) = spawn_lines(&mut cmd)?;
