@@ -42,6 +42,10 @@ struct Limits {
     /// least recently used go first.
     #[arg(long, default_value_t = 1024)]
     max_plan_mb: u64,
+    /// Close a wearable that sends no byte for this many seconds after its
+    /// Hello (wearables send a keepalive every 20 s).
+    #[arg(long, default_value_t = 60.0)]
+    idle_s: f64,
 }
 
 #[derive(Subcommand)]
@@ -62,6 +66,11 @@ enum Command {
         /// Compute dilation: run suffixes this many times slower than this host (default 1).
         #[arg(long, default_value_t = 1.0)]
         slowdown: f64,
+        /// Scale the latency profile sent to wearables by this (1: as
+        /// measured): a handheld whose profile is wrong, to watch wearables
+        /// learn its real speed.
+        #[arg(long, default_value_t = 1.0)]
+        profile_scale: f64,
         /// Background CPU load in percent, generated on every core and reported in Status.
         #[arg(long, default_value_t = 0.0)]
         load: f64,
@@ -144,6 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             link,
             profile,
             slowdown,
+            profile_scale,
             load,
             models,
             battery,
@@ -162,15 +172,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?),
                 None => None,
             };
+            if !(limits.idle_s.is_finite() && limits.idle_s >= 1.0) {
+                anyhow::bail!("--idle-s {}: must be at least 1 second", limits.idle_s);
+            }
             if limits.max_connections == 0 {
                 anyhow::bail!("--max-connections 0: a handheld must serve at least one wearable");
             }
             let security = security(keys, insecure)?;
+            if !(profile_scale.is_finite() && profile_scale > 0.0 && profile_scale <= 1e3) {
+                anyhow::bail!("--profile-scale {profile_scale}: must be a number above 0 and at most 1000");
+            }
             serve(
                 listen,
                 link,
                 profile,
-                slowdown,
+                (slowdown, profile_scale),
                 load,
                 models,
                 battery,
@@ -199,7 +215,7 @@ fn serve(
     listen: String,
     link: Option<String>,
     profile: String,
-    slowdown: f64,
+    (slowdown, profile_scale): (f64, f64),
     load: f64,
     models: Option<PathBuf>,
     battery: Option<f64>,
@@ -241,6 +257,7 @@ fn serve(
     let config = ServerConfig {
         device: device.name.clone(),
         slowdown,
+        profile_scale,
         models_dir: models,
         link,
         load: load / 100.0,
@@ -253,6 +270,7 @@ fn serve(
         max_pushed_bytes: mb(limits.max_pushed_mb),
         max_loaded_bytes: mb(limits.max_loaded_mb),
         max_plan_bytes: mb(limits.max_plan_mb),
+        idle_timeout: std::time::Duration::from_secs_f64(limits.idle_s),
         ..ServerConfig::default()
     };
     let _load = (load > 0.0).then(|| {

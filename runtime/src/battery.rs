@@ -82,3 +82,36 @@ pub fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatu
     notes.push(format!("no Battery supply in {}", dir.display()));
     (None, None)
 }
+
+/// One fuel-gauge reading of the first `Battery` supply in `dir` (a
+/// `power_supply` folder): `energy_now`, else `charge_now` with
+/// `voltage_now`, else `current_now` with `voltage_now`; or why there is
+/// none.
+pub fn read_gauge(dir: &Path) -> Result<tandem_plan::fuel::GaugeReading, String> {
+    use tandem_plan::fuel::GaugeReading;
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("no fuel gauge: {}: {e}", dir.display()))?;
+    let mut supplies: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    supplies.sort();
+    let battery = supplies
+        .into_iter()
+        .find(|s| std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery"))
+        .ok_or_else(|| format!("no fuel gauge: no supply of type Battery in {}", dir.display()))?;
+    let read = |file: &str| -> Option<f64> {
+        let v: f64 = std::fs::read_to_string(battery.join(file)).ok()?.trim().parse().ok()?;
+        v.is_finite().then_some(v)
+    };
+    if let Some(uwh) = read("energy_now") {
+        return Ok(GaugeReading::Energy { uwh });
+    }
+    let uv = read("voltage_now");
+    if let (Some(uah), Some(uv)) = (read("charge_now"), uv) {
+        return Ok(GaugeReading::Charge { uah, uv });
+    }
+    if let (Some(ua), Some(uv)) = (read("current_now"), uv) {
+        return Ok(GaugeReading::Power { ua, uv });
+    }
+    Err(format!(
+        "no fuel gauge: {} has none of energy_now, charge_now + voltage_now, current_now + voltage_now",
+        battery.display()
+    ))
+}

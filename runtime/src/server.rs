@@ -37,6 +37,10 @@ pub struct ServerConfig {
     pub device: String,
     /// Compute dilation: suffixes run this many times slower than the host (≥ 1).
     pub slowdown: f64,
+    /// Scales the latency profile reported to wearables (1: as measured).
+    /// Anything else makes a handheld whose profile is wrong, for tests of
+    /// predictors that learn.
+    pub profile_scale: f64,
     /// Where models are found by digest, and pushed models stored.
     pub models_dir: Option<PathBuf>,
     /// An emulated link on every connection (this side shapes both ways).
@@ -62,6 +66,9 @@ pub struct ServerConfig {
     /// Each loaded model's built plans, in bytes of the weights they copy
     /// ([`tandem_core::split::plan_weight_bytes`]); least recently used first.
     pub max_plan_bytes: u64,
+    /// A peer that has said Hello and then sends no byte for this long is
+    /// closed (wearables send a keepalive every 20 s when idle).
+    pub idle_timeout: Duration,
     /// Whether wearables on plain (unpaired) links may push models; when
     /// not, they may use the models in `models_dir` only.
     pub plain_pushes: bool,
@@ -77,6 +84,7 @@ impl Default for ServerConfig {
         ServerConfig {
             device: "host".into(),
             slowdown: 1.0,
+            profile_scale: 1.0,
             models_dir: None,
             link: None,
             load: 0.0,
@@ -89,6 +97,7 @@ impl Default for ServerConfig {
             max_loaded_bytes: 2 << 30,
             max_plan_bytes: 1 << 30,
             plain_pushes: true,
+            idle_timeout: Duration::from_secs(60),
             security: crate::secure::Policy::plain(),
         }
     }
@@ -146,13 +155,18 @@ impl Shared {
     }
 
     /// Loads (once) the model with this digest with the wearable's
-    /// input-shape overrides; `bytes` when just pushed.
+    /// input-shape overrides; `bytes` when just pushed. Once `gone` (the
+    /// peer that asked has left) it stops before each costly step.
     fn load(
         &self,
         digest: Digest,
         bytes: Option<Vec<u8>>,
         shapes: InputShapes,
+        gone: &AtomicBool,
     ) -> Result<Arc<Loaded>, String> {
+        let left = || {
+            gone.load(Ordering::Relaxed).then(|| "the wearable left before its model was loaded".to_string())
+        };
         let key = (digest, shapes);
         if let Some(l) = lock(&self.loaded).get(&key) {
             return Ok(l.clone());
@@ -163,6 +177,9 @@ impl Shared {
         let _one = lock(&self.loading);
         if let Some(l) = lock(&self.loaded).get(&key) {
             return Ok(l.clone());
+        }
+        if let Some(why) = left() {
+            return Err(why);
         }
         let (digest, shapes) = (&key.0, &key.1);
         let pushed = bytes.is_some();
@@ -186,10 +203,13 @@ impl Shared {
         }
         let started = Instant::now();
         let model = Model::from_bytes(&bytes, shapes).map_err(|e| e.to_string())?;
+        if let Some(why) = left() {
+            return Err(why);
+        }
         let inputs = tandem_core::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
         let profile = tandem_core::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
         let p = ProfiledLatency::from_profile(&profile);
-        let k = self.config.slowdown.max(1.0);
+        let k = self.config.slowdown.max(1.0) * self.config.profile_scale;
         let latency = LatencySummary {
             per_layer_s: p.per_node_s.iter().map(|s| s * k).collect(),
             overhead_s: p.overhead_s * k,
@@ -545,15 +565,15 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                     }
                 }
                 Action::LoadKnown { digest, shapes } => {
-                    let (shared, event_tx) = (shared.clone(), event_tx.clone());
+                    let (shared, event_tx, gone) = (shared.clone(), event_tx.clone(), peer_gone.clone());
                     tokio::task::spawn_blocking(move || {
-                        let _ = event_tx.send(Event::Loaded(shared.load(digest, None, shapes)));
+                        let _ = event_tx.send(Event::Loaded(shared.load(digest, None, shapes, &gone)));
                     });
                 }
                 Action::LoadPushed { digest, bytes, shapes } => {
-                    let (shared, event_tx) = (shared.clone(), event_tx.clone());
+                    let (shared, event_tx, gone) = (shared.clone(), event_tx.clone(), peer_gone.clone());
                     tokio::task::spawn_blocking(move || {
-                        let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes), shapes)));
+                        let _ = event_tx.send(Event::Loaded(shared.load(digest, Some(bytes), shapes, &gone)));
                     });
                 }
                 Action::Prepare { mut cuts } => match loaded {
@@ -619,8 +639,17 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
     // A peer must say Hello soon after the link opens (the secure handshake was timed already).
     let hello_deadline = tokio::time::Instant::now() + crate::secure::HANDSHAKE_TIMEOUT;
     let mut said_hello = false;
+    // When the peer last sent bytes (or this side last chose not to read).
+    let mut heard = tokio::time::Instant::now();
+    let idle = shared.config.idle_timeout;
     while !close {
         tokio::select! {
+            _ = tokio::time::sleep_until(heard + idle), if said_hello && job_tx.capacity() > 0 => {
+                warn!(conn = id, "no bytes from the peer for {idle:?}: closing");
+                let reason = format!("no bytes for {idle:?} (an idle peer is closed)");
+                let _ = out_tx.try_send(Message::new(Header::Error { code: ErrorCode::Unexpected, reason }));
+                break;
+            }
             _ = tokio::time::sleep_until(hello_deadline), if !said_hello => {
                 warn!(conn = id, "no Hello within {:?}: closing", crate::secure::HANDSHAKE_TIMEOUT);
                 let reason = format!("no Hello within {:?}", crate::secure::HANDSHAKE_TIMEOUT);
@@ -631,6 +660,7 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
             // link); the timer below polls it again.
             r = rx.recv(), if job_tx.capacity() > 0 => match r {
                 Ok(Some(bytes)) => {
+                    heard = tokio::time::Instant::now();
                     let (messages, failed) = decoder.push_and_decode(&bytes);
                     for m in messages {
                         if close {
@@ -680,7 +710,10 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                 };
                 close |= act(actions, &loaded);
             },
-            _ = tokio::time::sleep(Duration::from_millis(5)), if job_tx.capacity() == 0 => {}
+            // Not reading is this side's choice: it does not count as idle.
+            _ = tokio::time::sleep(Duration::from_millis(5)), if job_tx.capacity() == 0 => {
+                heard = tokio::time::Instant::now();
+            }
             _ = status_tick.tick() => {
                 session.set_status(shared.status());
                 if let Some(m) = session.status_message() {
@@ -696,6 +729,8 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
             }
         }
     }
+    // However it ended, frames still queued and a model still loading are not wanted.
+    peer_gone.store(true, Ordering::Relaxed);
     drop(job_tx);
     // Results already computed still go out before the close, within bounds:
     // a peer that stopped reading does not keep this task.

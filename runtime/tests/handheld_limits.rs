@@ -121,3 +121,42 @@ fn a_plain_wearable_may_not_push_when_plain_pushes_are_off_but_may_name_a_model_
     assert!(pushed(&dir).is_empty(), "{:?}", pushed(&dir));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A peer that says Hello and then nothing is closed after `idle_timeout`,
+/// with a reason.
+#[test]
+fn an_idle_peer_is_closed_with_a_reason() {
+    use tandem::link::Transport;
+    use tandem::protocol::{encode, FrameDecoder, Header, Message, PROTOCOL_VERSION};
+    let server =
+        spawn_memory(ServerConfig { idle_timeout: Duration::from_millis(300), ..ServerConfig::default() })
+            .expect("server");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    let reason = rt.block_on(async {
+        let mut link = server.connect().await.expect("link");
+        let hello = Message::new(Header::Hello {
+            version: PROTOCOL_VERSION,
+            model_digest: [7; 32],
+            model_bytes: 100,
+            device: "test".into(),
+            input_shapes: vec![],
+            dims: vec![],
+        });
+        link.tx.send(encode(&hello).expect("hello")).await.expect("send");
+        let mut decoder = FrameDecoder::default();
+        let wait = async {
+            while let Ok(Some(bytes)) = link.rx.recv().await {
+                let (messages, _) = decoder.push_and_decode(&bytes);
+                for m in messages {
+                    if let Header::Error { reason, .. } = m.header {
+                        return Some(reason);
+                    }
+                }
+            }
+            None
+        };
+        tokio::time::timeout(Duration::from_secs(20), wait).await.ok().flatten()
+    });
+    let reason = reason.expect("closed without a reason, or never");
+    assert!(reason.contains("idle"), "{reason}");
+}

@@ -4,6 +4,7 @@
 mod app_api;
 mod handheld_limits;
 mod hostile_handheld;
+mod learning;
 mod link;
 mod paired_session;
 mod secure_link;

@@ -29,6 +29,7 @@ const GOOD: StatusReport = StatusReport { load: 0.1, queue: 0, battery: 0.9, cha
 #[derive(Default)]
 struct Seen {
     connections: AtomicUsize,
+    keepalives: AtomicUsize,
     cancelled: Mutex<Vec<u64>>,
 }
 
@@ -88,6 +89,9 @@ async fn stalling(mut acceptor: TcpAcceptor, stall: Stall, layers: usize, seen: 
                             seen.cancelled.lock().expect("lock").extend(frames);
                         }
                         Header::RunSuffix { .. } => stalled.store(true, Ordering::Relaxed),
+                        Header::Probe { id: u64::MAX, .. } => {
+                            seen.keepalives.fetch_add(1, Ordering::Relaxed);
+                        }
                         // Frames are taken, never answered.
                         _ => {}
                     }
@@ -184,4 +188,28 @@ fn a_handheld_that_misses_deadlines_is_told_to_cancel_then_dropped() {
         seen.connections.load(Ordering::Relaxed) >= 2,
         "3 missed deadlines in a row did not drop the link"
     );
+}
+
+/// An idle wearable keeps its link: with nothing to send it sends a
+/// keepalive every `keepalive`, so the handheld never takes it for idle.
+#[test]
+fn an_idle_wearable_sends_keepalives() {
+    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let layers = model.model.graph().nodes().len();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let acceptor = runtime.block_on(TcpAcceptor::bind("127.0.0.1:0")).expect("bind");
+    let addr = acceptor.local_addr().expect("addr").to_string();
+    let seen = Arc::new(Seen::default());
+    runtime.spawn(stalling(acceptor, Stall::Mute, layers, seen.clone()));
+    let mut config = SessionConfig::watch_and_phone().expect("profiles");
+    config.placement = Placement::HandheldOnly;
+    config.keepalive = Duration::from_millis(100);
+    let s = Session::open(model, Box::new(TcpTransport::new(addr)), config).expect("session");
+    assert!(s.is_ready());
+    std::thread::sleep(Duration::from_millis(1000));
+    let n = seen.keepalives.load(Ordering::Relaxed);
+    assert!((3..=30).contains(&n), "{n} keepalives in 1 s at one per 100 ms of silence");
+    assert_eq!(seen.connections.load(Ordering::Relaxed), 1);
 }

@@ -474,6 +474,9 @@ fn print_table(r: &StreamReport) {
     println!("{:<28} {:>12}", "  of which fell back", r.fallbacks);
     println!("{:<28} {:>12.4}", "wearable J/frame (model)", r.wearable_j_per_frame);
     println!("{:<28} {:>12.4}", "handheld J/frame (model)", r.handheld_j_per_frame);
+    let pct = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.1}"));
+    println!("{:<28} {:>12}", "prediction error, first 20 (%)", pct(r.prediction_error_first_pct));
+    println!("{:<28} {:>12}", "prediction error, last 20 (%)", pct(r.prediction_error_last_pct));
 }
 
 fn tcp_transport(p: &PairArgs) -> Result<Box<dyn Transport>> {

@@ -31,12 +31,26 @@ pub struct EvolutionConfig {
     pub learning_rate: f64,
     /// Most records kept; the oldest are dropped beyond it, bounding refit time.
     pub max_records: usize,
+    /// Normalized steps (NLMS): each record's step is divided by the sum of
+    /// its squared terms, so a record with many small terms moves them as
+    /// much as one with a few large ones, and a few records suffice. For
+    /// online use, where a whole prefix or suffix is one record.
+    #[serde(default)]
+    pub normalized: bool,
 }
 
 impl Default for EvolutionConfig {
     /// Tuned so a refit over a few hundred records takes about a millisecond.
     fn default() -> Self {
-        EvolutionConfig { epochs: 200, learning_rate: 0.05, max_records: 512 }
+        EvolutionConfig { epochs: 200, learning_rate: 0.05, max_records: 512, normalized: false }
+    }
+}
+
+impl EvolutionConfig {
+    /// Online settings: normalized steps over the last 32 records, a few
+    /// passes each (a refit of an 85-layer record set takes tens of µs).
+    pub fn online() -> EvolutionConfig {
+        EvolutionConfig { epochs: 4, learning_rate: 0.3, max_records: 32, normalized: true }
     }
 }
 
@@ -92,6 +106,25 @@ impl EvolutionMatrix {
         self.records.len()
     }
 
+    /// An empty matrix with these settings.
+    pub fn with_config(config: EvolutionConfig) -> EvolutionMatrix {
+        EvolutionMatrix { config, ..EvolutionMatrix::default() }
+    }
+
+    /// Whether `key` has been seen in a record.
+    pub fn knows(&self, key: &str) -> bool {
+        self.coefficients.contains_key(key)
+    }
+
+    /// The mean slope a_1 over the keys seen (0 before any): what an unseen
+    /// unit of the same device is corrected by.
+    pub fn mean_slope(&self) -> f64 {
+        if self.coefficients.is_empty() {
+            return 0.0;
+        }
+        self.coefficients.values().map(|c| c[1]).sum::<f64>() / self.coefficients.len() as f64
+    }
+
     /// SGD on Σ_r ((P_r − M_r)/M_r)², warm-started from the current coefficients.
     fn refit(&mut self) {
         let lr = self.config.learning_rate;
@@ -103,7 +136,13 @@ impl EvolutionMatrix {
                 let predicted: f64 =
                     r.overhead_s + r.terms.iter().map(|(k, t)| self.correct(k, *t)).sum::<f64>();
                 let rel = (predicted - r.measured_s) / r.measured_s;
-                let g = 2.0 * rel / r.measured_s;
+                let g = if self.config.normalized {
+                    // NLMS: the step that would fit this record exactly at lr = 1.
+                    let norm: f64 = r.terms.iter().map(|(_, t)| t * t).sum::<f64>().max(1e-18);
+                    (predicted - r.measured_s) / norm
+                } else {
+                    2.0 * rel / r.measured_s
+                };
                 for (key, t) in &r.terms {
                     let s = self.reference_s.get(key).copied().unwrap_or(1e-9);
                     if self.correct(key, *t) <= 0.0 {

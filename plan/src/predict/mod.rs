@@ -9,6 +9,7 @@ pub mod evolp;
 pub mod features;
 pub mod metrics;
 pub mod mlp;
+pub mod online;
 pub mod tree;
 
 use std::time::Duration;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use evolp::{EvoLp, EvolutionMatrix};
 pub use features::{LayerFeatures, Unit};
+pub use online::OnlineLatency;
 pub use tree::DtLr;
 
 use tandem_core::{Cut, LayerGraph};

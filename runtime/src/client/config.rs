@@ -91,6 +91,10 @@ pub struct SessionConfig {
     /// No bytes at all from the handheld for this long (it sends `Status`
     /// twice a second) mean the link is lost, as above.
     pub link_silence: Duration,
+    /// With nothing else to send for this long, the link task sends a
+    /// keepalive (an empty probe), so the handheld does not close the
+    /// link as idle (it does after 60 s).
+    pub keepalive: Duration,
     /// How long [`Session::open`] waits for the handheld to be ready (it
     /// stops waiting at the first connection error or refusal).
     pub ready_timeout: Duration,
@@ -104,6 +108,11 @@ pub struct SessionConfig {
     pub link_default: LinkEstimate,
     /// The wearable's battery level in [0, 1]; `None`: read sysfs (else full).
     pub battery: Option<f64>,
+    /// The `power_supply` folder whose battery fuel gauge measures energy
+    /// over windows of frames (`None`: model-based energy only).
+    pub fuel_gauge: Option<std::path::PathBuf>,
+    /// Frames per window of measured energy.
+    pub energy_window: u64,
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,
     /// Link encodings the planner may choose per crossing tensor: `Raw`
@@ -265,6 +274,7 @@ impl SessionConfig {
             deadline_floor: Duration::from_secs(2),
             max_missed_deadlines: 3,
             link_silence: Duration::from_secs(10),
+            keepalive: Duration::from_secs(20),
             ready_timeout: Duration::from_secs(60),
             require_handheld: None,
             backoff: Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(2) },
@@ -274,6 +284,8 @@ impl SessionConfig {
                 rtt: Duration::from_millis(30),
             },
             battery: None,
+            fuel_gauge: Some("/sys/class/power_supply".into()),
+            energy_window: 10,
             chunk_bytes: 64 << 10,
             encodings: tandem_proto::encoding::Allowed::Lossless,
             accuracy: None,

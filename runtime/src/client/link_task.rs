@@ -89,14 +89,19 @@ pub(super) struct LinkSettings {
     pub backoff: Backoff,
     /// No bytes from the handheld for this long: the link is lost.
     pub silence: Duration,
+    /// Nothing sent for this long: send a keepalive.
+    pub keepalive: Duration,
 }
+
+/// The probe id of keepalives (their echo is dropped, as unasked).
+pub(super) const KEEPALIVE_ID: u64 = u64::MAX;
 
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
 pub(super) async fn manage_link(
     transport: Box<dyn Transport>,
     model: ModelFile,
     device: String,
-    LinkSettings { chunk_bytes, backoff, silence }: LinkSettings,
+    LinkSettings { chunk_bytes, backoff, silence, keepalive }: LinkSettings,
     mut commands: mpsc::UnboundedReceiver<Command>,
     (events, status): (cb::Sender<Event>, StatusSlot),
 ) {
@@ -120,7 +125,7 @@ pub(super) async fn manage_link(
                     chunk_bytes,
                 )
                 .expect_layers(model.model.graph().nodes().len());
-                match run_link(link, session, silence, &mut commands, &events, &status).await {
+                match run_link(link, session, (silence, keepalive), &mut commands, &events, &status).await {
                     Ok(()) => return,
                     Err(reason) => reason,
                 }
@@ -158,7 +163,7 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
 async fn run_link(
     link: Link,
     mut session: WearableSession,
-    silence: Duration,
+    (silence, keepalive): (Duration, Duration),
     commands: &mut mpsc::UnboundedReceiver<Command>,
     events: &cb::Sender<Event>,
     status: &StatusSlot,
@@ -184,8 +189,12 @@ async fn run_link(
         }
         let _ = tx.close().await;
     });
+    // When the last message went out (a Mutex: this future moves between threads).
+    let sent_at = std::sync::Mutex::new(tokio::time::Instant::now());
+    let last_sent = || *sent_at.lock().unwrap_or_else(|p| p.into_inner());
     let send = |m: &Message| -> std::result::Result<(), String> {
         let bytes = encode(m).map_err(|e| format!("encoding: {e}"))?;
+        *sent_at.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
         out_tx.send(bytes).map_err(|_| "the writer stopped".to_string())
     };
     let mut decoder = FrameDecoder::new(MAX_FRAME_BYTES);
@@ -249,6 +258,12 @@ async fn run_link(
             continue;
         }
         tokio::select! {
+            () = tokio::time::sleep_until(last_sent() + keepalive) => {
+                let m = Message::new(Header::Probe { id: KEEPALIVE_ID, echo_payload: false });
+                if let Err(e) = send(&m) {
+                    why = Some(e);
+                }
+            },
             () = tokio::time::sleep_until(heard + silence) => {
                 why = Some(format!("no bytes from the handheld for {silence:?}: the link is taken as lost"));
                 pending = session.on_disconnect();

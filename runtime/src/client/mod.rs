@@ -40,7 +40,7 @@ use tandem_plan::partition::{
     beats, evaluate, Conditions, Decision, EnergyWeights, Evaluation, HandheldStatus, LatencyHint,
     LinkCodecs, LinkEstimate, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
-use tandem_plan::predict::ProfiledLatency;
+use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
 use tandem_proto::encoding::{Allowed, Encoding};
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
@@ -70,6 +70,8 @@ struct InFlight {
     started: Instant,
     sent_at: Instant,
     wearable: Duration,
+    /// The prefix's compute alone (no packing): what its prediction is of.
+    prefix: Duration,
     up_bytes: u64,
     up_raw_bytes: u64,
     predicted_ms: Option<f64>,
@@ -108,10 +110,14 @@ pub struct Session {
     planner: Planner,
     profiler: LinkProfiler,
     fed_link: LinkEstimate,
-    wearable_latency: ProfiledLatency,
+    /// This side's layer times, learning from every frame ([`OnlineLatency`]).
+    wearable_latency: OnlineLatency,
     wearable_energy: ClusterEnergy,
     handheld_energy: ClusterEnergy,
-    handheld_latency: Option<ProfiledLatency>,
+    /// The handheld's, from its profile, learning from the times it reports.
+    handheld_latency: Option<OnlineLatency>,
+    /// Both sides' whole-model predictions (s) when the planner last had them.
+    fed_totals: (f64, f64),
     handheld_device: Option<String>,
     /// The last check of an offloading decision against running alone:
     /// (its cut key, the conditions, the mode, `Some((local ms, why))` if running alone wins).
@@ -132,6 +138,8 @@ pub struct Session {
     next_probe: u64,
     /// Deadlines missed since the last answer in time.
     missed_in_row: u32,
+    /// Energy measured by the battery's fuel gauge, or why there is none.
+    fuel: Result<tandem_plan::fuel::FuelMeter, String>,
     probes: BTreeMap<u64, (Instant, u64)>,
     fed: Values,
     fetched: Option<Outputs>,
@@ -170,10 +178,13 @@ impl Session {
         let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
         let host = ProfiledLatency::measure(&model.model, &inputs)?;
         let k = config.dilation.max(1.0);
-        let wearable_latency = ProfiledLatency {
-            per_node_s: host.per_node_s.iter().map(|s| s * k).collect(),
-            overhead_s: host.overhead_s * k,
-        };
+        let wearable_latency = OnlineLatency::new(
+            model.model.graph(),
+            ProfiledLatency {
+                per_node_s: host.per_node_s.iter().map(|s| s * k).collect(),
+                overhead_s: host.overhead_s * k,
+            },
+        );
         let wearable_energy =
             ClusterEnergy::new(&config.wearable, PowerModel::Analytical).map_err(session_err)?;
         let handheld_energy =
@@ -197,6 +208,7 @@ impl Session {
                     chunk_bytes: config.chunk_bytes,
                     backoff: config.backoff,
                     silence: config.link_silence,
+                    keepalive: config.keepalive,
                 },
                 command_rx,
                 (event_tx, status_slot.clone()),
@@ -232,6 +244,7 @@ impl Session {
             wearable_energy,
             handheld_energy,
             handheld_latency: None,
+            fed_totals: (0.0, 0.0),
             handheld_device: None,
             offload_check: None,
             kept_cut: None,
@@ -245,6 +258,7 @@ impl Session {
             next_frame: 1,
             next_probe: 1,
             missed_in_row: 0,
+            fuel: Err(String::new()),
             probes: BTreeMap::new(),
             fed: Values::new(),
             fetched: None,
@@ -293,6 +307,12 @@ impl Session {
             warn!("running on the wearable: {}", s.status);
             return Ok(s);
         }
+        s.fuel = match &s.config.fuel_gauge {
+            None => Err("no fuel gauge configured: energy is model-based only".into()),
+            Some(dir) => crate::battery::read_gauge(dir)
+                .map(|_| tandem_plan::fuel::FuelMeter::new(s.config.energy_window))
+                .map_err(|e| format!("{e}; energy is model-based only")),
+        };
         s.prime_link_estimate();
         Ok(s)
     }
@@ -473,8 +493,9 @@ impl Session {
                         self.handheld_energy = e;
                     }
                 }
-                self.handheld_latency =
-                    Some(ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s });
+                let profile =
+                    ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s };
+                self.handheld_latency = Some(OnlineLatency::new(self.model.model.graph(), profile));
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
                 self.offload_check = None;
@@ -513,6 +534,7 @@ impl Session {
                 };
                 self.missed_in_row = 0;
                 let handheld = Duration::from_micros(handheld_us);
+                self.learn(f.cut.prefix_mask(), f.prefix, Some(handheld));
                 let down_bytes = message.body.len() as u64;
                 let decoding = Instant::now();
                 let outputs = match message.tensors().map_err(|e| e.to_string()).and_then(|t| {
@@ -627,14 +649,42 @@ impl Session {
     }
 
     /// Runs one frame entirely on the wearable.
-    fn run_local(&self, inputs: &Values) -> Result<(Values, Duration)> {
+    fn run_local(&mut self, inputs: &Values) -> Result<(Values, Duration)> {
         let g = self.model.model.graph();
         let plan = self.executor.plan(&Cut::wearable_only(g))?;
         let started = Instant::now();
         let all = plan.run_prefix_dilated(g, inputs, self.config.dilation)?;
         let took = started.elapsed();
         let outputs = tandem_core::split::model_outputs(g, &all)?;
+        self.learn(&vec![true; g.nodes().len()], took, None);
         Ok((outputs, took))
+    }
+
+    /// Feeds a measured inference back into the predictors: the layers in
+    /// `prefix` ran here in `wearable`; the others, if `handheld` is given,
+    /// on the handheld in that (as it reported). When either side's
+    /// whole-model prediction has moved past the planner's margin since it
+    /// last decided, the planner re-decides.
+    fn learn(&mut self, prefix: &[bool], wearable: Duration, handheld: Option<Duration>) {
+        self.wearable_latency.observe(prefix, wearable.as_secs_f64());
+        if let (Some(h), Some(online)) = (handheld, &mut self.handheld_latency) {
+            // Its profile is of an idle handheld: the load it reported is priced apart.
+            let idle_s = h.as_secs_f64() / self.profiler.handheld_status().dilation();
+            let suffix: Vec<bool> = prefix.iter().map(|&p| !p).collect();
+            online.observe(&suffix, idle_s);
+        }
+        let all = vec![true; prefix.len()];
+        let now = (
+            self.wearable_latency.predict_s(&all),
+            self.handheld_latency.as_ref().map_or(0.0, |h| h.predict_s(&all)),
+        );
+        let moved = |a: f64, b: f64| (a - b).abs() > self.config.margin * b.max(1e-9);
+        if moved(now.0, self.fed_totals.0) || moved(now.1, self.fed_totals.1) {
+            debug!(wearable_s = now.0, handheld_s = now.1, "the predictions moved: re-deciding");
+            self.fed_totals = now;
+            self.offload_check = None;
+            self.planner.handle_predictor_update();
+        }
     }
 
     /// Starts a frame: runs its prefix and offloads it, or runs it whole.
@@ -678,6 +728,7 @@ impl Session {
         let built = if inline { building.elapsed() } else { Duration::ZERO };
         let t0 = Instant::now();
         let up = plan.run_prefix_dilated(g, &inputs, self.config.dilation)?;
+        let prefix = t0.elapsed();
         // Packing (encoding) the crossing tensors is the watch's work too.
         let mut packed = vec![];
         let mut raw_bytes = 0u64;
@@ -724,6 +775,7 @@ impl Session {
             started,
             sent_at,
             wearable,
+            prefix,
             up_bytes,
             up_raw_bytes: raw_bytes,
             predicted_ms,
@@ -767,6 +819,7 @@ impl Session {
     ) -> Result<()> {
         let mut frames = frames.into_iter().peekable();
         let mut pipe = Pipe::new(self.config.max_in_flight, pipeline);
+        self.sample_fuel(false);
         let first_release = Instant::now();
         let mut released = 0u64;
         loop {
@@ -783,6 +836,7 @@ impl Session {
                 deliver(result.and_then(|(report, values)| {
                     Ok(Frame { report, outputs: Outputs::in_model_order(g, values)? })
                 }));
+                self.sample_fuel(true);
             }
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
@@ -845,6 +899,29 @@ impl Session {
             let deadline = pipe.next_deadline().map(|d| self.origin + d);
             self.wait(&mut pipe, deadline.map_or(until, |d| d.min(until)));
         }
+    }
+
+    /// Reads the fuel gauge into the meter (after a delivered frame when
+    /// `frame_done`); a gauge that cannot be read now is skipped.
+    /// Without `frame_done`, a new window starts here (a stream begins:
+    /// idle time before it is not counted).
+    fn sample_fuel(&mut self, frame_done: bool) {
+        let Some(dir) = &self.config.fuel_gauge else { return };
+        if let (Ok(meter), Ok(reading)) = (&mut self.fuel, crate::battery::read_gauge(dir)) {
+            let now = self.origin.elapsed();
+            if frame_done {
+                meter.sample(now, reading, true);
+            } else {
+                meter.begin(now, reading);
+            }
+        }
+    }
+
+    /// The energy the battery's fuel gauge measured over the windows of
+    /// frames closed so far (the whole device's, measured), or why there is
+    /// none (then energy is model-based only).
+    pub fn measured_energy(&self) -> Result<&tandem_plan::fuel::Measured, &str> {
+        self.fuel.as_ref().map(|m| m.measured()).map_err(|e| e.as_str())
     }
 
     /// Frames past their deadline run here: the handheld is told not to

@@ -222,8 +222,8 @@ impl Session {
     /// layer times are known.
     pub(super) fn predict_ms(&self, cut: &Cut) -> Option<f64> {
         let g = self.model.model.graph();
-        let handheld_latency = self.handheld_latency.as_ref()?;
-        let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
+        let handheld_latency = self.handheld_latency.as_ref()?.latency();
+        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
         let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
         let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
         let weights = self.planner.conditions().weights;
@@ -284,10 +284,10 @@ impl Session {
             self.planner.handle_link(est);
         }
         self.planner.handle_mode(mode);
-        let Some(handheld_latency) = &self.handheld_latency else {
+        let Some(handheld_latency) = self.handheld_latency.as_ref().map(|h| h.latency()) else {
             return here("the handheld has not sent its layer times yet".into());
         };
-        let wearable = Side { latency: &self.wearable_latency, energy: &self.wearable_energy };
+        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
         let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
         let mut failed = None;
         match self.planner.poll_decision(g, wearable, handheld) {

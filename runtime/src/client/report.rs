@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// One frame's outcome, with real wall-clock times.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct FrameReport {
     /// Frame number.
     pub frame: u64,
@@ -96,7 +96,30 @@ pub struct StreamReport {
     pub plan_build_ms: f64,
     /// The most plan building inside one frame (ms).
     pub plan_build_max_ms: f64,
+    /// The median |predicted − measured| / measured latency (%) over the
+    /// first 20 frames with a prediction (`None` without any).
+    pub prediction_error_first_pct: Option<f64>,
+    /// The same over the last 20: lower as the predictors learn.
+    pub prediction_error_last_pct: Option<f64>,
 }
+
+/// The median relative error (%) of the predictions among `frames`.
+fn median_error_pct<'a>(frames: impl Iterator<Item = &'a FrameReport>) -> Option<f64> {
+    let mut e: Vec<f64> = frames
+        .filter_map(|f| {
+            let p = f.predicted_ms?;
+            (f.latency_ms > 0.0).then(|| (p - f.latency_ms).abs() / f.latency_ms * 100.0)
+        })
+        .collect();
+    if e.is_empty() {
+        return None;
+    }
+    e.sort_by(f64::total_cmp);
+    Some(if e.len() % 2 == 1 { e[e.len() / 2] } else { (e[e.len() / 2 - 1] + e[e.len() / 2]) / 2.0 })
+}
+
+/// Frames in each window of the prediction errors.
+pub const PREDICTION_WINDOW: usize = 20;
 
 impl StreamReport {
     /// Summarizes frame reports (in delivery order) over `wall`.
@@ -136,6 +159,43 @@ impl StreamReport {
             switch_wait_max_ms: frames.iter().filter_map(|f| f.switch_wait_ms).fold(0.0, f64::max),
             plan_build_ms: frames.iter().map(|f| f.plan_build_ms).sum(),
             plan_build_max_ms: frames.iter().map(|f| f.plan_build_ms).fold(0.0, f64::max),
+            prediction_error_first_pct: median_error_pct(
+                frames.iter().filter(|f| f.predicted_ms.is_some()).take(PREDICTION_WINDOW),
+            ),
+            prediction_error_last_pct: median_error_pct(
+                frames.iter().rev().filter(|f| f.predicted_ms.is_some()).take(PREDICTION_WINDOW),
+            ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(predicted_ms: Option<f64>, latency_ms: f64) -> FrameReport {
+        FrameReport { predicted_ms, latency_ms, ..FrameReport::default() }
+    }
+
+    #[test]
+    fn prediction_errors_are_medians_over_the_first_and_last_twenty_predicted_frames() {
+        // 25 frames: the first 20 predicted 2x their latency (100% off), the
+        // last 5 exactly; one frame without a prediction is skipped.
+        let mut frames: Vec<FrameReport> = (0..20).map(|_| frame(Some(20.0), 10.0)).collect();
+        frames.push(frame(None, 10.0));
+        frames.extend((0..5).map(|_| frame(Some(10.0), 10.0)));
+        let r = StreamReport::from_frames(&frames, Duration::from_secs(1));
+        assert_eq!(r.prediction_error_first_pct, Some(100.0));
+        // The last 20 predicted: 15 at 100%, 5 at 0%: the median is 100%.
+        assert_eq!(r.prediction_error_last_pct, Some(100.0));
+        frames.extend((0..15).map(|_| frame(Some(9.0), 10.0)));
+        let r = StreamReport::from_frames(&frames, Duration::from_secs(1));
+        assert_eq!(r.prediction_error_first_pct, Some(100.0));
+        let last = r.prediction_error_last_pct.expect("predicted");
+        assert!((last - 10.0).abs() < 1e-9, "15 at 10%, 5 at 0%: median 10%, got {last}");
+        assert_eq!(
+            StreamReport::from_frames(&[frame(None, 1.0)], Duration::ZERO).prediction_error_first_pct,
+            None
+        );
     }
 }

@@ -1,0 +1,85 @@
+//! Predictors that learn on the device (issue 17): a handheld whose
+//! profile says it runs 32x faster than it does. The wearable's predictions
+//! start wrong; it learns from the prefix times it measures and the suffix
+//! times the handheld reports, the prediction error falls, and the cut
+//! moves to where a session told the truth puts it.
+
+use std::time::Duration;
+
+use tandem::check::random_inputs;
+use tandem::client::{ModelFile, Placement, Session, SessionConfig, StreamReport};
+use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use tandem::server::{spawn_memory, ServerConfig};
+use tandem::InputShapes;
+
+fn config() -> SessionConfig {
+    let mut c = SessionConfig::watch_and_phone().expect("profiles").require_handheld(Duration::from_secs(60));
+    c.placement = Placement::Auto;
+    // The watch runs 16x slower than this host, the phone (truly) 32x.
+    c.dilation = 16.0;
+    // One frame at a time: a frame's latency is its own, not a queue's.
+    c.pipeline = false;
+    c.deadline_floor = Duration::from_secs(60);
+    // Down is measured only from answers: start from the link's true rates.
+    c.link_default = tandem::partition::LinkEstimate {
+        up_bytes_per_s: 100e6,
+        down_bytes_per_s: 100e6,
+        rtt: Duration::from_millis(2),
+    };
+    c
+}
+
+fn stream(
+    model: &ModelFile,
+    server: ServerConfig,
+    placement: Placement,
+    frames: usize,
+) -> Vec<tandem::FrameReport> {
+    // A fast link (100 MB/s, 1 ms): compute decides where layers run.
+    let profile = LinkProfile::custom("fast", 800e6, Duration::from_millis(1), Duration::ZERO, 64 << 10);
+    let control = LinkControl::new(&profile, Schedule::default());
+    let transport = EmulatedTransport::new(spawn_memory(server).expect("server"), profile, control, 1);
+    let mut s = Session::open(model.clone(), Box::new(transport), SessionConfig { placement, ..config() })
+        .expect("session");
+    let inputs: Vec<_> =
+        (0..frames).map(|i| random_inputs(&model.model, i as u64).expect("inputs")).collect();
+    s.stream(inputs).expect("stream").into_iter().map(|r| r.expect("frame").report).collect()
+}
+
+fn error_pct(f: &tandem::FrameReport) -> f64 {
+    (f.predicted_ms.expect("a prediction") - f.latency_ms).abs() / f.latency_ms * 100.0
+}
+
+#[test]
+fn a_mis_profiled_handheld_is_learned_and_the_cut_moves_where_the_truth_puts_it() {
+    let path =
+        tandem_models::ensure_models().expect("zoo").zoo_path("mobilenet_v1_0.25_128").expect("zoo model");
+    let model = ModelFile::load(path, &InputShapes::none()).expect("model");
+    let truth = ServerConfig { slowdown: 32.0, ..ServerConfig::default() };
+    let told = stream(&model, truth.clone(), Placement::Auto, 3);
+    let right = told.last().expect("frames").cut.clone();
+    let lie = ServerConfig { profile_scale: 1.0 / 32.0, ..truth };
+
+    // Deciding: misled at first, then where the truth puts it.
+    let frames = stream(&model, lie.clone(), Placement::Auto, 10);
+    assert_ne!(
+        frames[0].cut, right,
+        "the wrong profile did not mislead the first decision: the test shows nothing"
+    );
+    let last = frames.last().expect("frames");
+    assert_eq!(last.cut, right, "the cut did not move where the true profile puts it: {last:?}");
+
+    // Predicting: every frame on the handheld, so its times keep coming.
+    let frames = stream(&model, lie, Placement::HandheldOnly, 60);
+    let errors: Vec<f64> = frames.iter().map(error_pct).collect();
+    let report = StreamReport::from_frames(&frames, Duration::from_secs(1));
+    let (before, after) = (
+        report.prediction_error_first_pct.expect("predictions"),
+        report.prediction_error_last_pct.expect("predictions"),
+    );
+    // It learns within a frame or two: the first frame is far off, the
+    // medians of the first and last 20 are both small.
+    assert!(errors[0] > 50.0, "the first frame was predicted right already ({:.0}%)", errors[0]);
+    assert!(before < errors[0] / 2.0, "the first 20 frames' median error is {before:.0}%");
+    assert!(after < 20.0, "the last 20 frames' median error is {after:.0}% (the first 20: {before:.0}%)");
+}
