@@ -401,3 +401,38 @@ fn a_session_dropped_inside_an_async_runtime_neither_panics_nor_blocks() {
         started.elapsed()
     );
 }
+
+/// Energy measured by a fuel gauge: a fake `power_supply` tree whose
+/// battery draws 0.5 A at 4 V (2 W) gives 2 W × the stream's measured
+/// windows; a tree without a gauge says so and measures nothing.
+#[test]
+fn a_fuel_gauge_measures_energy_over_windows_of_frames_and_its_absence_is_said() {
+    let root = std::env::temp_dir().join(format!("tandem-fuel-{}", std::process::id()));
+    let battery = root.join("battery");
+    std::fs::create_dir_all(&battery).expect("dir");
+    std::fs::write(battery.join("type"), "Battery\n").expect("write");
+    std::fs::write(battery.join("current_now"), "-500000\n").expect("write");
+    std::fs::write(battery.join("voltage_now"), "4000000\n").expect("write");
+    let model = tiny_mlp();
+    let mut config = local_config();
+    config.fuel_gauge = Some(root.clone());
+    config.energy_window = 5;
+    let mut s = Session::open_local(model.clone(), config).expect("session");
+    let frames: Vec<_> =
+        (0..20).map(|i| frame([("x", tensor_f32(&[1, 4], &[i as f32 * 0.1; 4]).expect("tensor"))])).collect();
+    let results = s.stream(frames).expect("stream");
+    assert_eq!(results.len(), 20);
+    let m = s.measured_energy().expect("a gauge").clone();
+    assert_eq!((m.windows, m.frames), (4, 20), "{m:?}");
+    let watts = m.watts().expect("time passed");
+    assert!((watts - 2.0).abs() < 1e-6, "a constant 2 W measured as {watts} W");
+    assert_eq!(m.source, "current_now x voltage_now, integrated");
+
+    std::fs::remove_file(battery.join("current_now")).expect("remove");
+    let mut config = local_config();
+    config.fuel_gauge = Some(root.clone());
+    let s = Session::open_local(model, config).expect("session");
+    let why = s.measured_energy().expect_err("no gauge now");
+    assert!(why.contains("none of energy_now") && why.contains("model-based only"), "{why}");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -421,6 +421,11 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     let wall = started.elapsed();
     let summary = StreamReport::from_frames(&reports, wall);
     print_table(&summary);
+    match s.measured_energy().map(|m| m.j_per_frame()) {
+        Ok(Some(j)) => println!("{:<28} {:>12.4}", "device J/frame (measured)", j),
+        Ok(None) => println!("{:<28} {:>12}", "device J/frame (measured)", "-"),
+        Err(why) => println!("measured energy: {why}"),
+    }
     let mut line = serde_json::to_value(&summary)?;
     if let Some(obj) = line.as_object_mut() {
         obj.insert("model".into(), s.model().name().into());
@@ -455,6 +460,21 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
             "energy".into(),
             "model-based: busy time x profile power + radio time x radio power".into(),
         );
+        // The whole watch's energy, as its fuel gauge measured it, when it has one.
+        match s.measured_energy() {
+            Ok(m) => {
+                let mut v = serde_json::to_value(m)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("j_per_frame".into(), m.j_per_frame().into());
+                    o.insert("what".into(), "measured: the whole device's battery energy".into());
+                }
+                obj.insert("measured_energy".into(), v);
+            }
+            Err(why) => {
+                obj.insert("measured_energy".into(), serde_json::Value::Null);
+                obj.insert("measured_energy_note".into(), why.into());
+            }
+        }
     }
     println!("{line}");
     Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -270,6 +270,12 @@ impl Session {
             budget_checked: Default::default(),
             config,
         };
+        s.fuel = match &s.config.fuel_gauge {
+            None => Err("no fuel gauge configured: energy is model-based only".into()),
+            Some(dir) => crate::battery::read_gauge(dir)
+                .map(|_| tandem_plan::fuel::FuelMeter::new(s.config.energy_window))
+                .map_err(|e| format!("{e}; energy is model-based only")),
+        };
         if s.config.placement == Placement::WearableOnly {
             s.status = Status::LocalOnly;
             return Ok(s);
@@ -307,12 +313,6 @@ impl Session {
             warn!("running on the wearable: {}", s.status);
             return Ok(s);
         }
-        s.fuel = match &s.config.fuel_gauge {
-            None => Err("no fuel gauge configured: energy is model-based only".into()),
-            Some(dir) => crate::battery::read_gauge(dir)
-                .map(|_| tandem_plan::fuel::FuelMeter::new(s.config.energy_window))
-                .map_err(|e| format!("{e}; energy is model-based only")),
-        };
         s.prime_link_estimate();
         Ok(s)
     }
