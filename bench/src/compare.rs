@@ -556,6 +556,8 @@ struct Runs<'a> {
     walk_seconds: f64,
     /// The paired keystores (handheld, wearable): every run is encrypted.
     keys: (PathBuf, PathBuf),
+    /// Tandem's runs choose the watch's cluster and frequency too (`--dvfs`).
+    dvfs: bool,
 }
 
 /// Frames per second over the walk-away trace.
@@ -600,6 +602,9 @@ fn run_one(
     cmd.arg("--keys").arg(&runs.keys.1);
     cmd.args(["--frames", &frames.to_string(), "--warmup", "1", "--latency-hint", hint]);
     cmd.args(["--strategy", strategy.name()]);
+    if runs.dvfs && strategy == Strategy::Tandem {
+        cmd.arg("--dvfs");
+    }
     if cell.mode == "single" {
         cmd.arg("--no-pipeline");
     }
@@ -636,7 +641,7 @@ pub fn compare(
     quick: bool,
     models: Vec<String>,
     file_args: &[String],
-    frames: usize,
+    (frames, dvfs): (usize, bool),
     resume: bool,
 ) -> anyhow::Result<()> {
     let root = tandem_models::workspace_root();
@@ -661,7 +666,7 @@ pub fn compare(
     let keys_dir = out.join("keys");
     let _ = std::fs::remove_dir_all(&keys_dir);
     let keys = tandem_tools::testing::pair(&bins.0, &bins.1, &keys_dir).context("pairing")?;
-    let runs = Runs { root: &root, out, frames, walk_seconds, keys };
+    let runs = Runs { root: &root, out, frames, walk_seconds, keys, dvfs };
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {

@@ -26,6 +26,7 @@
 //! model's representative cuts: bytes, speed, and the lossy ones' error.
 
 mod compare;
+mod dvfs;
 mod encodings;
 mod paired;
 mod plots;
@@ -51,6 +52,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Energy saved by choosing the cluster and frequency with the cut (model-based).
+    Dvfs {
+        /// Models (default: the zoo, the light models and the real models).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        /// The link profile (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good).
+        #[arg(long, default_value = "ble-2m")]
+        link: String,
+    },
     /// Unsplit vs prefix+suffix at ~25/50/75% of FLOPs, and cut-switch cost.
     SplitOverhead {
         /// Models to measure (default: the whole zoo and the light models).
@@ -84,6 +94,10 @@ enum Command {
         /// Measured decisions and inferences, after warm-up.
         #[arg(long, default_value_t = 15)]
         runs: usize,
+        /// Decide the watch's cluster and frequency with the cut too (its
+        /// profile's 5 operating points).
+        #[arg(long)]
+        dvfs: bool,
     },
     /// TCP loopback throughput for 1 MB tensors (goal: at least 1 GB/s unshaped).
     Loopback {
@@ -154,6 +168,10 @@ enum Command {
         /// Keep the cells results.jsonl already has.
         #[arg(long)]
         resume: bool,
+        /// Run Tandem's strategy with `--dvfs` (the watch's cluster and
+        /// frequency chosen with the cut).
+        #[arg(long)]
+        dvfs: bool,
     },
     /// Pipelined stream throughput vs sequential and vs the ideal 1 / max(stage), per model.
     Pipeline {
@@ -179,13 +197,14 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
-        Command::DecisionTime { model, runs } => decision_time(model, runs),
+        Command::Dvfs { model, link } => dvfs::dvfs(model, &link),
+        Command::DecisionTime { model, runs, dvfs } => decision_time(model, runs, dvfs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
         Command::Soak { wearables, seconds, faults, fps, out } => {
             soak::soak(wearables, seconds, faults, fps, &out)
         }
-        Command::Compare { quick, out, model, shapes, frames, resume } => {
+        Command::Compare { quick, out, model, shapes, frames, resume, dvfs } => {
             let file_args: Vec<String> = shapes
                 .input_shape
                 .iter()
@@ -193,7 +212,7 @@ fn main() -> anyhow::Result<()> {
                 .chain(shapes.dim.iter().flat_map(|d| ["--dim".to_string(), d.clone()]))
                 .collect();
             shapes.shapes()?;
-            compare::compare(&out, quick, model, &file_args, frames.max(1), resume)
+            compare::compare(&out, quick, model, &file_args, (frames.max(1), dvfs), resume)
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),
@@ -297,7 +316,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
+fn decision_time(models: Vec<PathBuf>, runs: usize, dvfs: bool) -> anyhow::Result<()> {
     use tandem::device::DeviceProfile;
     use tandem::energy::{ClusterEnergy, PowerModel};
     use tandem::partition::{
@@ -365,7 +384,18 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
             let (mut d_times, mut i_times) = (vec![], vec![]);
             for i in 0..runs + 2 {
                 let t = Instant::now();
-                let d = decide_with(&decision_input, method, Some(&simplified))?;
+                let d = if dvfs {
+                    let spec = tandem::partition::dvfs::Dvfs {
+                        wearable: &watch,
+                        handheld: None,
+                        power: PowerModel::Analytical,
+                    };
+                    tandem::partition::dvfs::decide_dvfs(&decision_input, method, spec)
+                        .map_err(anyhow::Error::msg)?
+                        .decision
+                } else {
+                    decide_with(&decision_input, method, Some(&simplified))?
+                };
                 let dt = t.elapsed();
                 let t = Instant::now();
                 plan.run(g, &inputs)?;
@@ -390,7 +420,7 @@ fn decision_time(models: Vec<PathBuf>, runs: usize) -> anyhow::Result<()> {
                        "method": method_name, "mode": mode_name,
                        "latency_hint": hint_name, "decision_ms": ms(d), "inference_ms": ms(inf),
                        "decision_pct_of_inference": share, "simplify_once_ms": ms(simplify_time),
-                       "runs": runs})
+                       "dvfs": dvfs, "runs": runs})
             );
             eprintln!(
                 "{:<22} {:>5} layers  {:<9} {:<6} PropT {:<4} decision {:>8.3} ms  inference {:>9.3} ms  {:>7.3}%",

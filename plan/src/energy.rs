@@ -264,6 +264,7 @@ mod tests {
                 voltage: Voltage::Range { v_min: 0.8, v_max: 1.2 },
                 c_eff_farads: 1.0e-9,
                 epsilon: 1.0e-27,
+                relative_speed: 1.0,
             }],
         }
     }

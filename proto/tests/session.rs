@@ -44,6 +44,20 @@ fn error_code(actions: &[Action]) -> Option<ErrorCode> {
     })
 }
 
+/// A wearable session past the handshake with a handheld that has `model`.
+fn ready_wearable(model: Vec<u8>) -> WearableSession {
+    let mut w = WearableSession::new("watch-w5", Arc::new(model), InputShapes::none(), 2);
+    w.start();
+    w.on_message(Message::new(Header::Welcome {
+        version: PROTOCOL_VERSION,
+        device: "p".into(),
+        has_model: true,
+        status: status(),
+    }));
+    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    w
+}
+
 fn run(frame: u64) -> Message {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     Message::with_tensors(
@@ -302,15 +316,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
 
 #[test]
 fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
-    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), InputShapes::none(), 2);
-    w.start();
-    w.on_message(Message::new(Header::Welcome {
-        version: PROTOCOL_VERSION,
-        device: "p".into(),
-        has_model: true,
-        status: status(),
-    }));
-    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    let mut w = ready_wearable(vec![1, 2, 3]);
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [10, 11] {
         w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
@@ -321,15 +327,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     assert!(a.contains(&WearableAction::RunLocally(vec![10, 11])), "{a:?}");
     assert_eq!(a.last(), Some(&WearableAction::Close));
     // A handheld error also returns what was in flight.
-    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    w.start();
-    w.on_message(Message::new(Header::Welcome {
-        version: PROTOCOL_VERSION,
-        device: "p".into(),
-        has_model: true,
-        status: status(),
-    }));
-    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    let mut w = ready_wearable(vec![1]);
     w.offload(1, String::new(), vec![], vec![]).expect("ready");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
@@ -411,15 +409,7 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
 /// passes on only frames it was sent, and refuses an oversized cancel.
 #[test]
 fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
-    let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    w.start();
-    w.on_message(Message::new(Header::Welcome {
-        version: PROTOCOL_VERSION,
-        device: "p".into(),
-        has_model: true,
-        status: status(),
-    }));
-    w.on_message(Message::new(Header::ModelReady { latency: summary() }));
+    let mut w = ready_wearable(vec![1]);
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [1, 2, 3] {
         w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])

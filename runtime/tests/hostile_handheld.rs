@@ -150,3 +150,72 @@ fn a_hostile_handheld_never_crashes_the_wearable_nor_changes_a_result() {
         assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{attack:?}: frames out of order: {numbers:?}");
     }
 }
+
+/// A handheld that floods the wearable with probes asking for their 1 MiB
+/// padding back, and does not read: the wearable queues at most a few
+/// echoes (`MAX_QUEUED_ECHOES`, 16) and drops the rest, rather than
+/// holding every echo in memory. Counted when the handheld reads again.
+#[test]
+fn a_handheld_that_probes_without_reading_cannot_fill_the_wearables_memory() {
+    use tandem::link::Link;
+    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let layers = model.model.graph().nodes().len();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let mut acceptor = runtime.block_on(TcpAcceptor::bind("127.0.0.1:0")).expect("bind");
+    let addr = acceptor.local_addr().expect("addr").to_string();
+    const PROBES: u64 = 120;
+    let echoes = runtime.spawn(async move {
+        let Link { mut tx, mut rx, .. } = acceptor.accept().await.expect("accept");
+        let mut decoder = FrameDecoder::default();
+        // The handshake, then the flood.
+        loop {
+            let bytes = rx.recv().await.expect("recv").expect("open");
+            let (messages, _) = decoder.push_and_decode(&bytes);
+            if messages.iter().any(|m| matches!(m.header, Header::Hello { .. })) {
+                break;
+            }
+        }
+        for m in [
+            Message::new(Header::Welcome {
+                version: PROTOCOL_VERSION,
+                device: "pixel-8-pro".into(),
+                has_model: true,
+                status: GOOD,
+            }),
+            Message::new(Header::ModelReady {
+                latency: LatencySummary { per_layer_s: vec![1e-4; layers], overhead_s: 1e-4 },
+            }),
+        ] {
+            tx.send(encode(&m).expect("encodes")).await.expect("send");
+        }
+        for id in 0..PROBES {
+            let m = Message { header: Header::Probe { id, echo_payload: true }, body: vec![0; 1 << 20] };
+            tx.send(encode(&m).expect("encodes")).await.expect("send");
+        }
+        // Let the wearable answer (or not) while nothing is read, then read it all.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut echoes = 0;
+        let read = async {
+            while let Ok(Some(bytes)) = rx.recv().await {
+                let (messages, _) = decoder.push_and_decode(&bytes);
+                echoes += messages.iter().filter(|m| matches!(m.header, Header::Echo { .. })).count();
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(3), read).await;
+        echoes
+    });
+    let mut config = SessionConfig::watch_and_phone().expect("profiles");
+    config.placement = Placement::HandheldOnly;
+    config.link_silence = Duration::from_secs(600);
+    let s = Session::open(model, Box::new(TcpTransport::new(addr)), config).expect("session");
+    let echoes = runtime.block_on(echoes).expect("the flood ran");
+    drop(s);
+    // 16 queued, plus what the sockets' buffers held when the queue filled.
+    assert!(
+        echoes < PROBES as usize / 2,
+        "{echoes} of {PROBES} 1 MiB echoes were queued for a handheld not reading"
+    );
+    assert!(echoes >= 1, "probes are still answered");
+}

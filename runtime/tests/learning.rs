@@ -83,3 +83,52 @@ fn a_mis_profiled_handheld_is_learned_and_the_cut_moves_where_the_truth_puts_it(
     assert!(before < errors[0] / 2.0, "the first 20 frames' median error is {before:.0}%");
     assert!(after < 20.0, "the last 20 frames' median error is {after:.0}% (the first 20: {before:.0}%)");
 }
+
+/// The watch's cluster and frequency chosen with the cut (`dvfs`): with
+/// energy first and a link too slow to offload over, every layer runs on
+/// the watch at its least-energy setting, its lowest frequency; the frames
+/// say so, and their prefix is dilated by that setting's busy-time scale
+/// (1.7 GHz / 300 MHz = 5.7x the default's), applied by emulation.
+#[test]
+fn with_dvfs_the_watch_runs_at_the_chosen_setting_by_emulation() {
+    let path =
+        tandem_models::ensure_models().expect("zoo").zoo_path("mobilenet_v1_0.25_128").expect("zoo model");
+    let model = ModelFile::load(path, &InputShapes::none()).expect("model");
+    // The handheld holds the model: nothing is pushed over the slow link.
+    let models_dir = path.parent().map(|p| p.to_path_buf());
+    let run = |dvfs: bool| {
+        let profile = LinkProfile::custom("slow", 80e3, Duration::from_millis(5), Duration::ZERO, 244);
+        let control = LinkControl::new(&profile, Schedule::default());
+        let server = spawn_memory(ServerConfig { models_dir: models_dir.clone(), ..ServerConfig::default() })
+            .expect("server");
+        let transport = EmulatedTransport::new(server, profile, control, 1);
+        let mut c = config();
+        c.dilation = 2.0;
+        c.hint = tandem::partition::LatencyHint::EnergyFirst;
+        c.dvfs = dvfs;
+        c.link_default = tandem::partition::LinkEstimate {
+            up_bytes_per_s: 10e3,
+            down_bytes_per_s: 10e3,
+            rtt: Duration::from_millis(10),
+        };
+        let mut s = Session::open(model.clone(), Box::new(transport), c).expect("session");
+        let inputs: Vec<_> = (0..4).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+        let frames: Vec<_> =
+            s.stream(inputs).expect("stream").into_iter().map(|r| r.expect("frame").report).collect();
+        let last = frames.last().expect("frames").clone();
+        let mut ms: Vec<f64> = frames.iter().skip(1).map(|f| f.wearable_ms).collect();
+        ms.sort_by(f64::total_cmp);
+        (last, ms[ms.len() / 2])
+    };
+    let (plain, plain_ms) = run(false);
+    let (scaled, scaled_ms) = run(true);
+    assert_eq!(plain.prefix_layers, plain.layers, "the slow link keeps every layer on the watch: {plain:?}");
+    assert_eq!(plain.dvfs, None);
+    assert_eq!(scaled.prefix_layers, scaled.layers, "{scaled:?}");
+    let setting = scaled.dvfs.clone().expect("a setting");
+    assert!(setting.starts_with("cpu@300 MHz") && setting.ends_with("emulated"), "{setting}");
+    // 5.7x expected; noise on this VM stays well under 2x of that.
+    assert!(scaled_ms > 3.0 * plain_ms, "{scaled_ms} ms at 300 MHz vs {plain_ms} ms at 1.7 GHz");
+    // Model-based energy at the setting: less per frame than at 1.7 GHz.
+    assert!(scaled.wearable_j < plain.wearable_j, "{} J vs {} J", scaled.wearable_j, plain.wearable_j);
+}

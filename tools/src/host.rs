@@ -227,6 +227,8 @@ fn assumed_cluster(name: String, cpus: Vec<u32>, f_min_hz: f64, f_max_hz: f64) -
         voltage: Voltage::Range { v_min: HOST_V_MIN, v_max: HOST_V_MAX },
         c_eff_farads: f64::from(cores) * HOST_CORE_POWER_W / (HOST_V_MAX * HOST_V_MAX * f_max_hz),
         epsilon: 0.0,
+        // assumed: the host's clusters are told apart by frequency only.
+        relative_speed: 1.0,
     };
     c.epsilon = c.epsilon_from_c_eff();
     c

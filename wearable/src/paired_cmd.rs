@@ -94,6 +94,11 @@ pub struct PairArgs {
     /// and Tandem's strategy; the other strategies never build ahead).
     #[arg(long)]
     pub no_prepare_ahead: bool,
+    /// Choose the watch's cluster and frequency (from `--profile`) with
+    /// each cut; applied by emulation (the prefix dilated by the setting's
+    /// busy-time scale), named in each frame's report.
+    #[arg(long)]
+    pub dvfs: bool,
     /// The keystore (`tandem-wearable pair --keys`): with a paired handheld
     /// every link is encrypted; without one, links are plain and a handheld
     /// refuses them unless started with `--insecure`.
@@ -291,6 +296,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         PlacementArg::Handheld => Placement::HandheldOnly,
     };
     config.prepare_ahead = !p.no_prepare_ahead;
+    config.dvfs = p.dvfs;
     if let Some(strategy) = p.strategy {
         strategy.apply(&mut config);
         config.prepare_ahead &= !p.no_prepare_ahead;

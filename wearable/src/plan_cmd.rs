@@ -99,6 +99,11 @@ pub struct PlanArgs {
     /// as those values, or as JPEG when lossy.
     #[arg(long)]
     pub card: Option<PathBuf>,
+    /// Choose the wearable's cluster and frequency with the cut (its
+    /// profile's clusters, 5 operating points each); the JSON line gains
+    /// `cluster` and `f_hz`.
+    #[arg(long)]
+    pub dvfs: bool,
 }
 
 /// Parses a link rate into bytes per second: `1mbit`, `700kbit`, `2mbps`
@@ -193,6 +198,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     // Lossy encodings stay only where the chosen cut keeps the input's
     // outputs within the budget; otherwise they are dropped and it re-decides.
     let mut worst = None;
+    let mut setting;
     let d = loop {
         let input = DecisionInput {
             graph,
@@ -209,7 +215,19 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
             mode: if args.stream { Mode::Stream } else { Mode::Single },
             codecs: codecs.as_ref(),
         };
-        let d = decide_with(&input, method, Some(&simplified))?;
+        let (d, s) = if args.dvfs {
+            let dvfs = tandem::partition::dvfs::Dvfs {
+                wearable: &wearable,
+                handheld: None,
+                power: PowerModel::Analytical,
+            };
+            let dd =
+                tandem::partition::dvfs::decide_dvfs(&input, method, dvfs).map_err(anyhow::Error::msg)?;
+            (dd.decision, Some(dd.setting))
+        } else {
+            (decide_with(&input, method, Some(&simplified))?, None)
+        };
+        setting = s;
         let chosen: Vec<tandem::encoding::Encoding> = d
             .chosen
             .up_tensors()
@@ -298,10 +316,16 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         ms(e.stream_period_s),
         e.energy_j * 1e3
     );
+    if let Some(s) = &setting {
+        println!(
+            "setting     {} at {:.0} MHz (busy time x{:.2} of the profile's default)",
+            s.cluster,
+            s.f_hz / 1e6,
+            s.time_scale
+        );
+    }
     let t = if args.stream { e.stream_period_s } else { e.latency_s };
-    println!(
-        "{}",
-        serde_json::json!({
+    let mut line = serde_json::json!({
             "cut": d.cut,
             "prefix_nodes": d.prefix_nodes,
             "t_ms": ms(t),
@@ -313,7 +337,11 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
             "up_bytes": e.up_bytes,
             "lossy_error": worst,
             "evaluation": e,
-        })
-    );
+    });
+    if let (Some(s), Some(obj)) = (&setting, line.as_object_mut()) {
+        obj.insert("cluster".into(), s.cluster.clone().into());
+        obj.insert("f_hz".into(), s.f_hz.into());
+    }
+    println!("{line}");
     Ok(ExitCode::SUCCESS)
 }

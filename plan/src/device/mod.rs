@@ -179,6 +179,11 @@ pub struct Cluster {
     pub c_eff_farads: f64,
     /// Constant of the approximate model `P_dyn ≈ ε · f³`, in W/Hz³.
     pub epsilon: f64,
+    /// Work per cycle relative to the profile's inference cluster (1: the
+    /// same core; 0.4: a little core doing 40% as much per cycle). Busy
+    /// time on this cluster at `f` is the inference setting's × (f_inf / f)
+    /// / relative_speed.
+    pub relative_speed: f64,
 }
 
 /// The on-disk shape of a [`Cluster`]: a flat table with either
@@ -201,6 +206,8 @@ struct ClusterFile {
     c_eff_farads: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     epsilon: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    relative_speed: Option<f64>,
 }
 
 impl TryFrom<ClusterFile> for Cluster {
@@ -227,6 +234,7 @@ impl TryFrom<ClusterFile> for Cluster {
             voltage,
             c_eff_farads: f.c_eff_farads,
             epsilon: 0.0,
+            relative_speed: f.relative_speed.unwrap_or(1.0),
         };
         c.epsilon = f.epsilon.unwrap_or_else(|| c.epsilon_from_c_eff());
         Ok(c)
@@ -250,6 +258,7 @@ impl From<Cluster> for ClusterFile {
             v_table,
             c_eff_farads: c.c_eff_farads,
             epsilon: Some(c.epsilon),
+            relative_speed: (c.relative_speed != 1.0).then_some(c.relative_speed),
         }
     }
 }
@@ -454,6 +463,7 @@ impl DeviceProfile {
                     format!("lists {} CPUs but cores is {}", c.cpus.len(), c.cores),
                 ));
             }
+            positive(c.relative_speed).map_err(|r| bad(field("relative_speed"), r))?;
             positive(c.f_min_hz).map_err(|r| bad(field("f_min_hz"), r))?;
             positive(c.f_max_hz).map_err(|r| bad(field("f_max_hz"), r))?;
             if c.f_max_hz < c.f_min_hz {

@@ -15,6 +15,7 @@
 //! [`Planner`] re-decides as conditions change, with hysteresis.
 
 pub mod codecs;
+pub mod dvfs;
 pub mod mincut;
 pub mod simplify;
 pub mod stream;
@@ -369,6 +370,10 @@ pub struct Decision {
     pub optimal: bool,
     /// Why this one.
     pub reason: String,
+    /// The wearable's cluster and frequency, when they were chosen with
+    /// the cut ([`dvfs`]); `None`: the profile's inference setting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setting: Option<dvfs::Setting>,
 }
 
 /// Most cuts [`Method::Exhaustive`] enumerates.
@@ -572,6 +577,7 @@ pub fn decide_with(
         candidates: cuts.len(),
         optimal,
         reason: reason + &note,
+        setting: None,
     })
 }
 
@@ -618,12 +624,22 @@ pub struct Planner {
     dirty: bool,
     simplified: Option<Simplified>,
     codecs: Option<std::sync::Arc<LinkCodecs>>,
+    /// The wearable's profile when its cluster and frequency are chosen
+    /// with the cut (priced analytically).
+    dvfs: Option<std::sync::Arc<crate::device::DeviceProfile>>,
 }
 
 impl Planner {
     /// A planner with no decision yet.
     pub fn new(config: PlannerConfig, conditions: Conditions) -> Planner {
-        Planner { config, conditions, current: None, dirty: true, simplified: None, codecs: None }
+        Planner { config, conditions, current: None, dirty: true, simplified: None, codecs: None, dvfs: None }
+    }
+
+    /// Chooses the wearable's cluster and frequency from `profile` with
+    /// each cut ([`dvfs::decide_dvfs`]); decisions carry the setting.
+    pub fn with_dvfs(mut self, profile: crate::device::DeviceProfile) -> Planner {
+        self.dvfs = Some(std::sync::Arc::new(profile));
+        self
     }
 
     /// The conditions now.
@@ -706,18 +722,46 @@ impl Planner {
             Some(s) if s.members().iter().map(Vec::len).sum::<usize>() == layers => s,
             _ => Simplified::new(graph),
         };
-        let best = decide_with(&input, self.config.method, Some(&simplified));
+        let best = match &self.dvfs {
+            Some(profile) => {
+                let spec = dvfs::Dvfs {
+                    wearable: profile,
+                    handheld: None,
+                    power: crate::device::PowerModel::Analytical,
+                };
+                dvfs::decide_dvfs(&input, self.config.method, spec)
+                    .map(|d| Decision { setting: Some(d.setting), ..d.decision })
+                    .map_err(Error::InvalidCut)
+            }
+            None => decide_with(&input, self.config.method, Some(&simplified)),
+        };
         self.simplified = Some(simplified);
         let best = best?;
         let Some(current) = &self.current else {
             self.current = Some(best.clone());
             return Ok(Some(best));
         };
-        if current.chosen.key() == best.chosen.key() {
+        if current.chosen.key() == best.chosen.key() && current.setting == best.setting {
             // Same cut: keep it, with its price under the new conditions.
             self.current = Some(best);
             return Ok(None);
         }
+        // The current cut priced now, at its own setting.
+        let (scaled, energy);
+        let wearable = match (&current.setting, &self.dvfs) {
+            (Some(s), Some(profile)) => {
+                scaled = crate::predict::Scaled { inner: wearable.latency, slowdown: s.time_scale };
+                energy = crate::energy::ClusterEnergy::at(
+                    profile,
+                    &s.cluster,
+                    s.f_hz,
+                    crate::device::PowerModel::Analytical,
+                )
+                .map_err(|e| Error::InvalidCut(e.to_string()))?;
+                Side { latency: &scaled, energy: &energy }
+            }
+            _ => wearable,
+        };
         let mut prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
         if let Some(codecs) = &self.codecs {
             prices = prices.with_codecs(graph, codecs, &c.status);

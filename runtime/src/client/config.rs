@@ -113,6 +113,11 @@ pub struct SessionConfig {
     pub fuel_gauge: Option<std::path::PathBuf>,
     /// Frames per window of measured energy.
     pub energy_window: u64,
+    /// Choose the wearable's cluster and frequency (from its profile) with
+    /// each cut. Applied by emulation: the prefix is dilated by the
+    /// setting's busy-time scale (this runtime sets neither cpufreq nor
+    /// affinity); frame reports name the setting.
+    pub dvfs: bool,
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,
     /// Link encodings the planner may choose per crossing tensor: `Raw`
@@ -286,6 +291,7 @@ impl SessionConfig {
             battery: None,
             fuel_gauge: Some("/sys/class/power_supply".into()),
             energy_window: 10,
+            dvfs: false,
             chunk_bytes: 64 << 10,
             encodings: tandem_proto::encoding::Allowed::Lossless,
             accuracy: None,

@@ -78,6 +78,10 @@ pub(super) enum Event {
 /// The latest status from the handheld, not yet taken by the session.
 pub(super) type StatusSlot = std::sync::Arc<std::sync::Mutex<Option<StatusReport>>>;
 
+/// Most answers to the handheld's probes waiting to be sent; beyond them
+/// its probes go unanswered.
+pub(super) const MAX_QUEUED_ECHOES: usize = 16;
+
 /// Most probes or prepared cuts awaiting an answer (older ones are forgotten).
 const MAX_ASKED: usize = 64;
 
@@ -174,16 +178,25 @@ async fn run_link(
     let mut asked: std::collections::VecDeque<String> = Default::default();
     let Link { mut tx, mut rx, name } = link;
     debug!(link = %name, "connected");
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    // Unbounded for this side's own messages (frames are bounded by the
+    // frames in flight, a push by the model); answers to the handheld's
+    // probes are bounded apart: it cannot grow this queue by probing while
+    // not reading.
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Vec<u8>, bool)>();
     let (dead_tx, mut dead_rx) = mpsc::unbounded_channel::<String>();
+    let echoes_queued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer_echoes = echoes_queued.clone();
     let writer_events = events.clone();
     let writer = tokio::spawn(async move {
-        while let Some(bytes) = out_rx.recv().await {
+        while let Some((bytes, echo)) = out_rx.recv().await {
             let n = bytes.len() as u64;
             let started = Instant::now();
             if let Err(e) = tx.send(bytes).await {
                 let _ = dead_tx.send(format!("sending failed: {e}"));
                 return;
+            }
+            if echo {
+                writer_echoes.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             }
             let _ = writer_events.send(Event::Sent { bytes: n, took: started.elapsed() });
         }
@@ -193,9 +206,17 @@ async fn run_link(
     let sent_at = std::sync::Mutex::new(tokio::time::Instant::now());
     let last_sent = || *sent_at.lock().unwrap_or_else(|p| p.into_inner());
     let send = |m: &Message| -> std::result::Result<(), String> {
+        let echo = matches!(m.header, Header::Echo { .. });
+        if echo && echoes_queued.load(std::sync::atomic::Ordering::Relaxed) >= MAX_QUEUED_ECHOES {
+            debug!("the handheld probes faster than it reads: an echo dropped");
+            return Ok(());
+        }
         let bytes = encode(m).map_err(|e| format!("encoding: {e}"))?;
         *sent_at.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
-        out_tx.send(bytes).map_err(|_| "the writer stopped".to_string())
+        if echo {
+            echoes_queued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        out_tx.send((bytes, echo)).map_err(|_| "the writer stopped".to_string())
     };
     let mut decoder = FrameDecoder::new(MAX_FRAME_BYTES);
     let mut pending = session.start();

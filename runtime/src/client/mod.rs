@@ -229,8 +229,11 @@ impl Session {
             hint: config.hint,
             mode: Mode::Single,
         };
-        let planner =
+        let mut planner =
             Planner::new(PlannerConfig { margin: config.margin, method: config.method }, conditions);
+        if config.dvfs {
+            planner = planner.with_dvfs(config.wearable.clone());
+        }
         let mut s = Session {
             model,
             executor,
@@ -624,7 +627,11 @@ impl Session {
         let est = self.profiler.estimate();
         let t_up = secs(up_bytes as f64 / est.up_bytes_per_s);
         let t_down = secs(down_bytes as f64 / est.down_bytes_per_s);
-        let (w, h) = (&self.wearable_energy, &self.handheld_energy);
+        let setting = self.setting_for(cut);
+        let at_setting = setting.as_ref().and_then(|s| {
+            ClusterEnergy::at(&self.config.wearable, &s.cluster, s.f_hz, PowerModel::Analytical).ok()
+        });
+        let (w, h) = (at_setting.as_ref().unwrap_or(&self.wearable_energy), &self.handheld_energy);
         FrameReport {
             frame,
             offloaded,
@@ -645,18 +652,35 @@ impl Session {
             handheld_j: h.compute_energy_j(handheld) + h.receive_energy_j(t_up) + h.transmit_energy_j(t_down),
             switch_wait_ms: None,
             plan_build_ms: 0.0,
+            dvfs: setting.map(|s| format!("{}@{:.0} MHz, emulated", s.cluster, s.f_hz / 1e6)),
         }
+    }
+
+    /// The wearable's setting for a frame at `cut`: the planner's, when it
+    /// decided this cut with one (`SessionConfig::dvfs`).
+    fn setting_for(&self, cut: &Cut) -> Option<tandem_plan::partition::dvfs::Setting> {
+        let d = self.planner.current()?;
+        (d.chosen.key() == cut.key()).then(|| d.setting.clone()).flatten()
+    }
+
+    /// The prefix's dilation at `cut`: the watch's, times its setting's busy-time scale.
+    fn dilation_for(&self, cut: &Cut) -> f64 {
+        self.config.dilation * self.setting_for(cut).map_or(1.0, |s| s.time_scale)
     }
 
     /// Runs one frame entirely on the wearable.
     fn run_local(&mut self, inputs: &Values) -> Result<(Values, Duration)> {
         let g = self.model.model.graph();
-        let plan = self.executor.plan(&Cut::wearable_only(g))?;
+        let local = Cut::wearable_only(g);
+        let plan = self.executor.plan(&local)?;
+        let dilation = self.dilation_for(&local);
         let started = Instant::now();
-        let all = plan.run_prefix_dilated(g, inputs, self.config.dilation)?;
+        let all = plan.run_prefix_dilated(g, inputs, dilation)?;
         let took = started.elapsed();
         let outputs = tandem_core::split::model_outputs(g, &all)?;
-        self.learn(&vec![true; g.nodes().len()], took, None);
+        // The predictors hold the inference setting's times.
+        let at_default = took.div_f64((dilation / self.config.dilation).max(1e-9));
+        self.learn(&vec![true; g.nodes().len()], at_default, None);
         Ok((outputs, took))
     }
 
@@ -726,9 +750,11 @@ impl Session {
         let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
         let plan = self.executor.plan_sides(&cut, Sides::Prefix)?;
         let built = if inline { building.elapsed() } else { Duration::ZERO };
+        let dilation = self.dilation_for(&cut);
         let t0 = Instant::now();
-        let up = plan.run_prefix_dilated(g, &inputs, self.config.dilation)?;
-        let prefix = t0.elapsed();
+        let up = plan.run_prefix_dilated(g, &inputs, dilation)?;
+        // The predictors hold the inference setting's times.
+        let prefix = t0.elapsed().div_f64((dilation / self.config.dilation).max(1e-9));
         // Packing (encoding) the crossing tensors is the watch's work too.
         let mut packed = vec![];
         let mut raw_bytes = 0u64;

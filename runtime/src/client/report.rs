@@ -49,6 +49,10 @@ pub struct FrameReport {
     /// Plan building done inside this frame on the wearable (ms): the
     /// stall a switch costs when the cut's plans were not built ahead.
     pub plan_build_ms: f64,
+    /// The wearable's cluster and frequency for this frame, when chosen
+    /// with the cut (`SessionConfig::dvfs`), and how it was applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dvfs: Option<String>,
 }
 
 /// A stream's summary.
