@@ -389,6 +389,7 @@ fn decision_time(models: Vec<PathBuf>, runs: usize, dvfs: bool) -> anyhow::Resul
                         wearable: &watch,
                         handheld: None,
                         power: PowerModel::Analytical,
+                        simplified: Some(&simplified),
                     };
                     tandem::partition::dvfs::decide_dvfs(&decision_input, method, spec)
                         .map_err(anyhow::Error::msg)?

@@ -75,7 +75,8 @@ fn the_joint_choice_matches_brute_force_over_cuts_and_settings() {
         }
     }
     let fastest = all.iter().map(|a| a.0).fold(f64::INFINITY, f64::min);
-    let dvfs = Dvfs { wearable: &wearable_profile, handheld: None, power: PowerModel::Analytical };
+    let dvfs =
+        Dvfs { wearable: &wearable_profile, handheld: None, power: PowerModel::Analytical, simplified: None };
     let d = decide_dvfs(&base, Method::Exhaustive, dvfs).expect("decides");
     assert!((d.decision.evaluation.latency_s - fastest).abs() < 1e-12, "{d:?} vs {fastest}");
     for slack in [1.2, 2.0, 5.0] {

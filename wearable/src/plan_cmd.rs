@@ -220,6 +220,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
                 wearable: &wearable,
                 handheld: None,
                 power: PowerModel::Analytical,
+                simplified: Some(&simplified),
             };
             let dd =
                 tandem::partition::dvfs::decide_dvfs(&input, method, dvfs).map_err(anyhow::Error::msg)?;

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::{choose, decide, Decision, DecisionInput, Method, Side};
+use super::{choose, decide_with, Decision, DecisionInput, Method, Side, Simplified};
 use crate::device::{DeviceError, DeviceProfile, PowerModel};
 use crate::energy::ClusterEnergy;
 use crate::predict::Scaled;
@@ -76,6 +76,8 @@ pub struct Dvfs<'a> {
     pub handheld: Option<&'a DeviceProfile>,
     /// Analytical (`C_eff·V(f)²·f`) or approximate (`ε·f³`).
     pub power: PowerModel,
+    /// The model's simplified DAG, computed once (`None`: when needed).
+    pub simplified: Option<&'a Simplified>,
 }
 
 /// Decides the cut and the settings together. `input`'s sides hold the
@@ -108,7 +110,7 @@ pub fn decide_dvfs(input: &DecisionInput, method: Method, dvfs: Dvfs) -> Result<
                 handheld,
                 ..*input
             };
-            let d = decide(&at, method).map_err(|e| e.to_string())?;
+            let d = decide_with(&at, method, dvfs.simplified).map_err(|e| e.to_string())?;
             decided.push((w.clone(), h.clone(), d));
         }
     }

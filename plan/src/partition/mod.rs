@@ -728,6 +728,7 @@ impl Planner {
                     wearable: profile,
                     handheld: None,
                     power: crate::device::PowerModel::Analytical,
+                    simplified: Some(&simplified),
                 };
                 dvfs::decide_dvfs(&input, self.config.method, spec)
                     .map(|d| Decision { setting: Some(d.setting), ..d.decision })
