@@ -324,14 +324,32 @@ pub fn plan_weight_bytes(model: &Model, cut: &Cut, sides: Sides) -> u64 {
     if sides.suffix() {
         halves.push(cut.suffix_nodes());
     }
+    // Every half carries the sparse initializers whole.
+    let sparse: u64 = graph
+        .sparse_initializer
+        .iter()
+        .map(|s| {
+            s.values.as_ref().map_or(0, initializer_bytes) + s.indices.as_ref().map_or(0, initializer_bytes)
+        })
+        .sum();
     halves
         .iter()
         .map(|nodes| {
-            reached(model, nodes, &[])
-                .1
+            let (included, inits) = reached(model, nodes, &[]);
+            let initializers: u64 = inits.iter().map(|&i| initializer_bytes(&graph.initializer[i])).sum();
+            // Weights exported as Constant nodes are their attributes' tensors.
+            let constants: u64 = included
                 .iter()
-                .map(|&i| initializer_bytes(&graph.initializer[i]))
-                .sum::<u64>()
+                .flat_map(|&pi| &graph.node[pi].attribute)
+                .map(|a| {
+                    a.t.as_ref().map_or(0, initializer_bytes)
+                        + a.sparse_tensor.as_ref().map_or(0, |s| {
+                            s.values.as_ref().map_or(0, initializer_bytes)
+                                + s.indices.as_ref().map_or(0, initializer_bytes)
+                        })
+                })
+                .sum();
+            initializers + constants + sparse
         })
         .sum()
 }

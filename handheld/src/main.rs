@@ -172,8 +172,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?),
                 None => None,
             };
-            if !(limits.idle_s.is_finite() && limits.idle_s >= 1.0) {
-                anyhow::bail!("--idle-s {}: must be at least 1 second", limits.idle_s);
+            if !(limits.idle_s.is_finite() && (1.0..=86_400.0).contains(&limits.idle_s)) {
+                anyhow::bail!("--idle-s {}: must be from 1 to 86400 seconds", limits.idle_s);
+            }
+            if limits.idle_s < 20.0 {
+                eprintln!(
+                    "warning: --idle-s {} is below the wearables' 20 s keepalive: idle wearables will reconnect",
+                    limits.idle_s
+                );
             }
             if limits.max_connections == 0 {
                 anyhow::bail!("--max-connections 0: a handheld must serve at least one wearable");

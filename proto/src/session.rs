@@ -713,10 +713,13 @@ impl WearableSession {
                 vec![WearableAction::Prepared { cut, build_us, error }]
             }
             (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
-                // A cancelled frame's answer may still come (it was running): dropped.
-                if let Some(i) = self.cancelled.iter().position(|&f| f == frame) {
-                    // Answers come in order: older cancelled ones will not.
-                    self.cancelled.drain(..=i);
+                // A cancelled frame's answer may still come (it was running):
+                // dropped. Answers come in frame order, so no cancelled
+                // frame before this one will be answered any more (frames
+                // may have been cancelled out of order: deadlines differ).
+                let was_cancelled = self.cancelled.contains(&frame);
+                self.cancelled.retain(|&f| f > frame);
+                if was_cancelled {
                     return vec![];
                 }
                 // The handheld answers in order: the result must be for the oldest frame.

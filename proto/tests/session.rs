@@ -429,6 +429,22 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     let stale = HandheldSession::result(1, 1, &[("y".into(), &x)], &[]).expect("result");
     assert!(w.on_message(stale).contains(&WearableAction::Close));
 
+    // Deadlines differ per frame: 6 may be cancelled before 5. Both late
+    // answers are dropped, and 7's is delivered.
+    let mut w = ready_wearable(vec![1]);
+    for frame in [5, 6, 7] {
+        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
+            .expect("ready");
+    }
+    w.cancel(&[6]).expect("in flight");
+    w.cancel(&[5]).expect("in flight");
+    for late in [5, 6] {
+        let m = HandheldSession::result(late, 1, &[("y".into(), &x)], &[]).expect("result");
+        assert_eq!(w.on_message(m), vec![], "frame {late}'s late answer");
+    }
+    let on_time = HandheldSession::result(7, 1, &[("y".into(), &x)], &[]).expect("result");
+    assert!(matches!(&w.on_message(on_time)[..], [WearableAction::Delivered { frame: 7, .. }]));
+
     let digest = [9; 32];
     let mut h = HandheldSession::new("pixel-8-pro", status());
     h.on_message(hello(digest, 10), |d| *d == digest);

@@ -139,10 +139,11 @@ fn hex(d: &Digest) -> String {
 }
 
 impl Shared {
+    /// Whether this handheld holds the model's bytes (a loaded copy alone
+    /// is not enough: it may be at other input shapes, and evicted before
+    /// the wearable's load). Asking counts as a use of a pushed model.
     fn has_model(&self, d: &Digest) -> bool {
-        lock(&self.loaded).keys().any(|(digest, _)| digest == d)
-            || lock(&self.files).contains_key(d)
-            || lock(&self.pushed).contains(d)
+        lock(&self.files).contains_key(d) || lock(&self.pushed).get(d).is_some()
     }
 
     fn status(&self) -> StatusReport {
@@ -239,9 +240,12 @@ impl Shared {
         let stored = match &self.config.models_dir {
             Some(dir) => {
                 let path = dir.join(PUSHED_DIR).join(format!("{}.onnx", hex(&digest)));
-                match std::fs::create_dir_all(dir.join(PUSHED_DIR))
-                    .and_then(|()| std::fs::write(&path, bytes))
-                {
+                // Written aside, then renamed: a crash leaves no partial model.
+                let partial = path.with_extension("partial");
+                let written = std::fs::create_dir_all(dir.join(PUSHED_DIR))
+                    .and_then(|()| std::fs::write(&partial, bytes))
+                    .and_then(|()| std::fs::rename(&partial, &path));
+                match written {
                     Ok(()) => Stored::Disk(path),
                     Err(e) => {
                         warn!(

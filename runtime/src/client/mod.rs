@@ -490,6 +490,8 @@ impl Session {
         match ev {
             Event::Ready { device, latency } => {
                 info!(handheld = %device, "the handheld is ready");
+                // A new link: the last one's misses do not count against it.
+                self.missed_in_row = 0;
                 // A name from the peer: a shipped profile or none (never a path).
                 if let Ok(p) = DeviceProfile::shipped(&device) {
                     if let Ok(e) = ClusterEnergy::new(&p, PowerModel::Analytical) {
@@ -597,6 +599,7 @@ impl Session {
                 self.status = Status::Refused { reason };
             }
             Event::Disconnected(reason) => {
+                self.missed_in_row = 0;
                 if self.is_ready() {
                     warn!("lost the handheld: {reason}");
                 }
@@ -679,7 +682,7 @@ impl Session {
         let took = started.elapsed();
         let outputs = tandem_core::split::model_outputs(g, &all)?;
         // The predictors hold the inference setting's times.
-        let at_default = took.div_f64((dilation / self.config.dilation).max(1e-9));
+        let at_default = took.div_f64(effective_scale(dilation, self.config.dilation));
         self.learn(&vec![true; g.nodes().len()], at_default, None);
         Ok((outputs, took))
     }
@@ -754,7 +757,7 @@ impl Session {
         let t0 = Instant::now();
         let up = plan.run_prefix_dilated(g, &inputs, dilation)?;
         // The predictors hold the inference setting's times.
-        let prefix = t0.elapsed().div_f64((dilation / self.config.dilation).max(1e-9));
+        let prefix = t0.elapsed().div_f64(effective_scale(dilation, self.config.dilation));
         // Packing (encoding) the crossing tensors is the watch's work too.
         let mut packed = vec![];
         let mut raw_bytes = 0u64;
@@ -956,7 +959,9 @@ impl Session {
         for f in &frames {
             warn!(frame = f, "the handheld missed the deadline; running the frame here");
         }
-        self.missed_in_row = self.missed_in_row.saturating_add(frames.len() as u32);
+        // One handheld pause can make several pipelined frames late at
+        // once: it counts as one miss.
+        self.missed_in_row = self.missed_in_row.saturating_add(1);
         let _ = self.commands.send(Command::Cancel(frames));
         let limit = self.config.max_missed_deadlines.max(1);
         if self.missed_in_row >= limit {
@@ -1012,6 +1017,12 @@ impl Drop for Session {
             runtime.shutdown_background();
         }
     }
+}
+
+/// How much slower a run dilated by `dilation` is than one dilated by
+/// `default`: dilation never speeds a run up, so factors below 1 count as 1.
+fn effective_scale(dilation: f64, default: f64) -> f64 {
+    dilation.max(1.0) / default.max(1.0)
 }
 
 /// Sleeps `(factor − 1) × took`: work that took `took` here, on a device
