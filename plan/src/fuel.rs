@@ -8,7 +8,8 @@
 //! power is integrated between samples (trapezoids; the current's sign
 //! differs between drivers, so its magnitude is used). A window in which a
 //! counter rose (the battery was charging) or did not move (a coarse gauge)
-//! measures nothing and is counted apart.
+//! measures nothing and is counted apart, and so does a window the shell
+//! interrupts because the supply says it is charging ([`FuelMeter::interrupt`]).
 
 use std::time::Duration;
 
@@ -160,6 +161,19 @@ impl FuelMeter {
         self.restart(t, reading);
     }
 
+    /// The gauge cannot measure the device now (the battery is charging):
+    /// the open window, if it held frames, is counted as unmeasured and
+    /// dropped; the next reading starts a new one.
+    pub fn interrupt(&mut self) {
+        if self.start.is_some() && self.frames > 0 {
+            self.measured.windows_unmeasured += 1;
+        }
+        self.start = None;
+        self.last = None;
+        self.frames = 0;
+        self.integrated_j = 0.0;
+    }
+
     /// Starts a new window at `t` (what the open one held is dropped: time
     /// between streams is not counted).
     pub fn begin(&mut self, t: Duration, reading: GaugeReading) {
@@ -235,5 +249,16 @@ mod tests {
         m.sample(ms(60), GaugeReading::Energy { uwh: 100.0 }, true);
         assert_eq!(m.measured().windows, 1);
         assert!((m.measured().joules - 50.0 * 3.6e-3).abs() < 1e-12);
+        // Charging mid-window: that window is lost, the next one counts.
+        let mut m = FuelMeter::new(2);
+        let p = GaugeReading::Power { ua: 1e6, uv: 1e6 };
+        m.sample(ms(0), p, false);
+        m.sample(ms(100), p, true);
+        m.interrupt();
+        m.sample(ms(200), p, true); // starts a new window
+        m.sample(ms(300), p, true);
+        m.sample(ms(400), p, true);
+        assert_eq!((m.measured().windows, m.measured().windows_unmeasured), (1, 1), "{:?}", m.measured());
+        assert!((m.measured().joules - 0.2).abs() < 1e-12, "1 W over 200 ms: {:?}", m.measured());
     }
 }

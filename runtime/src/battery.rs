@@ -83,6 +83,18 @@ pub fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatu
     (None, None)
 }
 
+/// Whether the first `Battery` supply in `dir` says it is charging (then
+/// its gauge measures the charger, not the device).
+pub fn battery_charging(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let mut supplies: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    supplies.sort();
+    supplies
+        .into_iter()
+        .find(|s| std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery"))
+        .is_some_and(|b| std::fs::read_to_string(b.join("status")).is_ok_and(|t| t.trim() == "Charging"))
+}
+
 /// One fuel-gauge reading of the first `Battery` supply in `dir` (a
 /// `power_supply` folder): `energy_now`, else `charge_now` with
 /// `voltage_now`, else `current_now` with `voltage_now`; or why there is

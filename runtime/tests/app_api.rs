@@ -428,6 +428,19 @@ fn a_fuel_gauge_measures_energy_over_windows_of_frames_and_its_absence_is_said()
     assert!((watts - 2.0).abs() < 1e-6, "a constant 2 W measured as {watts} W");
     assert_eq!(m.source, "current_now x voltage_now, integrated");
 
+    // While charging, the gauge measures the charger: nothing is measured.
+    std::fs::write(battery.join("status"), "Charging\n").expect("write");
+    let mut config = local_config();
+    config.fuel_gauge = Some(root.clone());
+    config.energy_window = 5;
+    let mut s = Session::open_local(model.clone(), config).expect("session");
+    let frames: Vec<_> =
+        (0..10).map(|i| frame([("x", tensor_f32(&[1, 4], &[i as f32 * 0.1; 4]).expect("tensor"))])).collect();
+    s.stream(frames).expect("stream");
+    let m = s.measured_energy().expect("a gauge");
+    assert_eq!(m.windows, 0, "{m:?}");
+    std::fs::remove_file(battery.join("status")).expect("remove");
+
     std::fs::remove_file(battery.join("current_now")).expect("remove");
     let mut config = local_config();
     config.fuel_gauge = Some(root.clone());

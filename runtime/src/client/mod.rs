@@ -936,6 +936,12 @@ impl Session {
     /// idle time before it is not counted).
     fn sample_fuel(&mut self, frame_done: bool) {
         let Some(dir) = &self.config.fuel_gauge else { return };
+        if crate::battery::battery_charging(dir) {
+            if let Ok(meter) = &mut self.fuel {
+                meter.interrupt();
+            }
+            return;
+        }
         if let (Ok(meter), Ok(reading)) = (&mut self.fuel, crate::battery::read_gauge(dir)) {
             let now = self.origin.elapsed();
             if frame_done {
