@@ -37,17 +37,11 @@ pub fn battery_status(root: &Path) -> Option<BatteryStatus> {
 /// The first `Battery` supply: its live status and, from design values, the
 /// profile's battery info.
 pub fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatus>, Option<BatteryInfo>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    if !dir.is_dir() {
         notes.push(format!("no {}: no battery", dir.display()));
         return (None, None);
-    };
-    let mut supplies: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    supplies.sort();
-    for s in supplies {
-        let is_battery = std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery");
-        if !is_battery {
-            continue;
-        }
+    }
+    if let Some(s) = first_battery(dir) {
         let number = |file: &str, notes: &mut Vec<String>| -> Option<f64> {
             let path = s.join(file);
             let text = std::fs::read_to_string(&path).ok()?;
@@ -83,47 +77,61 @@ pub fn read_battery(dir: &Path, notes: &mut Vec<String>) -> (Option<BatteryStatu
     (None, None)
 }
 
-/// Whether the first `Battery` supply in `dir` says it is charging (then
-/// its gauge measures the charger, not the device).
-pub fn battery_charging(dir: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else { return false };
-    let mut supplies: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+/// The first supply (by name) in `dir` (a `power_supply` folder) whose
+/// `type` is `Battery`.
+pub fn first_battery(dir: &Path) -> Option<PathBuf> {
+    let mut supplies: Vec<PathBuf> =
+        std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     supplies.sort();
     supplies
         .into_iter()
         .find(|s| std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery"))
-        .is_some_and(|b| std::fs::read_to_string(b.join("status")).is_ok_and(|t| t.trim() == "Charging"))
 }
 
-/// One fuel-gauge reading of the first `Battery` supply in `dir` (a
-/// `power_supply` folder): `energy_now`, else `charge_now` with
-/// `voltage_now`, else `current_now` with `voltage_now`; or why there is
-/// none.
-pub fn read_gauge(dir: &Path) -> Result<tandem_plan::fuel::GaugeReading, String> {
-    use tandem_plan::fuel::GaugeReading;
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("no fuel gauge: {}: {e}", dir.display()))?;
-    let mut supplies: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    supplies.sort();
-    let battery = supplies
-        .into_iter()
-        .find(|s| std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery"))
-        .ok_or_else(|| format!("no fuel gauge: no supply of type Battery in {}", dir.display()))?;
-    let read = |file: &str| -> Option<f64> {
-        let v: f64 = std::fs::read_to_string(battery.join(file)).ok()?.trim().parse().ok()?;
-        v.is_finite().then_some(v)
-    };
-    if let Some(uwh) = read("energy_now") {
-        return Ok(GaugeReading::Energy { uwh });
+/// The battery's fuel gauge: found once, then read once per frame.
+#[derive(Clone, Debug)]
+pub struct FuelGauge {
+    battery: PathBuf,
+}
+
+impl FuelGauge {
+    /// The gauge of the first `Battery` supply in `dir` (a `power_supply`
+    /// folder), if it can be read now; or why there is none.
+    pub fn find(dir: &Path) -> Result<FuelGauge, String> {
+        let battery = first_battery(dir)
+            .ok_or_else(|| format!("no fuel gauge: no supply of type Battery in {}", dir.display()))?;
+        let gauge = FuelGauge { battery };
+        gauge.read()?;
+        Ok(gauge)
     }
-    let uv = read("voltage_now");
-    if let (Some(uah), Some(uv)) = (read("charge_now"), uv) {
-        return Ok(GaugeReading::Charge { uah, uv });
+
+    /// One reading: `energy_now`, else `charge_now` with `voltage_now`,
+    /// else `current_now` with `voltage_now`; or why there is none.
+    pub fn read(&self) -> Result<tandem_plan::fuel::GaugeReading, String> {
+        use tandem_plan::fuel::GaugeReading;
+        let read = |file: &str| -> Option<f64> {
+            let v: f64 = std::fs::read_to_string(self.battery.join(file)).ok()?.trim().parse().ok()?;
+            v.is_finite().then_some(v)
+        };
+        if let Some(uwh) = read("energy_now") {
+            return Ok(GaugeReading::Energy { uwh });
+        }
+        let uv = read("voltage_now");
+        if let (Some(uah), Some(uv)) = (read("charge_now"), uv) {
+            return Ok(GaugeReading::Charge { uah, uv });
+        }
+        if let (Some(ua), Some(uv)) = (read("current_now"), uv) {
+            return Ok(GaugeReading::Power { ua, uv });
+        }
+        Err(format!(
+            "no fuel gauge: {} has none of energy_now, charge_now + voltage_now, current_now + voltage_now",
+            self.battery.display()
+        ))
     }
-    if let (Some(ua), Some(uv)) = (read("current_now"), uv) {
-        return Ok(GaugeReading::Power { ua, uv });
+
+    /// Whether the supply says it is charging (then the gauge measures the
+    /// charger, not the device).
+    pub fn charging(&self) -> bool {
+        std::fs::read_to_string(self.battery.join("status")).is_ok_and(|t| t.trim() == "Charging")
     }
-    Err(format!(
-        "no fuel gauge: {} has none of energy_now, charge_now + voltage_now, current_now + voltage_now",
-        battery.display()
-    ))
 }

@@ -67,7 +67,7 @@ pub mod server;
 pub mod tensor;
 
 pub use tandem_core::{card, check, cut, error, graph, model, profile, split};
-pub use tandem_plan::{calibrate, device, energy, partition, predict};
+pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
 pub use tandem_proto::{encoding, profiler, protocol, session};
 
 pub use client::{Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};

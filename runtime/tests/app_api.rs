@@ -414,15 +414,19 @@ fn a_fuel_gauge_measures_energy_over_windows_of_frames_and_its_absence_is_said()
     std::fs::write(battery.join("current_now"), "-500000\n").expect("write");
     std::fs::write(battery.join("voltage_now"), "4000000\n").expect("write");
     let model = tiny_mlp();
-    let mut config = local_config();
-    config.fuel_gauge = Some(root.clone());
-    config.energy_window = 5;
-    let mut s = Session::open_local(model.clone(), config).expect("session");
-    let frames: Vec<_> =
-        (0..20).map(|i| frame([("x", tensor_f32(&[1, 4], &[i as f32 * 0.1; 4]).expect("tensor"))])).collect();
-    let results = s.stream(frames).expect("stream");
-    assert_eq!(results.len(), 20);
-    let m = s.measured_energy().expect("a gauge").clone();
+    // A session on this tree streaming `n` frames: what it measured, or why not.
+    let stream = |n: usize| -> Result<tandem::fuel::Measured, String> {
+        let mut config = local_config();
+        config.fuel_gauge = Some(root.clone());
+        config.energy_window = 5;
+        let mut s = Session::open_local(model.clone(), config).expect("session");
+        let frames: Vec<_> = (0..n)
+            .map(|i| frame([("x", tensor_f32(&[1, 4], &[i as f32 * 0.1; 4]).expect("tensor"))]))
+            .collect();
+        assert_eq!(s.stream(frames).expect("stream").len(), n);
+        s.measured_energy().cloned().map_err(str::to_string)
+    };
+    let m = stream(20).expect("a gauge");
     assert_eq!((m.windows, m.frames), (4, 20), "{m:?}");
     let watts = m.watts().expect("time passed");
     assert!((watts - 2.0).abs() < 1e-6, "a constant 2 W measured as {watts} W");
@@ -430,22 +434,12 @@ fn a_fuel_gauge_measures_energy_over_windows_of_frames_and_its_absence_is_said()
 
     // While charging, the gauge measures the charger: nothing is measured.
     std::fs::write(battery.join("status"), "Charging\n").expect("write");
-    let mut config = local_config();
-    config.fuel_gauge = Some(root.clone());
-    config.energy_window = 5;
-    let mut s = Session::open_local(model.clone(), config).expect("session");
-    let frames: Vec<_> =
-        (0..10).map(|i| frame([("x", tensor_f32(&[1, 4], &[i as f32 * 0.1; 4]).expect("tensor"))])).collect();
-    s.stream(frames).expect("stream");
-    let m = s.measured_energy().expect("a gauge");
+    let m = stream(10).expect("a gauge");
     assert_eq!(m.windows, 0, "{m:?}");
     std::fs::remove_file(battery.join("status")).expect("remove");
 
     std::fs::remove_file(battery.join("current_now")).expect("remove");
-    let mut config = local_config();
-    config.fuel_gauge = Some(root.clone());
-    let s = Session::open_local(model, config).expect("session");
-    let why = s.measured_energy().expect_err("no gauge now");
+    let why = stream(1).expect_err("no gauge now");
     assert!(why.contains("none of energy_now") && why.contains("model-based only"), "{why}");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -27,7 +27,7 @@ enum Attack {
     FrameNeverSent,
 }
 
-const GOOD: StatusReport = StatusReport { load: 0.1, queue: 0, battery: 0.9, charging: false };
+use crate::fake_handheld::GOOD;
 
 /// Serves every connection with `attack`, speaking the protocol by hand.
 async fn hostile(mut acceptor: TcpAcceptor, attack: Attack, layers: usize, output: String) {
@@ -158,11 +158,9 @@ fn a_hostile_handheld_never_crashes_the_wearable_nor_changes_a_result() {
 #[test]
 fn a_handheld_that_probes_without_reading_cannot_fill_the_wearables_memory() {
     use tandem::link::Link;
-    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let model = crate::fake_handheld::mnist();
     let layers = model.model.graph().nodes().len();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let runtime = crate::fake_handheld::runtime();
     let mut acceptor = runtime.block_on(TcpAcceptor::bind("127.0.0.1:0")).expect("bind");
     let addr = acceptor.local_addr().expect("addr").to_string();
     const PROBES: u64 = 120;
@@ -177,17 +175,7 @@ fn a_handheld_that_probes_without_reading_cannot_fill_the_wearables_memory() {
                 break;
             }
         }
-        for m in [
-            Message::new(Header::Welcome {
-                version: PROTOCOL_VERSION,
-                device: "pixel-8-pro".into(),
-                has_model: true,
-                status: GOOD,
-            }),
-            Message::new(Header::ModelReady {
-                latency: LatencySummary { per_layer_s: vec![1e-4; layers], overhead_s: 1e-4 },
-            }),
-        ] {
+        for m in crate::fake_handheld::ready(layers) {
             tx.send(encode(&m).expect("encodes")).await.expect("send");
         }
         for id in 0..PROBES {

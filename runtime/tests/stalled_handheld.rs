@@ -8,13 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::fake_handheld::{mnist, ready, runtime, GOOD};
 use tandem::check::{diff, random_inputs};
-use tandem::client::{Backoff, ModelFile, Placement, Session, SessionConfig};
+use tandem::client::{Backoff, Placement, Session, SessionConfig};
 use tandem::link::{Acceptor, TcpAcceptor, TcpTransport};
-use tandem::protocol::{
-    encode, FrameDecoder, Header, LatencySummary, Message, StatusReport, PROTOCOL_VERSION,
-};
-use tandem::InputShapes;
+use tandem::protocol::{encode, FrameDecoder, Header, Message};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Stall {
@@ -23,8 +21,6 @@ enum Stall {
     /// `Status` every 100 ms, and no answer to any frame.
     Mute,
 }
-
-const GOOD: StatusReport = StatusReport { load: 0.1, queue: 0, battery: 0.9, charging: false };
 
 #[derive(Default)]
 struct Seen {
@@ -75,15 +71,9 @@ async fn stalling(mut acceptor: TcpAcceptor, stall: Stall, layers: usize, seen: 
                 for m in messages {
                     match m.header {
                         Header::Hello { .. } => {
-                            let _ = out.send(Message::new(Header::Welcome {
-                                version: PROTOCOL_VERSION,
-                                device: "pixel-8-pro".into(),
-                                has_model: true,
-                                status: GOOD,
-                            }));
-                            let latency =
-                                LatencySummary { per_layer_s: vec![1e-4; layers], overhead_s: 1e-4 };
-                            let _ = out.send(Message::new(Header::ModelReady { latency }));
+                            for m in ready(layers) {
+                                let _ = out.send(m);
+                            }
                         }
                         Header::Cancel { frames } => {
                             seen.cancelled.lock().expect("lock").extend(frames);
@@ -102,13 +92,11 @@ async fn stalling(mut acceptor: TcpAcceptor, stall: Stall, layers: usize, seen: 
 }
 
 fn run(stall: Stall) -> (Vec<tandem::client::FrameReport>, Arc<Seen>) {
-    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let model = mnist();
     let g = model.model.graph();
     let output = g.tensor(g.outputs()[0]).name.clone();
     let reference = tandem::split::full_plan(&model.model).expect("plan");
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let runtime = runtime();
     let acceptor = runtime.block_on(TcpAcceptor::bind("127.0.0.1:0")).expect("bind");
     let addr = acceptor.local_addr().expect("addr").to_string();
     let seen = Arc::new(Seen::default());
@@ -194,11 +182,9 @@ fn a_handheld_that_misses_deadlines_is_told_to_cancel_then_dropped() {
 /// keepalive every `keepalive`, so the handheld never takes it for idle.
 #[test]
 fn an_idle_wearable_sends_keepalives() {
-    let path = tandem_models::ensure_models().expect("zoo").zoo_path("mnist").expect("mnist").to_path_buf();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let model = mnist();
     let layers = model.model.graph().nodes().len();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let runtime = runtime();
     let acceptor = runtime.block_on(TcpAcceptor::bind("127.0.0.1:0")).expect("bind");
     let addr = acceptor.local_addr().expect("addr").to_string();
     let seen = Arc::new(Seen::default());

@@ -47,8 +47,8 @@ impl Default for EvolutionConfig {
 }
 
 impl EvolutionConfig {
-    /// Online settings: normalized steps over the last 32 records, a few
-    /// passes each (a refit of an 85-layer record set takes tens of µs).
+    /// Online settings: normalized steps over the last 32 records, 4
+    /// passes each, so a refit's work is bounded per frame.
     pub fn online() -> EvolutionConfig {
         EvolutionConfig { epochs: 4, learning_rate: 0.3, max_records: 32, normalized: true }
     }

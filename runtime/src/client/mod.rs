@@ -139,7 +139,7 @@ pub struct Session {
     /// Deadlines missed since the last answer in time.
     missed_in_row: u32,
     /// Energy measured by the battery's fuel gauge, or why there is none.
-    fuel: Result<tandem_plan::fuel::FuelMeter, String>,
+    fuel: Result<(tandem_plan::fuel::FuelMeter, crate::battery::FuelGauge), String>,
     probes: BTreeMap<u64, (Instant, u64)>,
     fed: Values,
     fetched: Option<Outputs>,
@@ -275,8 +275,8 @@ impl Session {
         };
         s.fuel = match &s.config.fuel_gauge {
             None => Err("no fuel gauge configured: energy is model-based only".into()),
-            Some(dir) => crate::battery::read_gauge(dir)
-                .map(|_| tandem_plan::fuel::FuelMeter::new(s.config.energy_window))
+            Some(dir) => crate::battery::FuelGauge::find(dir)
+                .map(|gauge| (tandem_plan::fuel::FuelMeter::new(s.config.energy_window), gauge))
                 .map_err(|e| format!("{e}; energy is model-based only")),
         };
         if s.config.placement == Placement::WearableOnly {
@@ -935,20 +935,16 @@ impl Session {
     /// Without `frame_done`, a new window starts here (a stream begins:
     /// idle time before it is not counted).
     fn sample_fuel(&mut self, frame_done: bool) {
-        let Some(dir) = &self.config.fuel_gauge else { return };
-        if crate::battery::battery_charging(dir) {
-            if let Ok(meter) = &mut self.fuel {
-                meter.interrupt();
-            }
+        let now = self.origin.elapsed();
+        let Ok((meter, gauge)) = &mut self.fuel else { return };
+        if gauge.charging() {
+            meter.interrupt();
             return;
         }
-        if let (Ok(meter), Ok(reading)) = (&mut self.fuel, crate::battery::read_gauge(dir)) {
-            let now = self.origin.elapsed();
-            if frame_done {
-                meter.sample(now, reading, true);
-            } else {
-                meter.begin(now, reading);
-            }
+        match gauge.read() {
+            Ok(reading) if frame_done => meter.sample(now, reading, true),
+            Ok(reading) => meter.begin(now, reading),
+            Err(_) => {}
         }
     }
 
@@ -956,7 +952,7 @@ impl Session {
     /// frames closed so far (the whole device's, measured), or why there is
     /// none (then energy is model-based only).
     pub fn measured_energy(&self) -> Result<&tandem_plan::fuel::Measured, &str> {
-        self.fuel.as_ref().map(|m| m.measured()).map_err(|e| e.as_str())
+        self.fuel.as_ref().map(|(m, _)| m.measured()).map_err(|e| e.as_str())
     }
 
     /// Frames past their deadline run here: the handheld is told not to

@@ -149,9 +149,7 @@ pub(super) fn battery_supply(root: &Path) -> Result<PathBuf, CalibrateError> {
     if !dir.is_dir() {
         return Err(missing(&dir, "power-supply folder (the fuel gauge)"));
     }
-    let battery = list(&dir)?
-        .into_iter()
-        .find(|p| fs::read_to_string(p.join("type")).is_ok_and(|t| t.trim() == "Battery"))
+    let battery = tandem::battery::first_battery(&dir)
         .ok_or_else(|| missing(&dir.join("*/type"), "power supply of type Battery (the fuel gauge)"))?;
     for file in ["voltage_now", "current_now"] {
         if !battery.join(file).exists() {
