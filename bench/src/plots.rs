@@ -435,6 +435,7 @@ mod tests {
             switch_wait_max_ms: 0.0,
             plan_build_ms: 0.0,
             stream_start_s: 1.0,
+            placement: None,
         }
     }
 

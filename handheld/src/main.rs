@@ -71,9 +71,14 @@ enum Command {
         /// learn its real speed.
         #[arg(long, default_value_t = 1.0)]
         profile_scale: f64,
-        /// Background CPU load in percent, generated on every core and reported in Status.
+        /// Background CPU load in percent, generated on every core. Status
+        /// reports the load measured (the share of a core a new thread
+        /// gets while no frame runs), whatever its cause.
         #[arg(long, default_value_t = 0.0)]
         load: f64,
+        /// Report `--load` in Status as given instead of the load measured.
+        #[arg(long)]
+        fixed_load: bool,
         /// Models to serve by digest; pushed models are stored here.
         #[arg(long)]
         models: Option<PathBuf>,
@@ -155,6 +160,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             slowdown,
             profile_scale,
             load,
+            fixed_load,
             models,
             battery,
             status_ms,
@@ -193,7 +199,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 link,
                 profile,
                 (slowdown, profile_scale),
-                load,
+                (load, fixed_load),
                 models,
                 battery,
                 status_ms,
@@ -222,7 +228,7 @@ fn serve(
     link: Option<String>,
     profile: String,
     (slowdown, profile_scale): (f64, f64),
-    load: f64,
+    (load, fixed_load): (f64, bool),
     models: Option<PathBuf>,
     battery: Option<f64>,
     status_ms: u64,
@@ -267,6 +273,7 @@ fn serve(
         models_dir: models,
         link,
         load: load / 100.0,
+        measure_load: !fixed_load,
         battery: battery.map_or((1.0, true), |b| ((b / 100.0) as f32, false)),
         status_interval: std::time::Duration::from_millis(status_ms.max(10)),
         security,

@@ -415,9 +415,11 @@ fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
     let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
     let dir = models_dir("term", &path);
     let dir_arg = dir.to_string_lossy().to_string();
-    let mut server =
-        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--load", "40", "--status-ms", "50"])
-            .expect("server");
+    let mut server = HandheldProcess::start(
+        Path::new(BIN),
+        &["--models", &dir_arg, "--load", "40", "--fixed-load", "--status-ms", "50"],
+    )
+    .expect("server");
     let mut s = Session::open(
         model.clone(),
         Box::new(TcpTransport::new(server.addr.clone())),
@@ -441,6 +443,33 @@ fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
     assert!(!f.report.offloaded, "{:?}", f.report);
     assert!(f.report.local_reason.as_deref().is_some_and(|r| r.starts_with("no handheld")), "{:?}", f.report);
     assert_same(&model, &f.outputs.into_values(), &reference(&model, &inputs), "after shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `--fixed-load` the handheld reports the load it measures: with
+/// its generator busy 90% of the time on every core, a new thread gets
+/// little more than half a core, whatever else this machine runs.
+#[test]
+fn status_reports_the_load_measured() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let dir = models_dir("measured-load", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let server =
+        HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--load", "90", "--status-ms", "50"])
+            .expect("server");
+    let mut s = Session::open(
+        model.clone(),
+        Box::new(TcpTransport::new(server.addr.clone())),
+        config(Placement::HandheldOnly),
+    )
+    .expect("session");
+    // The meter samples every 12.5 ms and averages; statuses come every 50 ms.
+    std::thread::sleep(Duration::from_millis(1500));
+    let inputs = random_inputs(&model.model, 0).expect("inputs");
+    s.stream(vec![inputs]).expect("stream");
+    let load = s.handheld_status().load;
+    assert!(load > 0.25, "a handheld busy 90% on every core measured load {load}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

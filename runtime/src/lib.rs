@@ -20,6 +20,7 @@
 //! - [`client`]: the wearable's [`Session`] (feed, run, fetch, stream); [`server`]: the handheld's.
 //! - [`secure`]: pairing on a 6-digit code and encrypted sessions (Noise) over any link.
 //! - [`battery`]: the fuel gauge from sysfs.
+//! - [`load`]: the handheld's CPU load, generated and measured.
 //!
 //! # Example: a paired session
 //! The wearable's app feeds inputs, sets a latency hint, runs and fetches,
@@ -62,6 +63,7 @@ pub mod ble;
 pub mod client;
 pub mod emulate;
 pub mod link;
+pub mod load;
 pub mod secure;
 pub mod server;
 pub mod tensor;

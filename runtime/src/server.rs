@@ -30,6 +30,9 @@ use tandem_proto::protocol::{
 };
 use tandem_proto::session::{Action, HandheldSession};
 
+pub use crate::load::LoadGenerator;
+use crate::load::LoadMeter;
+
 /// How the handheld serves.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -45,8 +48,11 @@ pub struct ServerConfig {
     pub models_dir: Option<PathBuf>,
     /// An emulated link on every connection (this side shapes both ways).
     pub link: Option<(LinkProfile, LinkControl)>,
-    /// The load reported in `Status` (the background load generator's share, 0–1).
+    /// The load reported in `Status` (0–1) unless `measure_load`.
     pub load: f64,
+    /// Report the CPU load measured ([`LoadMeter`]: the share of a core a
+    /// new thread gets while no frame runs), not `load`.
+    pub measure_load: bool,
     /// The battery reported: level in [0, 1] and charging.
     pub battery: (f32, bool),
     /// How often `Status` goes out.
@@ -88,6 +94,7 @@ impl Default for ServerConfig {
             models_dir: None,
             link: None,
             load: 0.0,
+            measure_load: false,
             battery: (1.0, true),
             status_interval: Duration::from_millis(500),
             max_frame: MAX_FRAME_BYTES,
@@ -127,7 +134,9 @@ struct Shared {
     loaded: Mutex<ByteLru<(Digest, InputShapes), Arc<Loaded>>>,
     /// Held while a model loads.
     loading: Mutex<()>,
-    queue: AtomicU32,
+    queue: Arc<AtomicU32>,
+    /// The measured load, when `config.measure_load`.
+    meter: Option<LoadMeter>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,7 +157,7 @@ impl Shared {
 
     fn status(&self) -> StatusReport {
         StatusReport {
-            load: self.config.load as f32,
+            load: self.meter.as_ref().map_or(self.config.load, LoadMeter::load) as f32,
             queue: self.queue.load(Ordering::Relaxed),
             battery: self.config.battery.0,
             charging: self.config.battery.1,
@@ -329,13 +338,23 @@ pub async fn serve(
         forget_pushed(pushed.insert(digest, Stored::Disk(path), bytes));
     }
     info!(listen = %acceptor.describe(), models = files.len(), pushed = pushed.len(), device = %config.device, slowdown = config.slowdown, "serving");
+    let queue = Arc::new(AtomicU32::new(0));
+    // Measured while no frame of this handheld's is queued or running: its
+    // own work is not load on its wearables' frames.
+    let meter = config.measure_load.then(|| {
+        let queue = queue.clone();
+        LoadMeter::start(config.status_interval.max(Duration::from_millis(200)), move || {
+            queue.load(Ordering::Relaxed) == 0
+        })
+    });
     let shared = Arc::new(Shared {
         loaded: Mutex::new(ByteLru::new(config.max_loaded_bytes)),
         config,
         files: Mutex::new(files),
         pushed: Mutex::new(pushed),
         loading: Mutex::default(),
-        queue: AtomicU32::new(0),
+        queue,
+        meter,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -406,8 +425,9 @@ pub const MAX_UNSENT: usize = 256;
 /// (`Prepare`); later ones are answered with a refusal.
 pub const MAX_PREPARED_PER_CONNECTION: usize = 64;
 
-/// Runs one suffix; the result message or a reason.
-fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
+/// Runs one suffix; the result message or a reason. Its share of a core
+/// goes to `meter`.
+fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Message, String> {
     let g = job.loaded.model.graph();
     let cut = Cut::from_key(g, &job.cut).map_err(|e| e.to_string())?;
     let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix).map_err(|e| e.to_string())?;
@@ -415,9 +435,16 @@ fn run_job(job: &Job, slowdown: f64) -> Result<Message, String> {
     for (name, t) in job.message.tensors().map_err(|e| e.to_string())? {
         received.insert(name, t.into());
     }
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
     let out = plan.run_suffix_dilated(g, &received, slowdown).map_err(|e| e.to_string())?;
     let compute_us = started.elapsed().as_micros() as u64;
+    if let Some(m) = meter {
+        // The dilation's sleeps stretch the run `slowdown` times: not load.
+        m.observe(
+            crate::load::thread_cpu().saturating_sub(cpu),
+            started.elapsed().div_f64(slowdown.max(1.0)),
+        );
+    }
     let outputs: Vec<(String, &crate::Tensor)> = cut
         .down_tensors()
         .iter()
@@ -515,7 +542,10 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
                 }
                 let slowdown = shared.config.slowdown;
                 let frame = job.frame;
-                let r = tokio::task::spawn_blocking(move || run_job(&job, slowdown)).await;
+                let shared_run = shared.clone();
+                let r =
+                    tokio::task::spawn_blocking(move || run_job(&job, slowdown, shared_run.meter.as_ref()))
+                        .await;
                 shared.queue.fetch_sub(1, Ordering::Relaxed);
                 match r {
                     Ok(Ok(m)) => {
@@ -748,52 +778,6 @@ async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::R
         writer.abort();
     }
     info!(conn = id, "closed");
-}
-
-/// A background CPU load for load studies: `threads` threads, each busy
-/// for `share` of every 10 ms period. Stops when dropped.
-#[derive(Debug)]
-pub struct LoadGenerator {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl LoadGenerator {
-    /// Starts the load (`share` in [0, 1]).
-    pub fn start(share: f64, threads: usize) -> LoadGenerator {
-        let stop = Arc::new(AtomicBool::new(false));
-        let share = share.clamp(0.0, 1.0);
-        let period = Duration::from_millis(10);
-        let threads = (0..threads)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let start = Instant::now();
-                        let busy = period.mul_f64(share);
-                        let mut x = 0u64;
-                        while start.elapsed() < busy {
-                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                        }
-                        let rest = period.saturating_sub(start.elapsed());
-                        if !rest.is_zero() {
-                            std::thread::sleep(rest);
-                        }
-                    }
-                })
-            })
-            .collect();
-        LoadGenerator { stop, threads }
-    }
-}
-
-impl Drop for LoadGenerator {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
 }
 
 /// Serves in-memory links on a thread of its own (for tests and examples):

@@ -13,6 +13,8 @@
 //! their way back on `s → producer`.
 
 use super::{NodePrices, Objective};
+use std::ops::Range;
+
 use tandem_core::graph::{LayerGraph, Producer};
 
 /// Capacity of the edges that must never be cut.
@@ -94,6 +96,71 @@ impl Network {
     }
 }
 
+/// What the exact searches need of a graph alone, computed once per model
+/// (the [`super::Planner`] keeps it beside the simplified DAG): its
+/// windows ([`windows`]) and, per window, the tensors each search prices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Windows {
+    /// Ranges of the node order between bottlenecks.
+    pub ranges: Vec<Range<usize>>,
+    /// Per window: the tensors made or read inside it (its min-cut network's).
+    pub touching: Vec<Vec<usize>>,
+    /// Per window: tensors that touch none of its layers, made before it
+    /// (or model inputs) and read after it: they cross for every prefix
+    /// whose boundary lies in the window.
+    pub fixed_up: Vec<Vec<usize>>,
+    /// Per window: tensors made before its end (or model inputs) and read
+    /// from its end on (the stream search's tail).
+    pub tail_up: Vec<Vec<usize>>,
+    /// Per window: model outputs made from its end on (they come down).
+    pub tail_down: Vec<Vec<usize>>,
+}
+
+impl Windows {
+    /// The graph's windows and their tensor lists.
+    pub fn new(graph: &LayerGraph) -> Windows {
+        let n = graph.nodes().len();
+        let ranges = windows(graph);
+        let mut window_of = vec![0; n];
+        for (i, w) in ranges.iter().enumerate() {
+            window_of[w.clone()].iter_mut().for_each(|x| *x = i);
+        }
+        let k = ranges.len();
+        let (mut touching, mut fixed_up, mut tail_up, mut tail_down) =
+            (vec![vec![]; k], vec![vec![]; k], vec![vec![]; k], vec![vec![]; k]);
+        for (id, tensor) in graph.tensors().iter().enumerate() {
+            // Where it is made: a layer's window, before every window (a
+            // model input), or nowhere (a constant: never crosses).
+            let made = match tensor.producer {
+                Producer::Input(_) => None,
+                Producer::Node(u) => Some(u),
+                Producer::Const => continue,
+            };
+            let last_read = tensor.consumers.iter().copied().max();
+            let mut ws: Vec<usize> = tensor.consumers.iter().map(|&c| window_of[c]).collect();
+            ws.extend(made.map(|u| window_of[u]));
+            ws.sort_unstable();
+            ws.dedup();
+            for (i, r) in ranges.iter().enumerate() {
+                let made_before = |end: usize| made.is_none_or(|u| u < end);
+                let read_from = |end: usize| last_read.is_some_and(|c| c >= end);
+                if ws.binary_search(&i).is_ok() {
+                    touching[i].push(id);
+                } else if made_before(r.start) && read_from(r.end) {
+                    fixed_up[i].push(id);
+                }
+                if made_before(r.end) && read_from(r.end) {
+                    tail_up[i].push(id);
+                }
+                if made.is_some_and(|u| u >= r.end) && graph.outputs().contains(&id) {
+                    tail_down[i].push(id);
+                }
+            }
+        }
+        Windows { ranges, touching, fixed_up, tail_up, tail_down }
+    }
+}
+
 /// The prefix minimizing `objective`'s sum of per-layer and per-tensor
 /// prices (fixed per-run and RTT terms excluded: the caller compares the
 /// result with the trivial cuts under the full formula).
@@ -103,34 +170,103 @@ impl Network {
 /// small min-cut per window, each with the layers outside it fixed, finds
 /// the same optimum as one min-cut of the whole DAG, in a fraction of the time.
 pub fn min_cut_prefix(graph: &LayerGraph, prices: &NodePrices, objective: Objective) -> Vec<bool> {
+    min_cut_prefix_in(graph, prices, objective, &Windows::new(graph))
+}
+
+/// [`min_cut_prefix`] with the graph's [`Windows`] computed beforehand.
+/// Each window is priced from its own layers and tensor lists, with the
+/// layers outside it summed from prefix sums: a decision costs the windows'
+/// small min-cuts, not a pass over the graph per window. A window of one
+/// layer needs no network: both sides are priced.
+pub fn min_cut_prefix_in(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    objective: Objective,
+    windows: &Windows,
+) -> Vec<bool> {
     let n = graph.nodes().len();
-    let wins = windows(graph);
-    // The tensors each window's network needs: made or read inside it.
-    let mut window_of = vec![0; n];
-    for (i, w) in wins.iter().enumerate() {
-        window_of[w.clone()].iter_mut().for_each(|x| *x = i);
+    let (mut before_w, mut after_p) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    for v in 0..n {
+        before_w[v + 1] = before_w[v] + prices.node(v, objective).0;
     }
-    let mut touching: Vec<Vec<usize>> = vec![vec![]; wins.len()];
-    for (id, tensor) in graph.tensors().iter().enumerate() {
-        let mut ws: Vec<usize> = tensor.consumers.iter().map(|&c| window_of[c]).collect();
+    for v in (0..n).rev() {
+        after_p[v] = after_p[v + 1] + prices.node(v, objective).1;
+    }
+    let mut best: Option<(f64, usize, Vec<bool>)> = None;
+    for (i, r) in windows.ranges.iter().enumerate() {
+        let touching = &windows.touching[i];
+        let price = |side: &[bool]| window_cost(graph, prices, objective, r.clone(), side, touching);
+        let (side, inside) = if r.len() == 1 {
+            let (on, off) = (price(&[true]), price(&[false]));
+            // Ties go to the handheld, as the min-cut's least source side does.
+            if on < off {
+                (vec![true], on)
+            } else {
+                (vec![false], off)
+            }
+        } else {
+            let side = min_cut_window(graph, prices, objective, r.clone(), touching);
+            let cost = price(&side);
+            (side, cost)
+        };
+        let fixed: f64 = windows.fixed_up[i]
+            .iter()
+            .map(|&t| prices.up_tensor(t, graph.tensor(t).bytes, objective))
+            .sum::<f64>()
+            + windows.tail_down[i]
+                .iter()
+                .map(|&t| prices.down_tensor(t, graph.tensor(t).bytes, objective))
+                .sum::<f64>();
+        let cost = before_w[r.start] + after_p[r.end] + inside + fixed;
+        if best.as_ref().is_none_or(|(b, _, _)| cost < *b) {
+            best = Some((cost, i, side));
+        }
+    }
+    let mut mask = vec![false; n];
+    if let Some((_, i, side)) = best {
+        let r = &windows.ranges[i];
+        mask[..r.start].iter_mut().for_each(|x| *x = true);
+        mask[r.clone()].copy_from_slice(&side);
+    }
+    mask
+}
+
+/// The part of a prefix's sum objective that depends on the layers of
+/// `window` (`side`: which of them are on the wearable; those before it
+/// are, those after it are not): their prices, and those of the tensors
+/// made or read inside it, each once.
+fn window_cost(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    objective: Objective,
+    window: Range<usize>,
+    side: &[bool],
+    touching: &[usize],
+) -> f64 {
+    let (a, b) = (window.start, window.end);
+    let on_wearable = |v: usize| v < a || (v < b && side[v - a]);
+    let mut total = 0.0;
+    for (v, &inside) in window.zip(side) {
+        let (w, p) = prices.node(v, objective);
+        total += if inside { w } else { p };
+    }
+    for &id in touching {
+        let tensor = graph.tensor(id);
+        let made_in = match tensor.producer {
+            Producer::Input(_) => true,
+            Producer::Node(u) => on_wearable(u),
+            Producer::Const => false,
+        };
+        if made_in && tensor.consumers.iter().any(|&c| !on_wearable(c)) {
+            total += prices.up_tensor(id, tensor.bytes, objective);
+        }
         if let Producer::Node(u) = tensor.producer {
-            ws.push(window_of[u]);
-        }
-        ws.sort_unstable();
-        ws.dedup();
-        for w in ws {
-            touching[w].push(id);
+            if !on_wearable(u) && graph.outputs().contains(&id) {
+                total += prices.down_tensor(id, tensor.bytes, objective);
+            }
         }
     }
-    let mut best: Option<(f64, Vec<bool>)> = None;
-    for (window, tensors) in wins.into_iter().zip(&touching) {
-        let mask = min_cut_window(graph, prices, objective, window, tensors);
-        let cost = sum_cost(graph, prices, &mask, objective);
-        if best.as_ref().is_none_or(|(b, _)| cost < *b) {
-            best = Some((cost, mask));
-        }
-    }
-    best.map(|(_, m)| m).unwrap_or_else(|| vec![false; n])
+    total
 }
 
 /// The sum objective of a prefix: per-layer prices plus each crossing
@@ -165,7 +301,7 @@ pub fn sum_cost(graph: &LayerGraph, prices: &NodePrices, mask: &[bool], objectiv
 /// output, or unused, counts as feeding the end) and no model input is read
 /// after it. Every layer before a bottleneck is then an ancestor of that
 /// layer, so a prefix reaching past the bottleneck holds everything before it.
-pub fn windows(graph: &LayerGraph) -> Vec<std::ops::Range<usize>> {
+pub fn windows(graph: &LayerGraph) -> Vec<Range<usize>> {
     let n = graph.nodes().len();
     if n == 0 {
         return vec![];
@@ -210,15 +346,14 @@ pub fn windows(graph: &LayerGraph) -> Vec<std::ops::Range<usize>> {
 
 /// The best prefix whose boundary lies in `window`: layers before it are
 /// on the wearable, layers after it on the handheld, and a min-cut decides
-/// the layers inside.
+/// the layers inside (returned: on the wearable or not, in order).
 fn min_cut_window(
     graph: &LayerGraph,
     prices: &NodePrices,
     objective: Objective,
-    window: std::ops::Range<usize>,
+    window: Range<usize>,
     tensors: &[usize],
 ) -> Vec<bool> {
-    let n = graph.nodes().len();
     let (a, b) = (window.start, window.end);
     let inside = |v: usize| (a..b).contains(&v);
     let m = b - a;
@@ -287,9 +422,7 @@ fn min_cut_window(
             net.add(x, c - a, INF);
         }
     }
-    let side = net.source_side(s, t);
-    let mut mask = vec![false; n];
-    mask[..a].iter_mut().for_each(|x| *x = true);
-    mask[a..b].copy_from_slice(&side[..m]);
-    mask
+    let mut side = net.source_side(s, t);
+    side.truncate(m);
+    side
 }

@@ -414,9 +414,21 @@ pub fn min_cut_candidates(
     hint: LatencyHint,
     rtt: Duration,
 ) -> Vec<Cut> {
+    min_cut_candidates_in(graph, prices, hint, rtt, &mincut::Windows::new(graph))
+}
+
+/// [`min_cut_candidates`] with the graph's windows computed beforehand.
+pub fn min_cut_candidates_in(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    hint: LatencyHint,
+    rtt: Duration,
+    windows: &mincut::Windows,
+) -> Vec<Cut> {
     // A min-cut's source side is predecessor-closed by construction (the
     // infinite edges), so `from_mask` cannot refuse it.
-    let min_cut = |objective| Cut::from_mask(graph, mincut::min_cut_prefix(graph, prices, objective)).ok();
+    let min_cut =
+        |objective| Cut::from_mask(graph, mincut::min_cut_prefix_in(graph, prices, objective, windows)).ok();
     let mut cuts: Vec<Cut> = [Some(Cut::wearable_only(graph)), Some(Cut::handheld_only(graph))]
         .into_iter()
         .chain([min_cut(Objective::Latency), min_cut(Objective::Energy)])
@@ -478,6 +490,9 @@ pub fn decide_with(
         prices = prices.with_codecs(graph, codecs, &input.status);
     }
     let own = std::cell::OnceCell::new();
+    let own_windows = std::cell::OnceCell::new();
+    let windows = simplified.map(Simplified::windows);
+    let windows = || windows.unwrap_or_else(|| own_windows.get_or_init(|| mincut::Windows::new(graph)));
     let representative = || -> Result<Vec<Cut>> {
         let simplified = simplified.unwrap_or_else(|| own.get_or_init(|| Simplified::new(graph)));
         simplified.cuts(graph, EXHAUSTIVE_LIMIT).unwrap_or_else(|| {
@@ -507,10 +522,10 @@ pub fn decide_with(
         (Method::MinCut, Mode::Single) => {
             // Latency and energy are sums: their min-cuts are exact.
             optimal = !matches!(input.hint, LatencyHint::Within(_));
-            min_cut_candidates(graph, &prices, input.hint, rtt)
+            min_cut_candidates_in(graph, &prices, input.hint, rtt, windows())
         }
         (Method::MinCut, Mode::Stream) => {
-            let mut cuts = min_cut_candidates(graph, &prices, input.hint, rtt);
+            let mut cuts = min_cut_candidates_in(graph, &prices, input.hint, rtt, windows());
             if let Ok(more) = representative() {
                 cuts.extend(more);
             }
@@ -520,12 +535,13 @@ pub fn decide_with(
                 LatencyHint::Fastest => Some(stream::StreamGoal::Period),
                 LatencyHint::Within(d) => {
                     // The least energy within PropT if some cut meets it, else the fastest.
-                    let fastest = stream::search(
+                    let fastest = stream::search_in(
                         graph,
                         &prices,
                         stream::StreamGoal::Period,
                         &cuts,
                         stream::STREAM_BUDGET,
+                        windows(),
                     );
                     let meets = fastest
                         .cut
@@ -545,7 +561,8 @@ pub fn decide_with(
             match goal {
                 None => optimal |= input.hint == LatencyHint::EnergyFirst,
                 Some(goal) => {
-                    let found = stream::search(graph, &prices, goal, &cuts, stream::STREAM_BUDGET);
+                    let found =
+                        stream::search_in(graph, &prices, goal, &cuts, stream::STREAM_BUDGET, windows());
                     optimal = found.proven;
                     note = if found.proven {
                         format!("; stream search proved it optimal ({} states)", found.states)

@@ -34,7 +34,11 @@ use tandem_core::cut::enumerate_ideals;
 use tandem_core::graph::{LayerGraph, LayerKind, NodeId};
 use tandem_core::{Cut, Result};
 
-/// The simplified DAG: virtual nodes, each a set of layers.
+use super::mincut::Windows;
+
+/// The simplified DAG: virtual nodes, each a set of layers; and, beside
+/// it, the other work that depends on the graph alone ([`Windows`]), so
+/// that a planner does it once per model, not per decision.
 #[derive(Clone, Debug)]
 pub struct Simplified {
     /// Layers of each virtual node, virtual nodes in topological order.
@@ -42,6 +46,8 @@ pub struct Simplified {
     /// Predecessor virtual nodes of each virtual node.
     preds: Vec<Vec<usize>>,
     stats: SimplifyStats,
+    /// The exact searches' windows and their tensor lists.
+    windows: Windows,
 }
 
 /// Node counts before and after each step.
@@ -155,7 +161,13 @@ impl Simplified {
             bundled_blocks,
             block_kinds,
         };
-        Simplified { members: bundled, preds, stats }
+        Simplified { members: bundled, preds, stats, windows: Windows::new(graph) }
+    }
+
+    /// The graph's windows and their tensor lists, for the min-cut and
+    /// stream searches.
+    pub fn windows(&self) -> &Windows {
+        &self.windows
     }
 
     /// Node counts before and after.

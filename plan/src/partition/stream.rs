@@ -13,13 +13,15 @@
 //!   known to cross, and half the least possible T_w + T_p;
 //! - the incumbent starts as the best of the cuts the caller already has
 //!   (DeepWear's representative cuts, the min-cut candidates);
-//! - the DAG is searched one window at a time ([`super::mincut::windows`]):
+//! - the DAG is searched one window at a time ([`super::mincut::windows`],
+//!   their tensor lists computed once per model: [`Windows`]):
 //!   every cut holds all layers before some bottleneck and none after the
 //!   next, so the layers outside the window are fixed.
 //!
 //! Within the budget the answer is proven optimal; past it, the search
 //! returns the best cut it saw and says so.
 
+use super::mincut::Windows;
 use super::{NodePrices, Objective};
 use tandem_core::graph::{LayerGraph, Producer};
 use tandem_core::Cut;
@@ -273,14 +275,33 @@ pub fn search(
     incumbents: &[Cut],
     budget: u64,
 ) -> StreamSearch {
+    search_in(graph, prices, goal, incumbents, budget, &Windows::new(graph))
+}
+
+/// [`search`] with the graph's [`Windows`] (and their tail lists) computed
+/// beforehand.
+pub fn search_in(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    goal: StreamGoal,
+    incumbents: &[Cut],
+    budget: u64,
+    windows: &Windows,
+) -> StreamSearch {
     let n = graph.nodes().len();
     let mut rest_time = vec![0.0; n + 1];
     let mut rest_energy = vec![0.0; n + 1];
+    // Σ T_p from each layer on, Σ T_w before it.
+    let (mut after_tp, mut before_tw) = (vec![0.0; n + 1], vec![0.0; n + 1]);
     for v in (0..n).rev() {
         let (tw, tp) = (prices.t_wearable[v], prices.t_handheld[v]);
         let (ew, ep) = prices.node(v, Objective::Energy);
         rest_time[v] = rest_time[v + 1] + tw.min(tp);
         rest_energy[v] = rest_energy[v + 1] + ew.min(ep);
+        after_tp[v] = after_tp[v + 1] + tp;
+    }
+    for v in 0..n {
+        before_tw[v + 1] = before_tw[v] + prices.t_wearable[v];
     }
     let mut s = Search {
         graph,
@@ -327,31 +348,15 @@ pub fn search(
     // Every cut lies in one window (layers before it on the wearable, after
     // it on the handheld): search each window's layers on their own.
     let mut proven = true;
-    for window in super::mincut::windows(graph) {
+    for (i, window) in windows.ranges.iter().enumerate() {
         let (start, end) = (window.start, window.end);
         s.end = end;
-        s.tail_tp = prices.t_handheld[end..].iter().sum();
-        s.tail_down = prices.down_total(
-            graph,
-            graph
-                .outputs()
-                .iter()
-                .copied()
-                .filter(|&t| matches!(graph.tensor(t).producer, Producer::Node(p) if p >= end)),
-        );
-        s.tail_tensors = (0..graph.tensors().len())
-            .filter(|&t| {
-                let tensor = graph.tensor(t);
-                let before = match tensor.producer {
-                    Producer::Input(_) => true,
-                    Producer::Node(p) => p < end,
-                    Producer::Const => false,
-                };
-                before && tensor.consumers.iter().any(|&c| c >= end)
-            })
-            .collect();
-        s.mask.iter_mut().enumerate().for_each(|(v, m)| *m = v < start);
-        s.a = prices.t_wearable[..start].iter().sum();
+        s.tail_tp = after_tp[end];
+        s.tail_down = prices.down_total(graph, windows.tail_down[i].iter().copied());
+        s.tail_tensors.clone_from(&windows.tail_up[i]);
+        // The walk leaves the mask as it found it: the earlier windows' layers join the wearable.
+        s.mask[..start].iter_mut().for_each(|m| *m = true);
+        s.a = before_tw[start];
         s.n_in = start;
         if !s.walk(start) {
             proven = false;

@@ -105,6 +105,20 @@ pub struct StreamReport {
     pub prediction_error_first_pct: Option<f64>,
     /// The same over the last 20: lower as the predictors learn.
     pub prediction_error_last_pct: Option<f64>,
+    /// Where every frame ran, when all ran alike ([`placement`]): `watch`
+    /// for all on the wearable, else the cut's key; `None` when frames ran
+    /// at several placements or any fell back.
+    pub ran_at: Option<String>,
+}
+
+/// Where one frame ran: `watch` when every layer ran on the wearable (the
+/// cut it was planned at does not matter), else its cut's key.
+fn placement(f: &FrameReport) -> String {
+    if f.offloaded {
+        f.cut.clone()
+    } else {
+        "watch".into()
+    }
 }
 
 /// The median relative error (%) of the predictions among `frames`.
@@ -169,6 +183,8 @@ impl StreamReport {
             prediction_error_last_pct: median_error_pct(
                 frames.iter().rev().filter(|f| f.predicted_ms.is_some()).take(PREDICTION_WINDOW),
             ),
+            ran_at: (frames.iter().all(|f| f.fallback.is_none() && placement(f) == placement(&frames[0])))
+                .then(|| placement(&frames[0])),
         }
     }
 }
@@ -201,5 +217,23 @@ mod tests {
             StreamReport::from_frames(&[frame(None, 1.0)], Duration::ZERO).prediction_error_first_pct,
             None
         );
+    }
+
+    #[test]
+    fn a_placement_is_named_only_when_every_frame_ran_alike() {
+        let at = |cut: &str, offloaded: bool, fallback: Option<&str>| FrameReport {
+            cut: cut.into(),
+            offloaded,
+            fallback: fallback.map(str::to_string),
+            ..FrameReport::default()
+        };
+        let of = |frames: &[FrameReport]| StreamReport::from_frames(frames, Duration::from_secs(1)).ran_at;
+        assert_eq!(of(&[at("a", true, None), at("a", true, None)]), Some("a".into()));
+        // Local frames are on the watch whatever cut they were planned at.
+        assert_eq!(of(&[at("a", false, None), at("b", false, None)]), Some("watch".into()));
+        assert_eq!(of(&[at("a", true, None), at("b", true, None)]), None);
+        assert_eq!(of(&[at("a", true, None), at("a", false, None)]), None);
+        // A fallback ran on the watch after waiting on the link: not the watch's placement.
+        assert_eq!(of(&[at("a", false, None), at("a", false, Some("deadline"))]), None);
     }
 }
