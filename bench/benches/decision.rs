@@ -1,6 +1,7 @@
 //! Criterion: the partition decision for each zoo and light model
 //! (GoogLeNet = inception_v1, DenseNet-121 included), by method, and its
-//! parts: pricing the layers, one s–t min-cut, simplifying the DAG.
+//! parts: pricing the layers, one s–t min-cut (its windows computed
+//! beforehand, as a planner does), simplifying the DAG (with the windows).
 //! `tandem-bench decision-time` puts the same decisions side by side with
 //! each model's inference time.
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use tandem::device::DeviceProfile;
 use tandem::energy::{ClusterEnergy, PowerModel};
-use tandem::partition::mincut::min_cut_prefix;
+use tandem::partition::mincut::min_cut_prefix_in;
 use tandem::partition::{
     decide_with, DecisionInput, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Method, Mode,
     NodePrices, Objective, Side, Simplified,
@@ -73,7 +74,7 @@ fn decision(c: &mut Criterion) {
             })
         });
         group.bench_function("part_one_min_cut", |b| {
-            b.iter(|| min_cut_prefix(g, &prices, Objective::Latency))
+            b.iter(|| min_cut_prefix_in(g, &prices, Objective::Latency, simplified.windows()))
         });
         group.bench_function("part_simplify", |b| b.iter(|| Simplified::new(g)));
         group.finish();

@@ -72,8 +72,8 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         profile_scale: f64,
         /// Background CPU load in percent, generated on every core. Status
-        /// reports the load measured (the share of a core a new thread
-        /// gets while no frame runs), whatever its cause.
+        /// reports the load measured (the share of a core the suffixes and
+        /// an idle probe get), whatever its cause.
         #[arg(long, default_value_t = 0.0)]
         load: f64,
         /// Report `--load` in Status as given instead of the load measured.

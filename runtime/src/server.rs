@@ -50,8 +50,9 @@ pub struct ServerConfig {
     pub link: Option<(LinkProfile, LinkControl)>,
     /// The load reported in `Status` (0–1) unless `measure_load`.
     pub load: f64,
-    /// Report the CPU load measured ([`LoadMeter`]: the share of a core a
-    /// new thread gets while no frame runs), not `load`.
+    /// Report the CPU load measured ([`LoadMeter`]: the share of a core
+    /// the suffixes' threads get, and a probe's while no frame runs), not
+    /// `load`.
     pub measure_load: bool,
     /// The battery reported: level in [0, 1] and charging.
     pub battery: (f32, bool),
@@ -439,7 +440,8 @@ fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Messag
     let out = plan.run_suffix_dilated(g, &received, slowdown).map_err(|e| e.to_string())?;
     let compute_us = started.elapsed().as_micros() as u64;
     if let Some(m) = meter {
-        // The dilation's sleeps stretch the run `slowdown` times: not load.
+        // The dilation's sleeps stretch the run about `slowdown` times (not
+        // the set-up before the first layer): not load.
         m.observe(
             crate::load::thread_cpu().saturating_sub(cpu),
             started.elapsed().div_f64(slowdown.max(1.0)),

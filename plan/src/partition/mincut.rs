@@ -105,15 +105,13 @@ pub struct Windows {
     pub ranges: Vec<Range<usize>>,
     /// Per window: the tensors made or read inside it (its min-cut network's).
     pub touching: Vec<Vec<usize>>,
-    /// Per window: tensors that touch none of its layers, made before it
-    /// (or model inputs) and read after it: they cross for every prefix
-    /// whose boundary lies in the window.
-    pub fixed_up: Vec<Vec<usize>>,
     /// Per window: tensors made before its end (or model inputs) and read
     /// from its end on (the stream search's tail).
     pub tail_up: Vec<Vec<usize>>,
     /// Per window: model outputs made from its end on (they come down).
     pub tail_down: Vec<Vec<usize>>,
+    /// The graph's layer and tensor counts ([`Windows::fits`]).
+    shape: (usize, usize),
 }
 
 impl Windows {
@@ -126,8 +124,7 @@ impl Windows {
             window_of[w.clone()].iter_mut().for_each(|x| *x = i);
         }
         let k = ranges.len();
-        let (mut touching, mut fixed_up, mut tail_up, mut tail_down) =
-            (vec![vec![]; k], vec![vec![]; k], vec![vec![]; k], vec![vec![]; k]);
+        let (mut touching, mut tail_up, mut tail_down) = (vec![vec![]; k], vec![vec![]; k], vec![vec![]; k]);
         for (id, tensor) in graph.tensors().iter().enumerate() {
             // Where it is made: a layer's window, before every window (a
             // model input), or nowhere (a constant: never crosses).
@@ -146,8 +143,14 @@ impl Windows {
                 let read_from = |end: usize| last_read.is_some_and(|c| c >= end);
                 if ws.binary_search(&i).is_ok() {
                     touching[i].push(id);
-                } else if made_before(r.start) && read_from(r.end) {
-                    fixed_up[i].push(id);
+                } else {
+                    // A tensor that skips a window would cross whatever the
+                    // window's layers do; bottlenecks leave none: only the
+                    // window's last layer is read after its end.
+                    debug_assert!(
+                        !(made_before(r.start) && read_from(r.end)),
+                        "tensor {id} skips window {r:?}"
+                    );
                 }
                 if made_before(r.end) && read_from(r.end) {
                     tail_up[i].push(id);
@@ -157,7 +160,13 @@ impl Windows {
                 }
             }
         }
-        Windows { ranges, touching, fixed_up, tail_up, tail_down }
+        Windows { ranges, touching, tail_up, tail_down, shape: (n, graph.tensors().len()) }
+    }
+
+    /// Whether these were computed for a graph of `graph`'s layer and
+    /// tensor counts (a planner's cached copy for another model is not).
+    pub fn fits(&self, graph: &LayerGraph) -> bool {
+        self.shape == (graph.nodes().len(), graph.tensors().len())
     }
 }
 
@@ -209,24 +218,25 @@ pub fn min_cut_prefix_in(
             let cost = price(&side);
             (side, cost)
         };
-        let fixed: f64 = windows.fixed_up[i]
+        let down: f64 = windows.tail_down[i]
             .iter()
-            .map(|&t| prices.up_tensor(t, graph.tensor(t).bytes, objective))
-            .sum::<f64>()
-            + windows.tail_down[i]
-                .iter()
-                .map(|&t| prices.down_tensor(t, graph.tensor(t).bytes, objective))
-                .sum::<f64>();
-        let cost = before_w[r.start] + after_p[r.end] + inside + fixed;
+            .map(|&t| prices.down_tensor(t, graph.tensor(t).bytes, objective))
+            .sum();
+        let cost = before_w[r.start] + after_p[r.end] + inside + down;
         if best.as_ref().is_none_or(|(b, _, _)| cost < *b) {
             best = Some((cost, i, side));
         }
     }
     let mut mask = vec![false; n];
-    if let Some((_, i, side)) = best {
+    if let Some((cost, i, side)) = best {
         let r = &windows.ranges[i];
         mask[..r.start].iter_mut().for_each(|x| *x = true);
         mask[r.clone()].copy_from_slice(&side);
+        // The window's pricing is the whole prefix's sum objective.
+        debug_assert!({
+            let whole = sum_cost(graph, prices, &mask, objective);
+            !whole.is_finite() || (cost - whole).abs() <= 1e-9 * whole.abs().max(1e-12)
+        });
     }
     mask
 }

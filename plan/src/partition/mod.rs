@@ -491,7 +491,7 @@ pub fn decide_with(
     }
     let own = std::cell::OnceCell::new();
     let own_windows = std::cell::OnceCell::new();
-    let windows = simplified.map(Simplified::windows);
+    let windows = simplified.map(Simplified::windows).filter(|w| w.fits(graph));
     let windows = || windows.unwrap_or_else(|| own_windows.get_or_init(|| mincut::Windows::new(graph)));
     let representative = || -> Result<Vec<Cut>> {
         let simplified = simplified.unwrap_or_else(|| own.get_or_init(|| Simplified::new(graph)));
@@ -734,9 +734,8 @@ impl Planner {
             mode: c.mode,
             codecs: self.codecs.as_deref(),
         };
-        let layers = graph.nodes().len();
         let simplified = match self.simplified.take() {
-            Some(s) if s.members().iter().map(Vec::len).sum::<usize>() == layers => s,
+            Some(s) if s.windows().fits(graph) => s,
             _ => Simplified::new(graph),
         };
         let best = match &self.dvfs {
@@ -808,9 +807,8 @@ impl Planner {
         handheld: Side,
         factors: &[f64],
     ) -> Vec<Cut> {
-        let layers = graph.nodes().len();
         let simplified = match self.simplified.take() {
-            Some(s) if s.members().iter().map(Vec::len).sum::<usize>() == layers => s,
+            Some(s) if s.windows().fits(graph) => s,
             _ => Simplified::new(graph),
         };
         let c = self.conditions;
