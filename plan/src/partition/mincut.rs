@@ -110,6 +110,13 @@ pub struct Windows {
     pub tail_up: Vec<Vec<usize>>,
     /// Per window: model outputs made from its end on (they come down).
     pub tail_down: Vec<Vec<usize>>,
+    /// Per window: tensors of which every prefix ending in it sends at
+    /// least one up (empty when that is not certain): those made before
+    /// its end, or model inputs, and read inside it or after it. It holds
+    /// when some layer after the window depends on a model input: on the
+    /// path from that input to that layer (on the handheld), some tensor
+    /// goes from the wearable's side to the handheld's.
+    pub one_crosses: Vec<Vec<usize>>,
     /// The graph's layer and tensor counts ([`Windows::fits`]).
     shape: (usize, usize),
 }
@@ -160,7 +167,42 @@ impl Windows {
                 }
             }
         }
-        Windows { ranges, touching, tail_up, tail_down, shape: (n, graph.tensors().len()) }
+        // Which layers depend on a model input; whether one does from each layer on.
+        let mut fed = vec![false; n];
+        for v in 0..n {
+            fed[v] = graph.nodes()[v]
+                .inputs
+                .iter()
+                .any(|&t| matches!(graph.tensor(t).producer, Producer::Input(_)))
+                || graph.preds(v).iter().any(|&u| fed[u]);
+        }
+        let mut fed_from = vec![false; n + 1];
+        for v in (0..n).rev() {
+            fed_from[v] = fed_from[v + 1] || fed[v];
+        }
+        let one_crosses = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                if !fed_from[r.end] {
+                    return vec![];
+                }
+                let mut ts: Vec<usize> = touching[i]
+                    .iter()
+                    .chain(&tail_up[i])
+                    .copied()
+                    .filter(|&t| match graph.tensor(t).producer {
+                        Producer::Input(_) => true,
+                        Producer::Node(u) => u < r.end,
+                        Producer::Const => false,
+                    })
+                    .collect();
+                ts.sort_unstable();
+                ts.dedup();
+                ts
+            })
+            .collect();
+        Windows { ranges, touching, tail_up, tail_down, one_crosses, shape: (n, graph.tensors().len()) }
     }
 
     /// Whether these were computed for a graph of `graph`'s layer and
@@ -194,15 +236,44 @@ pub fn min_cut_prefix_in(
     windows: &Windows,
 ) -> Vec<bool> {
     let n = graph.nodes().len();
-    let (mut before_w, mut after_p) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    // Σ wearable prices before each layer, Σ handheld prices from it on,
+    // and Σ of the lesser of the two before it.
+    let (mut before_w, mut after_p, mut least) = (vec![0.0; n + 1], vec![0.0; n + 1], vec![0.0; n + 1]);
     for v in 0..n {
-        before_w[v + 1] = before_w[v] + prices.node(v, objective).0;
+        let (w, p) = prices.node(v, objective);
+        before_w[v + 1] = before_w[v] + w;
+        least[v + 1] = least[v] + w.min(p);
     }
     for v in (0..n).rev() {
         after_p[v] = after_p[v + 1] + prices.node(v, objective).1;
     }
+    let down: Vec<f64> = windows
+        .tail_down
+        .iter()
+        .map(|ts| ts.iter().map(|&t| prices.down_tensor(t, graph.tensor(t).bytes, objective)).sum())
+        .collect();
+    // A lower bound on every prefix ending in a window: the layers outside
+    // it, each layer inside at its cheaper side, the cheapest tensor of
+    // which one must cross. The windows are tried from the lowest bound;
+    // once a bound reaches the best found, no later window can beat it.
+    let bound = |i: usize| {
+        let r = &windows.ranges[i];
+        let crossing = windows.one_crosses[i]
+            .iter()
+            .map(|&t| prices.up_tensor(t, graph.tensor(t).bytes, objective))
+            .fold(f64::INFINITY, f64::min);
+        let crossing = if crossing.is_finite() { crossing } else { 0.0 };
+        before_w[r.start] + after_p[r.end] + (least[r.end] - least[r.start]) + down[i] + crossing
+    };
+    let mut order: Vec<(f64, usize)> = (0..windows.ranges.len()).map(|i| (bound(i), i)).collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut best: Option<(f64, usize, Vec<bool>)> = None;
-    for (i, r) in windows.ranges.iter().enumerate() {
+    for (lb, i) in order {
+        // Rounding: the bound's sums are taken in another order than the cost's.
+        if best.as_ref().is_some_and(|(b, _, _)| lb * (1.0 - 1e-12) >= *b) {
+            break;
+        }
+        let r = &windows.ranges[i];
         let touching = &windows.touching[i];
         let price = |side: &[bool]| window_cost(graph, prices, objective, r.clone(), side, touching);
         let (side, inside) = if r.len() == 1 {
@@ -218,11 +289,7 @@ pub fn min_cut_prefix_in(
             let cost = price(&side);
             (side, cost)
         };
-        let down: f64 = windows.tail_down[i]
-            .iter()
-            .map(|&t| prices.down_tensor(t, graph.tensor(t).bytes, objective))
-            .sum();
-        let cost = before_w[r.start] + after_p[r.end] + inside + down;
+        let cost = before_w[r.start] + after_p[r.end] + inside + down[i];
         if best.as_ref().is_none_or(|(b, _, _)| cost < *b) {
             best = Some((cost, i, side));
         }
