@@ -265,13 +265,16 @@ pub fn mean(runs: &[&Row], value: fn(&Row) -> f64) -> f64 {
 /// cell (the same layers where, the same bytes: samples of one thing, whose
 /// differences are this VM's noise); else its own runs.
 pub fn pooled<'a>(cell: &BTreeMap<&str, Vec<&'a Row>>, name: &str) -> Vec<&'a Row> {
-    let own = &cell[name];
-    match own.first().and_then(|r| r.placement.as_ref()) {
-        Some(p) if own.iter().all(|r| r.placement.as_ref() == Some(p)) => {
-            cell.values().flatten().filter(|r| r.placement.as_ref() == Some(p)).copied().collect()
-        }
-        _ => own.clone(),
+    match placement_of(&cell[name]) {
+        Some(p) => cell.values().flatten().filter(|r| r.placement.as_ref() == Some(p)).copied().collect(),
+        None => cell[name].clone(),
     }
+}
+
+/// The placement every one of `runs` ran at, if they all ran at one.
+fn placement_of<'a>(runs: &[&'a Row]) -> Option<&'a String> {
+    let p = runs.first()?.placement.as_ref()?;
+    runs.iter().all(|r| r.placement.as_ref() == Some(p)).then_some(p)
 }
 
 /// PropT "mid": the latency bound, in ms.
@@ -344,14 +347,10 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
                 let close = objective(name) <= best * 1.05;
                 within += usize::from(close);
                 let pooled_objective = |s: &str| score(c, &pooled(cell, s));
-                let placed = |s: &str| {
-                    let own = &cell[s];
-                    own.iter().all(|r| r.placement.is_some() && r.placement == own[0].placement)
-                };
                 let best_of = |only_placed: bool| {
                     names
                         .iter()
-                        .filter(|s| !only_placed || placed(s))
+                        .filter(|s| !only_placed || placement_of(&cell[*s]).is_some())
                         .map(|s| pooled_objective(s))
                         .fold(f64::INFINITY, f64::min)
                 };

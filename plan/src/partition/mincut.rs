@@ -187,16 +187,9 @@ impl Windows {
                 if !fed_from[r.end] {
                     return vec![];
                 }
-                let mut ts: Vec<usize> = touching[i]
-                    .iter()
-                    .chain(&tail_up[i])
-                    .copied()
-                    .filter(|&t| match graph.tensor(t).producer {
-                        Producer::Input(_) => true,
-                        Producer::Node(u) => u < r.end,
-                        Producer::Const => false,
-                    })
-                    .collect();
+                // Both lists hold only tensors made before the window's end
+                // or model inputs (constants are in neither).
+                let mut ts: Vec<usize> = touching[i].iter().chain(&tail_up[i]).copied().collect();
                 ts.sort_unstable();
                 ts.dedup();
                 ts
@@ -275,7 +268,8 @@ pub fn min_cut_prefix_in(
         }
         let r = &windows.ranges[i];
         let touching = &windows.touching[i];
-        let price = |side: &[bool]| window_cost(graph, prices, objective, r.clone(), side, touching);
+        let price =
+            |side: &[bool]| window_cost(graph, prices, objective, r.clone(), side, touching.iter().copied());
         let (side, inside) = if r.len() == 1 {
             let (on, off) = (price(&[true]), price(&[false]));
             // Ties go to the handheld, as the min-cut's least source side does.
@@ -311,14 +305,14 @@ pub fn min_cut_prefix_in(
 /// The part of a prefix's sum objective that depends on the layers of
 /// `window` (`side`: which of them are on the wearable; those before it
 /// are, those after it are not): their prices, and those of the tensors
-/// made or read inside it, each once.
+/// made or read inside it (`touching`), each once.
 fn window_cost(
     graph: &LayerGraph,
     prices: &NodePrices,
     objective: Objective,
     window: Range<usize>,
     side: &[bool],
-    touching: &[usize],
+    touching: impl IntoIterator<Item = usize>,
 ) -> f64 {
     let (a, b) = (window.start, window.end);
     let on_wearable = |v: usize| v < a || (v < b && side[v - a]);
@@ -327,7 +321,7 @@ fn window_cost(
         let (w, p) = prices.node(v, objective);
         total += if inside { w } else { p };
     }
-    for &id in touching {
+    for id in touching {
         let tensor = graph.tensor(id);
         let made_in = match tensor.producer {
             Producer::Input(_) => true,
@@ -349,27 +343,8 @@ fn window_cost(
 /// The sum objective of a prefix: per-layer prices plus each crossing
 /// tensor once (up) and each model output computed on the handheld (down).
 pub fn sum_cost(graph: &LayerGraph, prices: &NodePrices, mask: &[bool], objective: Objective) -> f64 {
-    let mut total = 0.0;
-    for (v, &inside) in mask.iter().enumerate() {
-        let (w, p) = prices.node(v, objective);
-        total += if inside { w } else { p };
-    }
-    for (id, tensor) in graph.tensors().iter().enumerate() {
-        let made_in = match tensor.producer {
-            Producer::Input(_) => true,
-            Producer::Node(u) => mask[u],
-            Producer::Const => false,
-        };
-        if made_in && tensor.consumers.iter().any(|&c| !mask[c]) {
-            total += prices.up_tensor(id, tensor.bytes, objective);
-        }
-        if let Producer::Node(u) = tensor.producer {
-            if !mask[u] && graph.outputs().contains(&id) {
-                total += prices.down_tensor(id, tensor.bytes, objective);
-            }
-        }
-    }
-    total
+    // The whole DAG as one window, every tensor touching it.
+    window_cost(graph, prices, objective, 0..mask.len(), mask, 0..graph.tensors().len())
 }
 
 /// The DAG's windows: ranges of the node order (a topological order)
