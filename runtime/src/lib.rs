@@ -21,6 +21,7 @@
 //! - [`secure`]: pairing on a 6-digit code and encrypted sessions (Noise) over any link.
 //! - [`battery`]: the fuel gauge from sysfs.
 //! - [`load`]: the handheld's CPU load, generated and measured.
+//! - [`cpufreq`]: a DVFS setting applied for real (affinity and cpufreq), restored after.
 //!
 //! # Example: a paired session
 //! The wearable's app feeds inputs, sets a latency hint, runs and fetches,
@@ -61,6 +62,7 @@
 pub mod battery;
 pub mod ble;
 pub mod client;
+pub mod cpufreq;
 pub mod emulate;
 pub mod link;
 pub mod load;

@@ -95,10 +95,16 @@ pub struct PairArgs {
     #[arg(long)]
     pub no_prepare_ahead: bool,
     /// Choose the watch's cluster and frequency (from `--profile`) with
-    /// each cut; applied by emulation (the prefix dilated by the setting's
-    /// busy-time scale), named in each frame's report.
+    /// each cut, named in each frame's report: applied where `--cpufreq`
+    /// is writable (the prefix pinned to the cluster's CPUs, its policy
+    /// held at the frequency, both given back), else emulated (the prefix
+    /// dilated by the setting's busy-time scale), saying why.
     #[arg(long)]
     pub dvfs: bool,
+    /// The sysfs CPU folder whose cpufreq policies `--dvfs` settings are
+    /// applied through; `none`: always emulate.
+    #[arg(long, value_name = "DIR", default_value = tandem::cpufreq::CPU_DIR)]
+    pub cpufreq: PathBuf,
     /// The keystore (`tandem-wearable pair --keys`): with a paired handheld
     /// every link is encrypted; without one, links are plain and a handheld
     /// refuses them unless started with `--insecure`.
@@ -297,6 +303,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     };
     config.prepare_ahead = !p.no_prepare_ahead;
     config.dvfs = p.dvfs;
+    config.cpufreq = (p.cpufreq.as_os_str() != "none").then(|| p.cpufreq.clone());
     if let Some(strategy) = p.strategy {
         strategy.apply(&mut config);
         config.prepare_ahead &= !p.no_prepare_ahead;

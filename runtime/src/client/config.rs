@@ -114,10 +114,15 @@ pub struct SessionConfig {
     /// Frames per window of measured energy.
     pub energy_window: u64,
     /// Choose the wearable's cluster and frequency (from its profile) with
-    /// each cut. Applied by emulation: the prefix is dilated by the
-    /// setting's busy-time scale (this runtime sets neither cpufreq nor
-    /// affinity); frame reports name the setting.
+    /// each cut. Applied for real where [`SessionConfig::cpufreq`] is
+    /// writable (the prefix's thread pinned to the cluster's CPUs, its
+    /// policy held at the frequency, both given back), else by emulation
+    /// (the prefix dilated by the setting's busy-time scale); frame
+    /// reports name the setting and say which.
     pub dvfs: bool,
+    /// The sysfs CPU folder whose cpufreq policies apply `dvfs` settings
+    /// (`/sys/devices/system/cpu`); `None`: always emulate.
+    pub cpufreq: Option<std::path::PathBuf>,
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,
     /// Link encodings the planner may choose per crossing tensor: `Raw`
@@ -292,6 +297,7 @@ impl SessionConfig {
             fuel_gauge: Some("/sys/class/power_supply".into()),
             energy_window: 10,
             dvfs: false,
+            cpufreq: Some(crate::cpufreq::CPU_DIR.into()),
             chunk_bytes: 64 << 10,
             encodings: tandem_proto::encoding::Allowed::Lossless,
             accuracy: None,

@@ -32,8 +32,9 @@ use crossbeam_channel as cb;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
-use crate::{Cut, Error, Model, Result, Sides, SplitExecutor, Tensor, Values};
+use crate::{Cut, Error, Model, Result, Sides, SplitExecutor, SplitPlan, Tensor, Values};
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, EnergyModel, PowerModel};
 use tandem_plan::partition::{
@@ -77,6 +78,8 @@ struct InFlight {
     predicted_ms: Option<f64>,
     switch_wait_ms: Option<f64>,
     plan_build_ms: f64,
+    /// How the prefix ran: the report's `dvfs` line.
+    dvfs: Option<String>,
 }
 
 /// The frames started and not yet delivered: the pure state machine of
@@ -140,6 +143,8 @@ pub struct Session {
     missed_in_row: u32,
     /// Energy measured by the battery's fuel gauge, or why there is none.
     fuel: Result<(tandem_plan::fuel::FuelMeter, crate::battery::FuelGauge), String>,
+    /// This machine's cpufreq for `dvfs` settings, or why they are emulated.
+    cpufreq: Result<CpuFreq, String>,
     probes: BTreeMap<u64, (Instant, u64)>,
     fed: Values,
     fetched: Option<Outputs>,
@@ -262,6 +267,7 @@ impl Session {
             next_probe: 1,
             missed_in_row: 0,
             fuel: Err(String::new()),
+            cpufreq: Err(String::new()),
             probes: BTreeMap::new(),
             fed: Values::new(),
             fetched: None,
@@ -273,6 +279,14 @@ impl Session {
             budget_checked: Default::default(),
             config,
         };
+        s.cpufreq = match (&s.config.cpufreq, s.config.dvfs) {
+            (_, false) => Err("no setting is chosen without dvfs".into()),
+            (None, true) => Err("no cpufreq folder configured".into()),
+            (Some(dir), true) => CpuFreq::open(dir, &s.config.wearable),
+        };
+        if let (Err(why), true) = (&s.cpufreq, s.config.dvfs) {
+            info!("the wearable's cluster and frequency are emulated: {why}");
+        }
         s.fuel = match &s.config.fuel_gauge {
             None => Err("no fuel gauge configured: energy is model-based only".into()),
             Some(dir) => crate::battery::FuelGauge::find(dir)
@@ -584,6 +598,7 @@ impl Session {
                     up_raw_bytes: f.up_raw_bytes,
                     switch_wait_ms: f.switch_wait_ms,
                     plan_build_ms: f.plan_build_ms,
+                    dvfs: f.dvfs,
                     ..report
                 };
                 complete(pipe, frame, Ok((report, values)));
@@ -655,7 +670,8 @@ impl Session {
             handheld_j: h.compute_energy_j(handheld) + h.receive_energy_j(t_up) + h.transmit_energy_j(t_down),
             switch_wait_ms: None,
             plan_build_ms: 0.0,
-            dvfs: setting.map(|s| format!("{}@{:.0} MHz, emulated", s.cluster, s.f_hz / 1e6)),
+            // Set by the caller: how the prefix ran ([`Session::run_prefix_at_setting`]).
+            dvfs: None,
         }
     }
 
@@ -666,25 +682,64 @@ impl Session {
         (d.chosen.key() == cut.key()).then(|| d.setting.clone()).flatten()
     }
 
-    /// The prefix's dilation at `cut`: the watch's, times its setting's busy-time scale.
-    fn dilation_for(&self, cut: &Cut) -> f64 {
-        self.config.dilation * self.setting_for(cut).map_or(1.0, |s| s.time_scale)
+    /// Runs `cut`'s prefix (by `plan`) at the planner's setting for it,
+    /// if any: for real where cpufreq could be opened (the policy held,
+    /// this thread pinned to the cluster's CPUs for the run), else dilated
+    /// by the setting's busy-time scale. Returns its values, the time it
+    /// took, that time at the inference setting (what the predictors
+    /// hold), and the frame report's `dvfs` line.
+    fn run_prefix_at_setting(
+        &mut self,
+        plan: &SplitPlan,
+        cut: &Cut,
+        inputs: &Values,
+    ) -> Result<(Values, Duration, Duration, Option<String>)> {
+        let watch = self.config.dilation;
+        let Some(setting) = self.setting_for(cut) else {
+            let started = Instant::now();
+            let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, watch)?;
+            let took = started.elapsed();
+            return Ok((values, took, took, None));
+        };
+        let name = format!("{}@{:.0} MHz", setting.cluster, setting.f_hz / 1e6);
+        let applied = match &mut self.cpufreq {
+            Ok(c) => c.hold(&setting.cluster, setting.f_hz).and_then(|a| Ok((CpuFreq::pin(&a)?, a))),
+            Err(why) => Err(why.clone()),
+        };
+        let g = self.model.model.graph();
+        match applied {
+            Ok((pinned, applied)) => {
+                let started = Instant::now();
+                let values = plan.run_prefix_dilated(g, inputs, watch)?;
+                let took = started.elapsed();
+                let cpu = pinned.cpu();
+                drop(pinned);
+                // The hardware's own scale is not known apart from the
+                // profile's: the predictors learn against the profile's.
+                let line = format!("{name}, applied: {applied} (ran on cpu {cpu})");
+                Ok((values, took, took.div_f64(setting.time_scale), Some(line)))
+            }
+            Err(why) => {
+                let dilation = watch * setting.time_scale;
+                let started = Instant::now();
+                let values = plan.run_prefix_dilated(g, inputs, dilation)?;
+                let took = started.elapsed();
+                let at_default = took.div_f64(effective_scale(dilation, watch));
+                Ok((values, took, at_default, Some(format!("{name}, emulated ({why})"))))
+            }
+        }
     }
 
-    /// Runs one frame entirely on the wearable.
-    fn run_local(&mut self, inputs: &Values) -> Result<(Values, Duration)> {
-        let g = self.model.model.graph();
-        let local = Cut::wearable_only(g);
+    /// Runs one frame entirely on the wearable; also returns how long it
+    /// took and the report's `dvfs` line.
+    fn run_local(&mut self, inputs: &Values) -> Result<(Values, Duration, Option<String>)> {
+        let local = Cut::wearable_only(self.model.model.graph());
         let plan = self.executor.plan(&local)?;
-        let dilation = self.dilation_for(&local);
-        let started = Instant::now();
-        let all = plan.run_prefix_dilated(g, inputs, dilation)?;
-        let took = started.elapsed();
+        let (all, took, at_default, dvfs) = self.run_prefix_at_setting(&plan, &local, inputs)?;
+        let g = self.model.model.graph();
         let outputs = tandem_core::split::model_outputs(g, &all)?;
-        // The predictors hold the inference setting's times.
-        let at_default = took.div_f64(effective_scale(dilation, self.config.dilation));
         self.learn(&vec![true; g.nodes().len()], at_default, None);
-        Ok((outputs, took))
+        Ok((outputs, took, dvfs))
     }
 
     /// Feeds a measured inference back into the predictors: the layers in
@@ -727,9 +782,8 @@ impl Session {
         let (decided, predicted_ms, local_reason) = self.next_cut(mode);
         let (cut, predicted_ms, local_reason, waited) = self.gate(decided, predicted_ms, local_reason);
         let encodings = if cut.is_wearable_only() { vec![] } else { self.encodings_for(&cut) };
-        let g = self.model.model.graph();
         if cut.is_wearable_only() {
-            let (outputs, took) = self.run_local(&inputs)?;
+            let (outputs, took, dvfs) = self.run_local(&inputs)?;
             let mut report = self.report(
                 frame,
                 &cut,
@@ -745,6 +799,7 @@ impl Session {
             report.local_reason =
                 Some(local_reason.unwrap_or_else(|| "the cut runs every layer here".into()));
             report.switch_wait_ms = waited.map(|w| w.as_secs_f64() * 1e3);
+            report.dvfs = dvfs;
             return pipe
                 .start_done(frame, Ok((report, outputs)))
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
@@ -753,11 +808,9 @@ impl Session {
         let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
         let plan = self.executor.plan_sides(&cut, Sides::Prefix)?;
         let built = if inline { building.elapsed() } else { Duration::ZERO };
-        let dilation = self.dilation_for(&cut);
         let t0 = Instant::now();
-        let up = plan.run_prefix_dilated(g, &inputs, dilation)?;
-        // The predictors hold the inference setting's times.
-        let prefix = t0.elapsed().div_f64(effective_scale(dilation, self.config.dilation));
+        let (up, _, prefix, dvfs) = self.run_prefix_at_setting(&plan, &cut, &inputs)?;
+        let g = self.model.model.graph();
         // Packing (encoding) the crossing tensors is the watch's work too.
         let mut packed = vec![];
         let mut raw_bytes = 0u64;
@@ -810,6 +863,7 @@ impl Session {
             predicted_ms,
             switch_wait_ms: waited.map(|w| w.as_secs_f64() * 1e3),
             plan_build_ms: built.as_secs_f64() * 1e3,
+            dvfs,
         });
         pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
@@ -869,7 +923,7 @@ impl Session {
             }
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
-                let done = self.run_local(&back.inputs).map(|(outputs, took)| {
+                let done = self.run_local(&back.inputs).map(|(outputs, took, dvfs)| {
                     let g = self.model.model.graph();
                     let report = self.report(
                         f,
@@ -883,7 +937,7 @@ impl Session {
                         (back.up_bytes, 0),
                         None,
                     );
-                    (FrameReport { plan_build_ms: back.plan_build_ms, ..report }, outputs)
+                    (FrameReport { plan_build_ms: back.plan_build_ms, dvfs, ..report }, outputs)
                 });
                 complete(&mut pipe, f, done);
                 continue;

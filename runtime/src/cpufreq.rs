@@ -1,0 +1,479 @@
+//! A DVFS setting applied for real (issue 17): the prefix's thread pinned to
+//! the chosen cluster's CPUs and that cluster's cpufreq policy held at the
+//! chosen frequency, both restored afterwards. Where this machine has no
+//! writable cpufreq, [`CpuFreq::open`] says why and the caller emulates.
+//!
+//! The pure parts (which policy is which cluster, which offered frequency
+//! is nearest, in which order to write a range) are functions of their
+//! arguments; the rest reads and writes the sysfs CPU folder it is given
+//! (`/sys/devices/system/cpu` on a device, a fake tree in tests).
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
+use tandem_plan::calibrate::parse_cpu_list;
+use tandem_plan::device::DeviceProfile;
+use tracing::warn;
+
+/// The sysfs CPU folder on a device.
+pub const CPU_DIR: &str = "/sys/devices/system/cpu";
+
+/// One cpufreq policy: a cluster's CPUs and the frequencies it offers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// Its folder (`.../cpufreq/policy4`).
+    pub dir: PathBuf,
+    /// The CPUs it clocks (`related_cpus`).
+    pub cpus: Vec<usize>,
+    /// `cpuinfo_min_freq`, kHz.
+    pub min_khz: u64,
+    /// `cpuinfo_max_freq`, kHz.
+    pub max_khz: u64,
+    /// `scaling_available_frequencies`, ascending (empty: any in range).
+    pub offered_khz: Vec<u64>,
+}
+
+impl Policy {
+    /// The folder's name (`policy4`).
+    pub fn name(&self) -> String {
+        self.dir
+            .file_name()
+            .map_or_else(|| self.dir.display().to_string(), |n| n.to_string_lossy().into_owned())
+    }
+
+    /// The frequency it can be held at nearest `f_hz`, in kHz: an offered
+    /// one, or `f_hz` clamped to its range when it lists none.
+    pub fn nearest_khz(&self, f_hz: f64) -> u64 {
+        let want = (f_hz / 1e3).round().max(0.0) as u64;
+        match self.offered_khz.iter().min_by_key(|&&k| k.abs_diff(want)) {
+            Some(&k) => k,
+            None => want.clamp(self.min_khz, self.max_khz),
+        }
+    }
+}
+
+/// `scaling_min_freq` or `scaling_max_freq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// `scaling_min_freq`.
+    Min,
+    /// `scaling_max_freq`.
+    Max,
+}
+
+impl Bound {
+    fn file(self) -> &'static str {
+        match self {
+            Bound::Min => "scaling_min_freq",
+            Bound::Max => "scaling_max_freq",
+        }
+    }
+}
+
+/// The two writes that move a policy's range from `from` to `to` (both
+/// `(min, max)` kHz) so that min ≤ max after each: the kernel refuses a
+/// write that would cross the other bound.
+pub fn range_writes(from: (u64, u64), to: (u64, u64)) -> [(Bound, u64); 2] {
+    if to.0 <= from.1 {
+        [(Bound::Min, to.0), (Bound::Max, to.1)]
+    } else {
+        [(Bound::Max, to.1), (Bound::Min, to.0)]
+    }
+}
+
+/// Which policy runs each of `profile`'s clusters, by cluster order: by
+/// the CPUs a cluster lists when every cluster lists them (a detected
+/// host), else by rank (clusters by peak speed, `relative_speed × f_max`,
+/// against policies by `cpuinfo_max_freq`), which needs as many policies
+/// as clusters.
+pub fn match_clusters(profile: &DeviceProfile, policies: &[Policy]) -> Result<Vec<usize>, String> {
+    if policies.is_empty() {
+        return Err("no cpufreq policies".into());
+    }
+    let clusters = &profile.clusters;
+    if clusters.iter().all(|c| !c.cpus.is_empty()) {
+        return clusters
+            .iter()
+            .map(|c| {
+                policies
+                    .iter()
+                    .position(|p| c.cpus.iter().all(|&cpu| p.cpus.contains(&(cpu as usize))))
+                    .ok_or_else(|| {
+                        format!("no one cpufreq policy clocks cluster '{}''s CPUs {:?}", c.name, c.cpus)
+                    })
+            })
+            .collect();
+    }
+    if clusters.len() != policies.len() {
+        return Err(format!(
+            "profile '{}' has {} cluster(s), this machine {} cpufreq policies",
+            profile.name,
+            clusters.len(),
+            policies.len()
+        ));
+    }
+    let mut by_speed: Vec<usize> = (0..clusters.len()).collect();
+    by_speed.sort_by(|&a, &b| {
+        let peak = |i: usize| clusters[i].relative_speed * clusters[i].f_max_hz;
+        peak(a).total_cmp(&peak(b))
+    });
+    let mut by_clock: Vec<usize> = (0..policies.len()).collect();
+    by_clock.sort_by_key(|&i| (policies[i].max_khz, policies[i].cpus.first().copied()));
+    let mut out = vec![0; clusters.len()];
+    for (&c, &p) in by_speed.iter().zip(&by_clock) {
+        out[c] = p;
+    }
+    Ok(out)
+}
+
+/// The policies under `cpu_dir/cpufreq`, by name; a malformed file is an
+/// error naming it.
+pub fn read_policies(cpu_dir: &Path) -> Result<Vec<Policy>, String> {
+    let dir = cpu_dir.join("cpufreq");
+    let entries = fs::read_dir(&dir).map_err(|e| format!("no cpufreq folder {}: {e}", dir.display()))?;
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("policy")))
+        .collect();
+    dirs.sort();
+    let mut out = vec![];
+    for dir in dirs {
+        let cpus_file = ["related_cpus", "affected_cpus"].iter().map(|f| dir.join(f)).find(|p| p.exists());
+        let cpus_file = cpus_file.ok_or_else(|| format!("{} has no related_cpus", dir.display()))?;
+        let cpus = parse_cpu_list(&read(&cpus_file)?).map_err(|e| format!("{}: {e}", cpus_file.display()))?;
+        let offered_file = dir.join("scaling_available_frequencies");
+        let mut offered_khz = vec![];
+        if offered_file.exists() {
+            for word in read(&offered_file)?.split_whitespace() {
+                offered_khz.push(number(&offered_file, word)?);
+            }
+        }
+        offered_khz.sort_unstable();
+        let min_khz = khz(&dir, "cpuinfo_min_freq")?;
+        let max_khz = khz(&dir, "cpuinfo_max_freq")?;
+        if min_khz > max_khz {
+            return Err(format!(
+                "{}: cpuinfo_min_freq {min_khz} is above cpuinfo_max_freq {max_khz}",
+                dir.display()
+            ));
+        }
+        out.push(Policy { dir, cpus, min_khz, max_khz, offered_khz });
+    }
+    Ok(out)
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn number(path: &Path, text: &str) -> Result<u64, String> {
+    text.parse().map_err(|_| format!("{} holds '{text}', not a frequency in kHz", path.display()))
+}
+
+fn khz(dir: &Path, file: &str) -> Result<u64, String> {
+    let path = dir.join(file);
+    number(&path, &read(&path)?)
+}
+
+fn write(path: &Path, khz: u64) -> Result<(), String> {
+    fs::write(path, khz.to_string()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A policy held at one frequency, and the range to give back.
+#[derive(Clone, Debug)]
+struct Held {
+    policy: usize,
+    original: (u64, u64),
+    khz: u64,
+}
+
+/// How a setting was applied: the policy held, its frequency, the CPUs
+/// the prefix was pinned to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    /// The policy's folder name.
+    pub policy: String,
+    /// The frequency it is held at, kHz.
+    pub khz: u64,
+    /// The CPUs the prefix may run on (the cluster's, that this process may use).
+    pub cpus: Vec<usize>,
+}
+
+impl fmt::Display for Applied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cpus: Vec<String> = self.cpus.iter().map(|c| c.to_string()).collect();
+        write!(f, "{} held at {} MHz, prefix pinned to cpu {}", self.policy, self.khz / 1000, cpus.join(","))
+    }
+}
+
+/// This machine's cpufreq, matched to a profile's clusters: holds one
+/// policy at a time and gives its range back when another is held, on
+/// [`CpuFreq::release`] and on drop.
+#[derive(Debug)]
+pub struct CpuFreq {
+    policies: Vec<Policy>,
+    /// Per profile cluster: its name, its policy, its CPUs this process may use.
+    clusters: Vec<(String, usize, Vec<usize>)>,
+    held: Option<Held>,
+}
+
+impl CpuFreq {
+    /// Matches `profile`'s clusters to the policies under `cpu_dir`, and
+    /// checks that each policy's range can be written (by writing its
+    /// `scaling_max_freq` back) and that the calling thread, which runs
+    /// the prefixes, can be pinned to each cluster's CPUs. The error is why the setting must be emulated.
+    pub fn open(cpu_dir: &Path, profile: &DeviceProfile) -> Result<CpuFreq, String> {
+        let policies = read_policies(cpu_dir)?;
+        let matched = match_clusters(profile, &policies)?;
+        let mut clusters = vec![];
+        for (c, &p) in profile.clusters.iter().zip(&matched) {
+            let policy = &policies[p];
+            let max = policy.dir.join(Bound::Max.file());
+            write(&max, khz(&policy.dir, Bound::Max.file())?)?;
+            khz(&policy.dir, Bound::Min.file())?;
+            let cpus: Vec<usize> = policy.cpus.iter().copied().filter(|&cpu| cpu < CpuSet::MAX_CPU).collect();
+            // This thread runs the prefixes: it must be able to go there.
+            let probe = Applied { policy: policy.name(), khz: 0, cpus: cpus.clone() };
+            drop(CpuFreq::pin(&probe).map_err(|e| format!("{e} (cluster '{}')", c.name))?);
+            clusters.push((c.name.clone(), p, cpus));
+        }
+        Ok(CpuFreq { policies, clusters, held: None })
+    }
+
+    /// Holds `cluster`'s policy at the frequency nearest `f_hz`
+    /// (`scaling_min_freq = scaling_max_freq`), first giving back the range
+    /// of another policy held before. Nothing is written when it is
+    /// already held there.
+    pub fn hold(&mut self, cluster: &str, f_hz: f64) -> Result<Applied, String> {
+        let (_, p, cpus) = self
+            .clusters
+            .iter()
+            .find(|(name, ..)| name == cluster)
+            .ok_or_else(|| format!("no cluster '{cluster}' in the profile cpufreq was matched to"))?
+            .clone();
+        let policy = &self.policies[p];
+        let khz = policy.nearest_khz(f_hz);
+        let applied = Applied { policy: policy.name(), khz, cpus };
+        match &self.held {
+            Some(h) if h.policy == p && h.khz == khz => return Ok(applied),
+            Some(h) if h.policy != p => self.release()?,
+            _ => {}
+        }
+        let dir = self.policies[p].dir.clone();
+        let now = (khz_at(&dir, Bound::Min)?, khz_at(&dir, Bound::Max)?);
+        let original = self.held.as_ref().map_or(now, |h| h.original);
+        // Recorded before writing: a half-done move is still given back.
+        self.held = Some(Held { policy: p, original, khz });
+        for (bound, value) in range_writes(now, (khz, khz)) {
+            write(&dir.join(bound.file()), value)?;
+        }
+        Ok(applied)
+    }
+
+    /// Gives the held policy its range back.
+    pub fn release(&mut self) -> Result<(), String> {
+        let Some(h) = self.held.take() else { return Ok(()) };
+        let dir = &self.policies[h.policy].dir;
+        let now = (khz_at(dir, Bound::Min)?, khz_at(dir, Bound::Max)?);
+        for (bound, value) in range_writes(now, h.original) {
+            write(&dir.join(bound.file()), value)?;
+        }
+        Ok(())
+    }
+
+    /// Pins the calling thread to `applied`'s CPUs until the guard drops.
+    pub fn pin(applied: &Applied) -> Result<Pinned, String> {
+        let before =
+            sched_getaffinity(None).map_err(|e| format!("cannot read this thread's CPU affinity: {e}"))?;
+        let mut set = CpuSet::new();
+        for &cpu in applied.cpus.iter().filter(|&&cpu| cpu < CpuSet::MAX_CPU) {
+            set.set(cpu);
+        }
+        sched_setaffinity(None, &set)
+            .map_err(|e| format!("cannot pin this thread to cpu {:?}: {e}", applied.cpus))?;
+        Ok(Pinned { before })
+    }
+}
+
+fn khz_at(dir: &Path, bound: Bound) -> Result<u64, String> {
+    khz(dir, bound.file())
+}
+
+impl Drop for CpuFreq {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            warn!("cannot give the cpufreq range back: {e}");
+        }
+    }
+}
+
+/// A thread pinned to a cluster's CPUs; its affinity before comes back on drop.
+#[must_use = "the pin lasts as long as this guard"]
+pub struct Pinned {
+    before: CpuSet,
+}
+
+impl Pinned {
+    /// The CPU this thread runs on now.
+    pub fn cpu(&self) -> usize {
+        sched_getcpu()
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Err(e) = sched_setaffinity(None, &self.before) {
+            warn!("cannot give this thread its CPU affinity back: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(name: &str, cpus: &[usize], min: u64, max: u64, offered: &[u64]) -> Policy {
+        Policy {
+            dir: PathBuf::from(format!("/x/cpufreq/{name}")),
+            cpus: cpus.to_vec(),
+            min_khz: min,
+            max_khz: max,
+            offered_khz: offered.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_nearest_offered_frequency_is_held() {
+        let p = policy("policy0", &[0], 300_000, 1_700_000, &[300_000, 900_000, 1_700_000]);
+        assert_eq!(p.nearest_khz(1.0e9), 900_000);
+        assert_eq!(p.nearest_khz(1.4e9), 1_700_000);
+        assert_eq!(p.nearest_khz(5.0e9), 1_700_000);
+        let any = policy("policy0", &[0], 300_000, 1_700_000, &[]);
+        assert_eq!(any.nearest_khz(1.0e9), 1_000_000);
+        assert_eq!(any.nearest_khz(1.0e8), 300_000);
+        assert_eq!(any.nearest_khz(9.0e9), 1_700_000);
+    }
+
+    #[test]
+    fn a_range_is_moved_without_crossing_its_bounds() {
+        let check = |from: (u64, u64), to: (u64, u64)| {
+            let mut at = from;
+            for (bound, v) in range_writes(from, to) {
+                match bound {
+                    Bound::Min => at.0 = v,
+                    Bound::Max => at.1 = v,
+                }
+                assert!(at.0 <= at.1, "{from:?} -> {to:?} passes {at:?}");
+            }
+            assert_eq!(at, to);
+        };
+        check((300, 1700), (1700, 1700));
+        check((300, 1700), (300, 300));
+        check((300, 300), (1700, 1700));
+        check((1700, 1700), (300, 300));
+        check((900, 900), (300, 1700));
+        check((300, 1700), (900, 900));
+    }
+
+    fn profile(clusters: &[(&str, f64, f64, &[u32])]) -> DeviceProfile {
+        let mut p = DeviceProfile::shipped("pixel-8-pro").expect("shipped profile");
+        let template = p.clusters[0].clone();
+        p.clusters = clusters
+            .iter()
+            .map(|&(name, f_max, speed, cpus)| tandem_plan::device::Cluster {
+                name: name.into(),
+                f_max_hz: f_max,
+                relative_speed: speed,
+                cores: cpus.len().max(1) as u32,
+                cpus: cpus.to_vec(),
+                ..template.clone()
+            })
+            .collect();
+        p
+    }
+
+    /// A fake tree: two policies clocking CPU 0 (this thread can go there).
+    fn tree(tag: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("tandem-cpufreq-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for (name, lo, hi) in [("policy0", 300_000, 1_700_000), ("policy4", 400_000, 2_400_000)] {
+            let dir = root.join("cpufreq").join(name);
+            fs::create_dir_all(&dir).expect("fake tree");
+            for (file, v) in [
+                ("related_cpus", "0".to_string()),
+                ("cpuinfo_min_freq", lo.to_string()),
+                ("cpuinfo_max_freq", hi.to_string()),
+                ("scaling_min_freq", lo.to_string()),
+                ("scaling_max_freq", hi.to_string()),
+            ] {
+                fs::write(dir.join(file), v).expect("fake file");
+            }
+        }
+        root
+    }
+
+    fn range(root: &Path, policy: &str) -> (u64, u64) {
+        let dir = root.join("cpufreq").join(policy);
+        (khz(&dir, "scaling_min_freq").expect("min"), khz(&dir, "scaling_max_freq").expect("max"))
+    }
+
+    #[test]
+    fn one_policy_is_held_at_a_time_and_each_gets_its_range_back() {
+        let root = tree("hold");
+        let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
+        let mut c = CpuFreq::open(&root, &p).expect("writable fake tree");
+        let little = c.hold("little", 1.0e9).expect("hold little");
+        assert_eq!(little, Applied { policy: "policy0".into(), khz: 1_000_000, cpus: vec![0] });
+        assert_eq!(range(&root, "policy0"), (1_000_000, 1_000_000));
+        c.hold("little", 3.0e8).expect("lower");
+        assert_eq!(range(&root, "policy0"), (300_000, 300_000));
+        c.hold("big", 2.4e9).expect("hold big");
+        assert_eq!(range(&root, "policy0"), (300_000, 1_700_000), "little's range given back");
+        assert_eq!(range(&root, "policy4"), (2_400_000, 2_400_000));
+        assert!(c.hold("prime", 1e9).expect_err("an error").contains("'prime'"));
+        drop(c);
+        assert_eq!(range(&root, "policy4"), (400_000, 2_400_000), "big's range given back on drop");
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn why_cpufreq_cannot_be_used_is_said() {
+        let root = tree("why");
+        let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
+        let max = root.join("cpufreq/policy4/cpuinfo_max_freq");
+        fs::write(&max, "fast").expect("write");
+        let err = CpuFreq::open(&root, &p).expect_err("an error");
+        assert!(err.contains("policy4/cpuinfo_max_freq") && err.contains("'fast'"), "{err}");
+        let err = CpuFreq::open(&root.join("nowhere"), &p).expect_err("an error");
+        assert!(err.contains("no cpufreq folder"), "{err}");
+        let one = profile(&[("big", 2.4e9, 1.0, &[])]);
+        fs::write(&max, "2400000").expect("write");
+        assert!(CpuFreq::open(&root, &one).expect_err("an error").contains("1 cluster(s)"));
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn clusters_are_matched_by_rank_or_by_their_cpus() {
+        let policies = [
+            policy("policy0", &[0, 1, 2, 3], 300_000, 1_700_000, &[]),
+            policy("policy4", &[4, 5, 6, 7], 400_000, 2_400_000, &[]),
+            policy("policy8", &[8], 500_000, 2_900_000, &[]),
+        ];
+        // Listed fastest first: matched by peak speed, not by order.
+        let by_rank =
+            profile(&[("prime", 2.9e9, 1.0, &[]), ("little", 1.7e9, 0.4, &[]), ("mid", 2.4e9, 0.8, &[])]);
+        assert_eq!(match_clusters(&by_rank, &policies), Ok(vec![2, 0, 1]));
+        let by_cpus = profile(&[("a", 2.9e9, 1.0, &[4, 5, 6, 7]), ("b", 1.7e9, 0.4, &[8])]);
+        assert_eq!(match_clusters(&by_cpus, &policies), Ok(vec![1, 2]));
+        let spans = profile(&[("a", 2.9e9, 1.0, &[3, 4])]);
+        assert!(match_clusters(&spans, &policies).expect_err("an error").contains("'a'"));
+        let two = profile(&[("big", 2.9e9, 1.0, &[]), ("little", 1.7e9, 0.4, &[])]);
+        let err = match_clusters(&two, &policies).expect_err("an error");
+        assert!(err.contains("2 cluster(s)") && err.contains("3 cpufreq"), "{err}");
+        assert!(match_clusters(&two, &[]).expect_err("an error").contains("no cpufreq"));
+    }
+}
