@@ -32,7 +32,7 @@ mod paired;
 mod plots;
 mod soak;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -173,6 +173,20 @@ enum Command {
         #[arg(long)]
         dvfs: bool,
     },
+    /// Predicted against measured latency per frame of a stream
+    /// (`tandem-wearable stream --frames-out F`): `DIR/NAME.svg` and `.png`,
+    /// and the error per frame as JSON lines on stdout.
+    PlotLearning {
+        /// The stream's frame lines.
+        #[arg(long)]
+        frames: PathBuf,
+        /// Where the figure goes.
+        #[arg(long, default_value = "docs/img")]
+        out: PathBuf,
+        /// The figure's file name, without extension.
+        #[arg(long, default_value = "learning")]
+        name: String,
+    },
     /// Pipelined stream throughput vs sequential and vs the ideal 1 / max(stage), per model.
     Pipeline {
         /// Models (default: the zoo).
@@ -198,6 +212,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
         Command::Dvfs { model, link } => dvfs::dvfs(model, &link),
+        Command::PlotLearning { frames, out, name } => plot_learning(&frames, &out, &name),
         Command::DecisionTime { model, runs, dvfs } => decision_time(model, runs, dvfs),
         Command::Oracle { model, runs, stream, remeasure } => oracle(model, runs, stream, remeasure),
         Command::Loopback { messages } => paired::loopback(messages),
@@ -220,6 +235,36 @@ fn main() -> anyhow::Result<()> {
             paired::pipeline(model, &link, dilation, frames, max_in_flight)
         }
     }
+}
+
+/// `plot-learning`: reads a stream's frame lines, prints each frame's
+/// prediction error, draws the figure.
+fn plot_learning(frames: &Path, out: &Path, name: &str) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(frames).with_context(|| frames.display().to_string())?;
+    let mut points = vec![];
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let j: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{} line {}", frames.display(), i + 1))?;
+        let (Some(frame), Some(measured)) = (j["frame"].as_u64(), j["latency_ms"].as_f64()) else {
+            anyhow::bail!("{} line {}: no frame or latency_ms", frames.display(), i + 1);
+        };
+        // A frame without a prediction (none made yet) is not plotted.
+        let Some(predicted) = j["predicted_ms"].as_f64() else { continue };
+        let error_pct = (predicted - measured).abs() / measured.max(1e-9) * 100.0;
+        println!(
+            "{}",
+            json!({"frame": frame, "predicted_ms": predicted, "measured_ms": measured, "error_pct": error_pct})
+        );
+        points.push((frame, predicted, measured));
+    }
+    anyhow::ensure!(!points.is_empty(), "{}: no frame has a prediction", frames.display());
+    std::fs::create_dir_all(out).with_context(|| out.display().to_string())?;
+    let written = plots::learning(out, name, &points)?;
+    eprintln!(
+        "wrote {}",
+        written.iter().map(|w| out.join(w).display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    Ok(())
 }
 
 fn default_models() -> anyhow::Result<Vec<(PathBuf, Option<PathBuf>)>> {

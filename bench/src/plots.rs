@@ -3,7 +3,8 @@
 //! conditions, the pipelining gain per strategy per model, each strategy's
 //! speedup over wearable-only against the link's bandwidth, and the
 //! walk-away trace over time (the link's rate, then each adaptive
-//! strategy's cut, latency and throughput).
+//! strategy's cut, latency and throughput); and, apart from the
+//! comparison, a stream's predicted and measured latency per frame.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -384,6 +385,76 @@ where
         .border_style(BLACK)
         .draw()
         .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Predictions that learn: each frame's predicted and measured latency
+/// (`points`: frame, predicted ms, measured ms), and the error between them.
+pub fn learning(dir: &Path, name: &str, points: &[(u64, f64, f64)]) -> anyhow::Result<[String; 2]> {
+    fonts()?;
+    both(dir, name, |root| learning_chart(root, points), |root| learning_chart(root, points))
+}
+
+fn learning_chart<B: DrawingBackend>(
+    root: DrawingArea<B, Shift>,
+    points: &[(u64, f64, f64)],
+) -> anyhow::Result<()>
+where
+    B::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<B::ErrorType>| anyhow!("{e}");
+    root.fill(&WHITE).map_err(err)?;
+    let root = root
+        .titled(
+            "Predicted and measured latency per frame (a handheld whose profile lies)",
+            ("sans-serif", 20),
+        )
+        .map_err(err)?;
+    let panels = root.split_evenly((2, 1));
+    let frames = points.iter().map(|p| p.0).max().unwrap_or(0) as f64 + 1.0;
+    let positive = points.iter().flat_map(|p| [p.1, p.2]).filter(|&v| v > 0.0);
+    let (lo, hi) = positive.fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = if lo.is_finite() { (lo / 1.5, hi * 1.5) } else { (0.1, 10.0) };
+    let mut ms = ChartBuilder::on(&panels[0])
+        .margin(8)
+        .x_label_area_size(24)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..frames, (lo..hi).log_scale())
+        .map_err(err)?;
+    ms.configure_mesh().y_desc("latency, ms").draw().map_err(err)?;
+    for (k, label, pick) in [(0, "predicted", 1), (1, "measured", 2)] {
+        let col = colour(k);
+        let value = |p: &(u64, f64, f64)| if pick == 1 { p.1 } else { p.2 };
+        ms.draw_series(LineSeries::new(
+            points.iter().filter(|p| value(p) > 0.0).map(|p| (p.0 as f64, value(p))),
+            col.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], col.stroke_width(2)));
+    }
+    ms.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    let errors: Vec<(f64, f64)> =
+        points.iter().map(|p| (p.0 as f64, ((p.1 - p.2).abs() / p.2.max(1e-9) * 100.0).max(0.01))).collect();
+    let top = errors.iter().map(|e| e.1).fold(1.0f64, f64::max) * 1.5;
+    let mut pct = ChartBuilder::on(&panels[1])
+        .margin(8)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..frames, (0.01f64..top).log_scale())
+        .map_err(err)?;
+    pct.configure_mesh()
+        .x_desc("frame")
+        .y_desc("|predicted - measured| / measured, %")
+        .draw()
+        .map_err(err)?;
+    pct.draw_series(LineSeries::new(errors.iter().copied(), BLACK.stroke_width(2))).map_err(err)?;
+    pct.draw_series(errors.iter().map(|&e| Circle::new(e, 3, BLACK.filled()))).map_err(err)?;
     root.present().map_err(err)
 }
 

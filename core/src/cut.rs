@@ -64,12 +64,34 @@ impl Cut {
                 }
             }
         }
+        Ok(Self::with_up_among(graph, prefix, 0..graph.tensors().len()))
+    }
+
+    /// [`Cut::from_mask`] for a search that knows more: `prefix` is closed
+    /// under predecessors and every tensor it sends up is among `may_cross`
+    /// (sorted), so no pass over the whole graph is needed. Debug builds
+    /// check both against [`Cut::from_mask`].
+    pub fn from_closed_mask(graph: &LayerGraph, prefix: Vec<bool>, may_cross: &[TensorId]) -> Cut {
+        let cut = Self::with_up_among(graph, prefix, may_cross.iter().copied());
+        debug_assert!(
+            Self::from_mask(graph, cut.prefix.clone()).is_ok_and(|c| c == cut),
+            "not closed, or a crossing tensor is not in may_cross"
+        );
+        cut
+    }
+
+    /// The cut of a valid `prefix`, the tensors sent up taken from `candidates` (ascending).
+    fn with_up_among(
+        graph: &LayerGraph,
+        prefix: Vec<bool>,
+        candidates: impl Iterator<Item = TensorId>,
+    ) -> Cut {
         let on_wearable = |t: TensorId| match graph.tensor(t).producer {
             Producer::Input(_) => true,
             Producer::Node(p) => prefix[p],
             Producer::Const => false,
         };
-        let up: Vec<TensorId> = (0..graph.tensors().len())
+        let up: Vec<TensorId> = candidates
             .filter(|&t| on_wearable(t) && graph.tensor(t).consumers.iter().any(|&c| !prefix[c]))
             .collect();
         let down: Vec<TensorId> = graph
@@ -79,7 +101,7 @@ impl Cut {
             .filter(|&t| matches!(graph.tensor(t).producer, Producer::Node(p) if !prefix[p]))
             .collect();
         let bytes = |ts: &[TensorId]| ts.iter().map(|&t| graph.tensor(t).bytes).sum();
-        Ok(Cut { up_bytes: bytes(&up), down_bytes: bytes(&down), prefix, up, down })
+        Cut { up_bytes: bytes(&up), down_bytes: bytes(&down), prefix, up, down }
     }
 
     /// Everything on the wearable.

@@ -15,6 +15,7 @@
 use super::{NodePrices, Objective};
 use std::ops::Range;
 
+use tandem_core::cut::Cut;
 use tandem_core::graph::{LayerGraph, Producer};
 
 /// Capacity of the edges that must never be cut.
@@ -24,75 +25,227 @@ const INF: u64 = u64::MAX / 4;
 /// levels keep the rounding error below 1e-12 of the largest price.
 const SCALE_TOP: f64 = (1u64 << 40) as f64;
 
-/// A max-flow network with integer capacities (Dinic's algorithm).
-struct Network {
-    /// Per edge: (to, capacity left); edge `e ^ 1` is its reverse.
-    edges: Vec<(usize, u64)>,
-    adjacency: Vec<Vec<usize>>,
+/// What prices an edge of a window's network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Price {
+    /// Layer `v` on the handheld (`s → v`).
+    Handheld(usize),
+    /// Layer `v` on the wearable (`v → t`).
+    Wearable(usize),
+    /// Tensor `id` sent up.
+    Up(usize),
+    /// Tensor `id` (a model output) sent down.
+    Down(usize),
+    /// Never cut.
+    Inf,
 }
 
-impl Network {
-    fn new(nodes: usize) -> Network {
-        Network { edges: vec![], adjacency: vec![vec![]; nodes] }
-    }
+/// One window's max-flow network, built from the graph alone once per
+/// model ([`Windows`]); each decision fills in its capacities and runs
+/// Dinic's algorithm on flat arrays. Nodes: the window's layers (local
+/// index `v − start`), s, t, then a node per tensor read by more than one
+/// layer inside (a tensor read by one is an edge to its reader: crossing
+/// to it is the one way it is paid).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WindowNet {
+    /// Layers in the window (the first nodes).
+    layers: usize,
+    /// Edges leaving node `v`: `adj[first[v]..first[v + 1]]`.
+    first: Vec<usize>,
+    adj: Vec<usize>,
+    /// Per edge (edge `e ^ 1` is `e`'s reverse): the node it goes to.
+    to: Vec<usize>,
+    /// What each forward edge (`e / 2`) costs: the sum of these prices.
+    prices: Vec<(usize, Price)>,
+    /// Per layer: its forward edges from s and to t.
+    terminals: Vec<(usize, usize)>,
+}
 
-    fn add(&mut self, from: usize, to: usize, capacity: u64) {
-        if capacity == 0 || from == to {
-            return;
+impl WindowNet {
+    /// The DADS construction for `window`, with the layers outside it
+    /// fixed (before: wearable, after: handheld); `tensors` are those made
+    /// or read inside it.
+    fn new(graph: &LayerGraph, window: Range<usize>, tensors: &[usize]) -> WindowNet {
+        let (a, b) = (window.start, window.end);
+        let inside = |v: usize| (a..b).contains(&v);
+        let m = b - a;
+        let (s, t) = (m, m + 1);
+        let mut nodes = m + 2;
+        let mut edges: Vec<(usize, usize)> = vec![];
+        let mut index = std::collections::HashMap::new();
+        let mut prices = vec![];
+        let mut add = |from: usize, to: usize, price: Price| {
+            let e = *index.entry((from, to)).or_insert_with(|| {
+                edges.push((from, to));
+                edges.len() - 1
+            });
+            prices.push((e, price));
+            e
+        };
+        let terminals: Vec<(usize, usize)> =
+            (a..b).map(|v| (add(s, v - a, Price::Handheld(v)), add(v - a, t, Price::Wearable(v)))).collect();
+        for v in a..b {
+            for &u in graph.preds(v).iter().filter(|&&u| inside(u)) {
+                add(v - a, u - a, Price::Inf);
+            }
         }
-        self.adjacency[from].push(self.edges.len());
-        self.edges.push((to, capacity));
-        self.adjacency[to].push(self.edges.len());
-        self.edges.push((from, 0));
+        for &id in tensors {
+            let tensor = graph.tensor(id);
+            let read_after = tensor.consumers.iter().any(|&c| c >= b);
+            let readers: Vec<usize> = tensor.consumers.iter().copied().filter(|&c| inside(c)).collect();
+            // Where it is made, when it may cross to a reader inside.
+            let from = match tensor.producer {
+                // Made on the wearable for sure: paid when a reader inside is
+                // on the handheld (a reader after the window makes it a constant).
+                Producer::Input(_) => (!read_after).then_some(s),
+                Producer::Node(u) if u < a => (!read_after).then_some(s),
+                Producer::Node(u) if inside(u) => {
+                    if graph.outputs().contains(&id) {
+                        add(s, u - a, Price::Down(id));
+                    }
+                    if read_after {
+                        // Paid exactly when its producer is on the wearable.
+                        add(u - a, t, Price::Up(id));
+                        None
+                    } else {
+                        Some(u - a)
+                    }
+                }
+                _ => None,
+            };
+            match (from, &readers[..]) {
+                (None, _) | (_, []) => {}
+                (Some(from), &[c]) => {
+                    add(from, c - a, Price::Up(id));
+                }
+                (Some(from), many) => {
+                    // Paid once, when one reader or more is on the handheld.
+                    let x = nodes;
+                    nodes += 1;
+                    add(from, x, Price::Up(id));
+                    for &c in many {
+                        add(x, c - a, Price::Inf);
+                    }
+                }
+            }
+        }
+        debug_assert!(edges.iter().all(|&(from, to)| from != to));
+        let mut first = vec![0; nodes + 1];
+        for &(from, to) in &edges {
+            first[from + 1] += 1;
+            first[to + 1] += 1;
+        }
+        for v in 0..nodes {
+            first[v + 1] += first[v];
+        }
+        let mut fill = first.clone();
+        let mut adj = vec![0; 2 * edges.len()];
+        let mut to = vec![0; 2 * edges.len()];
+        for (i, &(from, dest)) in edges.iter().enumerate() {
+            let (e, r) = (2 * i, 2 * i + 1);
+            to[e] = dest;
+            to[r] = from;
+            adj[fill[from]] = e;
+            fill[from] += 1;
+            adj[fill[dest]] = r;
+            fill[dest] += 1;
+        }
+        WindowNet { layers: m, first, adj, to, prices, terminals }
     }
 
-    fn levels(&self, s: usize, level: &mut [i64]) {
-        level.iter_mut().for_each(|l| *l = -1);
-        level[s] = 0;
-        let mut queue = std::collections::VecDeque::from([s]);
-        while let Some(v) = queue.pop_front() {
-            for &e in &self.adjacency[v] {
-                let (to, cap) = self.edges[e];
-                if cap > 0 && level[to] < 0 {
-                    level[to] = level[v] + 1;
-                    queue.push_back(to);
+    fn nodes(&self) -> usize {
+        self.first.len() - 1
+    }
+
+    /// The layers on the source side (the wearable's) of a minimum cut
+    /// under `objective`'s prices: the least such side.
+    fn min_cut(&self, bytes: &[u64], prices: &NodePrices, objective: Objective) -> Vec<bool> {
+        let value = |p: Price| match p {
+            Price::Handheld(v) => prices.node(v, objective).1,
+            Price::Wearable(v) => prices.node(v, objective).0,
+            Price::Up(id) => prices.up_tensor(id, bytes[id], objective),
+            Price::Down(id) => prices.down_tensor(id, bytes[id], objective),
+            Price::Inf => f64::INFINITY,
+        };
+        let mut values = vec![0.0; self.to.len() / 2];
+        for &(e, p) in &self.prices {
+            values[e] += value(p);
+        }
+        let top = values.iter().copied().filter(|x| x.is_finite()).fold(0.0, f64::max);
+        let scale = if top > 0.0 { SCALE_TOP / top } else { 1.0 };
+        let mut cap = vec![0u64; self.to.len()];
+        for (i, &x) in values.iter().enumerate() {
+            cap[2 * i] = if x.is_finite() { (x.max(0.0) * scale).round() as u64 } else { INF };
+        }
+        // The paths s → v → t first, without a search: the flow each takes
+        // leaves every layer one terminal edge (which side it takes is
+        // what is left to decide). Their reverse edges lead back to s or
+        // out of t, which no augmenting path uses.
+        for &(from_s, to_t) in &self.terminals {
+            let through = cap[2 * from_s].min(cap[2 * to_t]);
+            cap[2 * from_s] -= through;
+            cap[2 * to_t] -= through;
+        }
+        let (s, t) = (self.layers, self.layers + 1);
+        let mut flow = Flow { net: self, cap, level: vec![-1; self.nodes()], next: vec![0; self.nodes()] };
+        let mut queue = Vec::with_capacity(self.nodes());
+        loop {
+            flow.levels(s, &mut queue);
+            if flow.level[t] < 0 {
+                return flow.level[..self.layers].iter().map(|&l| l >= 0).collect();
+            }
+            flow.next.copy_from_slice(&self.first[..self.nodes()]);
+            while flow.push(s, t, INF) > 0 {}
+        }
+    }
+}
+
+/// Dinic's algorithm's state on a [`WindowNet`]: integer capacities left.
+struct Flow<'a> {
+    net: &'a WindowNet,
+    cap: Vec<u64>,
+    level: Vec<i32>,
+    /// Per node: the next position in `adj` to try this phase.
+    next: Vec<usize>,
+}
+
+impl Flow<'_> {
+    fn levels(&mut self, s: usize, queue: &mut Vec<usize>) {
+        self.level.iter_mut().for_each(|l| *l = -1);
+        self.level[s] = 0;
+        queue.clear();
+        queue.push(s);
+        let mut head = 0;
+        while let Some(&v) = queue.get(head) {
+            head += 1;
+            for &e in &self.net.adj[self.net.first[v]..self.net.first[v + 1]] {
+                let to = self.net.to[e];
+                if self.cap[e] > 0 && self.level[to] < 0 {
+                    self.level[to] = self.level[v] + 1;
+                    queue.push(to);
                 }
             }
         }
     }
 
-    fn push(&mut self, v: usize, t: usize, limit: u64, level: &[i64], next: &mut [usize]) -> u64 {
+    fn push(&mut self, v: usize, t: usize, limit: u64) -> u64 {
         if v == t {
             return limit;
         }
-        while next[v] < self.adjacency[v].len() {
-            let e = self.adjacency[v][next[v]];
-            let (to, cap) = self.edges[e];
-            if cap > 0 && level[to] == level[v] + 1 {
-                let pushed = self.push(to, t, limit.min(cap), level, next);
+        while self.next[v] < self.net.first[v + 1] {
+            let e = self.net.adj[self.next[v]];
+            let to = self.net.to[e];
+            if self.cap[e] > 0 && self.level[to] == self.level[v] + 1 {
+                let pushed = self.push(to, t, limit.min(self.cap[e]));
                 if pushed > 0 {
-                    self.edges[e].1 -= pushed;
-                    self.edges[e ^ 1].1 += pushed;
+                    self.cap[e] -= pushed;
+                    self.cap[e ^ 1] += pushed;
                     return pushed;
                 }
             }
-            next[v] += 1;
+            self.next[v] += 1;
         }
         0
-    }
-
-    /// Runs max flow; returns the nodes on the source side of a minimum cut.
-    fn source_side(&mut self, s: usize, t: usize) -> Vec<bool> {
-        let mut level = vec![-1; self.adjacency.len()];
-        let mut next = vec![0; self.adjacency.len()];
-        loop {
-            self.levels(s, &mut level);
-            if level[t] < 0 {
-                return level.iter().map(|&l| l >= 0).collect();
-            }
-            next.iter_mut().for_each(|n| *n = 0);
-            while self.push(s, t, INF, &level, &mut next) > 0 {}
-        }
     }
 }
 
@@ -110,13 +263,22 @@ pub struct Windows {
     pub tail_up: Vec<Vec<usize>>,
     /// Per window: model outputs made from its end on (they come down).
     pub tail_down: Vec<Vec<usize>>,
-    /// Per window: tensors of which every prefix ending in it sends at
-    /// least one up (empty when that is not certain): those made before
-    /// its end, or model inputs, and read inside it or after it. It holds
-    /// when some layer after the window depends on a model input: on the
-    /// path from that input to that layer (on the handheld), some tensor
-    /// goes from the wearable's side to the handheld's.
-    pub one_crosses: Vec<Vec<usize>>,
+    /// Per window: every tensor a prefix ending in it may send up (those
+    /// made before its end, or model inputs, read inside it or after it),
+    /// sorted.
+    pub may_cross: Vec<Vec<usize>>,
+    /// Per window: whether every prefix ending in it sends at least one of
+    /// `may_cross` up. It does when some layer after the window depends on
+    /// a model input: on the path from that input to that layer (on the
+    /// handheld), some tensor goes from the wearable's side to the
+    /// handheld's.
+    pub one_must_cross: Vec<bool>,
+    /// Per window of more than one layer: its min-cut network.
+    nets: Vec<Option<WindowNet>>,
+    /// The two trivial cuts: every layer on the wearable, every layer on the handheld.
+    pub trivial: [Cut; 2],
+    /// Every tensor's size in bytes, by id, in one array (read per decision).
+    bytes: Vec<u64>,
     /// The graph's layer and tensor counts ([`Windows::fits`]).
     shape: (usize, usize),
 }
@@ -180,22 +342,34 @@ impl Windows {
         for v in (0..n).rev() {
             fed_from[v] = fed_from[v + 1] || fed[v];
         }
-        let one_crosses = ranges
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                if !fed_from[r.end] {
-                    return vec![];
-                }
-                // Both lists hold only tensors made before the window's end
-                // or model inputs (constants are in neither).
+        let one_must_cross = ranges.iter().map(|r| fed_from[r.end]).collect();
+        // Both lists hold only tensors made before the window's end or
+        // model inputs (constants are in neither).
+        let may_cross = (0..ranges.len())
+            .map(|i| {
                 let mut ts: Vec<usize> = touching[i].iter().chain(&tail_up[i]).copied().collect();
                 ts.sort_unstable();
                 ts.dedup();
                 ts
             })
             .collect();
-        Windows { ranges, touching, tail_up, tail_down, one_crosses, shape: (n, graph.tensors().len()) }
+        let nets = ranges
+            .iter()
+            .zip(&touching)
+            .map(|(r, ts)| (r.len() > 1).then(|| WindowNet::new(graph, r.clone(), ts)))
+            .collect();
+        Windows {
+            ranges,
+            touching,
+            tail_up,
+            tail_down,
+            may_cross,
+            one_must_cross,
+            nets,
+            trivial: [Cut::wearable_only(graph), Cut::handheld_only(graph)],
+            bytes: graph.tensors().iter().map(|t| t.bytes).collect(),
+            shape: (n, graph.tensors().len()),
+        }
     }
 
     /// Whether these were computed for a graph of `graph`'s layer and
@@ -228,6 +402,28 @@ pub fn min_cut_prefix_in(
     objective: Objective,
     windows: &Windows,
 ) -> Vec<bool> {
+    min_cut_solve(graph, prices, objective, windows).0
+}
+
+/// [`min_cut_prefix_in`] as a [`Cut`], its crossing tensors taken from the
+/// chosen window's list (no pass over the whole graph).
+pub fn min_cut_in(graph: &LayerGraph, prices: &NodePrices, objective: Objective, windows: &Windows) -> Cut {
+    let (mask, window) = min_cut_solve(graph, prices, objective, windows);
+    match window {
+        Some(i) => Cut::from_closed_mask(graph, mask, &windows.may_cross[i]),
+        // No layers: the one cut.
+        None => Cut::handheld_only(graph),
+    }
+}
+
+/// The min-cut prefix and the window its boundary lies in (`None`: the
+/// graph has no layers).
+fn min_cut_solve(
+    graph: &LayerGraph,
+    prices: &NodePrices,
+    objective: Objective,
+    windows: &Windows,
+) -> (Vec<bool>, Option<usize>) {
     let n = graph.nodes().len();
     // Σ wearable prices before each layer, Σ handheld prices from it on,
     // and Σ of the lesser of the two before it.
@@ -243,7 +439,7 @@ pub fn min_cut_prefix_in(
     let down: Vec<f64> = windows
         .tail_down
         .iter()
-        .map(|ts| ts.iter().map(|&t| prices.down_tensor(t, graph.tensor(t).bytes, objective)).sum())
+        .map(|ts| ts.iter().map(|&t| prices.down_tensor(t, windows.bytes[t], objective)).sum())
         .collect();
     // A lower bound on every prefix ending in a window: the layers outside
     // it, each layer inside at its cheaper side, the cheapest tensor of
@@ -251,10 +447,13 @@ pub fn min_cut_prefix_in(
     // once a bound reaches the best found, no later window can beat it.
     let bound = |i: usize| {
         let r = &windows.ranges[i];
-        let crossing = windows.one_crosses[i]
-            .iter()
-            .map(|&t| prices.up_tensor(t, graph.tensor(t).bytes, objective))
-            .fold(f64::INFINITY, f64::min);
+        let crossing = match windows.one_must_cross[i] {
+            true => windows.may_cross[i]
+                .iter()
+                .map(|&t| prices.up_tensor(t, windows.bytes[t], objective))
+                .fold(f64::INFINITY, f64::min),
+            false => 0.0,
+        };
         let crossing = if crossing.is_finite() { crossing } else { 0.0 };
         before_w[r.start] + after_p[r.end] + (least[r.end] - least[r.start]) + down[i] + crossing
     };
@@ -270,18 +469,22 @@ pub fn min_cut_prefix_in(
         let touching = &windows.touching[i];
         let price =
             |side: &[bool]| window_cost(graph, prices, objective, r.clone(), side, touching.iter().copied());
-        let (side, inside) = if r.len() == 1 {
-            let (on, off) = (price(&[true]), price(&[false]));
-            // Ties go to the handheld, as the min-cut's least source side does.
-            if on < off {
-                (vec![true], on)
-            } else {
-                (vec![false], off)
+        let (side, inside) = match &windows.nets[i] {
+            Some(net) => {
+                let side = net.min_cut(&windows.bytes, prices, objective);
+                let cost = price(&side);
+                (side, cost)
             }
-        } else {
-            let side = min_cut_window(graph, prices, objective, r.clone(), touching);
-            let cost = price(&side);
-            (side, cost)
+            // One layer: both sides priced.
+            None => {
+                let (on, off) = (price(&[true]), price(&[false]));
+                // Ties go to the handheld, as the min-cut's least source side does.
+                if on < off {
+                    (vec![true], on)
+                } else {
+                    (vec![false], off)
+                }
+            }
         };
         let cost = before_w[r.start] + after_p[r.end] + inside + down[i];
         if best.as_ref().is_none_or(|(b, _, _)| cost < *b) {
@@ -289,6 +492,7 @@ pub fn min_cut_prefix_in(
         }
     }
     let mut mask = vec![false; n];
+    let window = best.as_ref().map(|b| b.1);
     if let Some((cost, i, side)) = best {
         let r = &windows.ranges[i];
         mask[..r.start].iter_mut().for_each(|x| *x = true);
@@ -299,7 +503,7 @@ pub fn min_cut_prefix_in(
             !whole.is_finite() || (cost - whole).abs() <= 1e-9 * whole.abs().max(1e-12)
         });
     }
-    mask
+    (mask, window)
 }
 
 /// The part of a prefix's sum objective that depends on the layers of
@@ -394,87 +598,4 @@ pub fn windows(graph: &LayerGraph) -> Vec<Range<usize>> {
     }
     bounds.push(n);
     bounds.windows(2).map(|w| w[0]..w[1]).collect()
-}
-
-/// The best prefix whose boundary lies in `window`: layers before it are
-/// on the wearable, layers after it on the handheld, and a min-cut decides
-/// the layers inside (returned: on the wearable or not, in order).
-fn min_cut_window(
-    graph: &LayerGraph,
-    prices: &NodePrices,
-    objective: Objective,
-    window: Range<usize>,
-    tensors: &[usize],
-) -> Vec<bool> {
-    let (a, b) = (window.start, window.end);
-    let inside = |v: usize| (a..b).contains(&v);
-    let m = b - a;
-    let (s, t) = (m + tensors.len(), m + tensors.len() + 1);
-    let mut net = Network::new(m + tensors.len() + 2);
-    let mut top: f64 = 0.0;
-    for v in a..b {
-        let (w, p) = prices.node(v, objective);
-        top = top.max(w).max(p);
-    }
-    for &id in tensors {
-        let bytes = graph.tensor(id).bytes;
-        top = top.max(prices.up_tensor(id, bytes, objective)).max(prices.down_tensor(id, bytes, objective));
-    }
-    let scale = if top > 0.0 && top.is_finite() { SCALE_TOP / top } else { 1.0 };
-    let cap = |price: f64| -> u64 {
-        if !price.is_finite() {
-            INF
-        } else {
-            (price.max(0.0) * scale).round() as u64
-        }
-    };
-    for v in a..b {
-        let (w, p) = prices.node(v, objective);
-        net.add(s, v - a, cap(p));
-        net.add(v - a, t, cap(w));
-        for &u in graph.preds(v) {
-            if inside(u) {
-                net.add(v - a, u - a, INF);
-            }
-        }
-    }
-    for (local, &id) in tensors.iter().enumerate() {
-        let tensor = graph.tensor(id);
-        let x = m + local;
-        let up = cap(prices.up_tensor(id, tensor.bytes, objective));
-        let read_inside: Vec<usize> = tensor.consumers.iter().copied().filter(|&c| inside(c)).collect();
-        let read_after = tensor.consumers.iter().any(|&c| c >= b);
-        match tensor.producer {
-            // Made on the wearable for sure: paid when a reader inside is on
-            // the handheld (a reader after the window makes it a constant).
-            Producer::Input(_) => {
-                if !read_after {
-                    net.add(s, x, up);
-                }
-            }
-            Producer::Node(u) if u < a => {
-                if !read_after {
-                    net.add(s, x, up);
-                }
-            }
-            Producer::Node(u) if inside(u) => {
-                if read_after {
-                    // Paid exactly when its producer is on the wearable.
-                    net.add(u - a, t, up);
-                } else {
-                    net.add(u - a, x, up);
-                }
-                if graph.outputs().contains(&id) {
-                    net.add(s, u - a, cap(prices.down_tensor(id, tensor.bytes, objective)));
-                }
-            }
-            _ => continue,
-        }
-        for c in read_inside {
-            net.add(x, c - a, INF);
-        }
-    }
-    let mut side = net.source_side(s, t);
-    side.truncate(m);
-    side
 }

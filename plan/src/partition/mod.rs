@@ -426,11 +426,13 @@ pub fn min_cut_candidates_in(
     windows: &mincut::Windows,
 ) -> Vec<Cut> {
     // A min-cut's source side is predecessor-closed by construction (the
-    // infinite edges), so `from_mask` cannot refuse it.
-    let min_cut =
-        |objective| Cut::from_mask(graph, mincut::min_cut_prefix_in(graph, prices, objective, windows)).ok();
-    let mut cuts: Vec<Cut> = [Some(Cut::wearable_only(graph)), Some(Cut::handheld_only(graph))]
-        .into_iter()
+    // infinite edges).
+    let min_cut = |objective| Some(mincut::min_cut_in(graph, prices, objective, windows));
+    let mut cuts: Vec<Cut> = windows
+        .trivial
+        .iter()
+        .cloned()
+        .map(Some)
         .chain([min_cut(Objective::Latency), min_cut(Objective::Energy)])
         .flatten()
         .collect();

@@ -696,6 +696,13 @@ impl Session {
     ) -> Result<(Values, Duration, Duration, Option<String>)> {
         let watch = self.config.dilation;
         let Some(setting) = self.setting_for(cut) else {
+            // No setting for this cut (one kept while the planner's is
+            // prepared): the policy held for another runs free again.
+            if let Ok(c) = &mut self.cpufreq {
+                if let Err(e) = c.release() {
+                    warn!("cannot give the cpufreq range back: {e}");
+                }
+            }
             let started = Instant::now();
             let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, watch)?;
             let took = started.elapsed();
