@@ -421,7 +421,13 @@ where
         .y_label_area_size(70)
         .build_cartesian_2d(-0.5f64..frames, (lo..hi).log_scale())
         .map_err(err)?;
-    ms.configure_mesh().y_desc("latency, ms").draw().map_err(err)?;
+    ms.configure_mesh()
+        .light_line_style(WHITE)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_desc("latency, ms")
+        .draw()
+        .map_err(err)?;
     for (k, label, pick) in [(0, "predicted", 1), (1, "measured", 2)] {
         let col = colour(k);
         let value = |p: &(u64, f64, f64)| if pick == 1 { p.1 } else { p.2 };
@@ -449,6 +455,9 @@ where
         .build_cartesian_2d(-0.5f64..frames, (0.01f64..top).log_scale())
         .map_err(err)?;
     pct.configure_mesh()
+        .light_line_style(WHITE)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y}"))
         .x_desc("frame")
         .y_desc("|predicted - measured| / measured, %")
         .draw()
@@ -508,6 +517,22 @@ mod tests {
             stream_start_s: 1.0,
             placement: None,
         }
+    }
+
+    /// The learning figure: both files written, the PNG not blank, the SVG
+    /// naming both series.
+    #[test]
+    fn the_learning_figure_is_written() {
+        let dir = std::env::temp_dir().join(format!("tandem-learning-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let points = [(1, 1444.0, 223.0), (2, 117.0, 112.0), (3, 109.0, 121.0)];
+        let [svg, png] = learning(&dir, "learning", &points).expect("figure");
+        let img = image::open(dir.join(&png)).expect("a PNG").to_rgb8();
+        assert_eq!(img.dimensions(), SIZE);
+        assert!(img.pixels().any(|p| p.0 != [255, 255, 255]), "blank");
+        let text = std::fs::read_to_string(dir.join(&svg)).expect("an SVG");
+        assert!(text.contains("predicted") && text.contains("measured"), "{svg}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The plots of two cells, a stream cell and a walk-away trace: each
