@@ -48,23 +48,14 @@ def main():
     if not os.path.exists(os.path.join(ROOT, MODEL)):
         sys.exit(f"{MODEL} is missing: run scripts/test.sh (or scripts/demo.sh) first")
     handheld_keys, wearable_keys = pairing.pair(ROOT, T, out)
-    handheld = subprocess.Popen([f"{T}/tandem-handheld", "serve", "--listen", "127.0.0.1:0",
-                                 "--models", "models/cache/zoo", "--keys", handheld_keys,
-                                 "--slowdown", "32", "--profile-scale", "0.03125"],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     frames = os.path.join(out, "frames.jsonl")
-    try:
-        line = handheld.stdout.readline().strip()
-        if not line.startswith("listening on "):
-            sys.exit(f"the handheld did not start: {line}")
-        addr = line.removeprefix("listening on ")
+    serve = ["--models", "models/cache/zoo", "--keys", handheld_keys, "--slowdown", "32",
+             "--profile-scale", "0.03125"]
+    with pairing.handheld(ROOT, T, serve) as addr:
         r = subprocess.run([f"{T}/tandem-wearable", "stream", "--model", MODEL, "--connect", addr,
                             "--keys", wearable_keys, "--frames", str(a.frames), "--warmup", "0",
                             "--slowdown", "16", "--placement", "handheld", "--no-pipeline",
                             "--frames-out", frames], cwd=ROOT, capture_output=True, text=True)
-    finally:
-        handheld.terminate()
-        handheld.wait()
     if r.returncode != 0:
         sys.exit(f"the stream failed: {r.stderr[-2000:]}")
     summary = json.loads(r.stdout.strip().splitlines()[-1])

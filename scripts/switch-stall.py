@@ -59,14 +59,7 @@ def main():
     for run in (1, 2):
         for way, extra in WAYS.items():
             # A fresh handheld per run: no suffix plan is cached from an earlier run.
-            handheld = subprocess.Popen([f"{T}/tandem-handheld", "serve", "--listen", "127.0.0.1:0",
-                                         "--models", "models/cache/real", "--keys", handheld_keys], cwd=ROOT, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, text=True)
-            try:
-                line = handheld.stdout.readline().strip()
-                if not line.startswith("listening on "):
-                    sys.exit(f"the handheld did not start: {line}")
-                addr = line.removeprefix("listening on ")
+            with pairing.handheld(ROOT, T, ["--models", "models/cache/real", "--keys", handheld_keys]) as addr:
                 frames = os.path.join(out, "frames", f"{way}-run{run}.jsonl")
                 cmd = [f"{T}/tandem-wearable", "stream", "--model", f"models/cache/real/{MODEL}.onnx",
                        "--connect", addr, "--keys", wearable_keys, "--link", "wifi-good", "--schedule", schedule,
@@ -74,9 +67,6 @@ def main():
                        "--fps", "5", "--frames", str(a.frames), "--warmup", "1",
                        "--frames-out", frames] + extra + args
                 r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-            finally:
-                handheld.terminate()
-                handheld.wait()
             if r.returncode != 0:
                 sys.exit(f"{way} run {run} failed: {r.stderr[-2000:]}")
             s = json.loads(r.stdout.strip().splitlines()[-1])
