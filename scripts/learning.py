@@ -11,8 +11,8 @@ predictions start from the lie and learn from each measured frame.
 
 Usage: scripts/learning.py [--out target/learning] [--frames 60]
         [--figure docs/img/learning]
-(the binaries built, as by scripts/demo.sh; tandem-bench too:
-`cargo build --release -p tandem-bench`). Writes OUT/frames.jsonl,
+(it builds the three binaries it runs, in the dev profile, as
+scripts/demo.sh and scripts/test.sh do). Writes OUT/frames.jsonl,
 OUT/errors.jsonl, the figure FIGURE.svg and .png, and prints the stream's
 summary line (`prediction_error_first_pct`, `_last_pct`).
 """
@@ -29,12 +29,6 @@ T = os.path.join(ROOT, "target", "debug")
 MODEL = "models/cache/zoo/mobilenet_v1_0.25_128.onnx"
 
 
-def bench():
-    for kind in ("release", "debug"):
-        path = os.path.join(ROOT, "target", kind, "tandem-bench")
-        if os.path.exists(path):
-            return path
-    sys.exit("tandem-bench is not built: cargo build --release -p tandem-bench")
 
 
 def main():
@@ -45,6 +39,8 @@ def main():
     a = ap.parse_args()
     out = os.path.join(ROOT, a.out)
     os.makedirs(out, exist_ok=True)
+    subprocess.run(["cargo", "build", "--locked", "-p", "tandem-wearable", "-p", "tandem-handheld", "-p",
+                    "tandem-bench"], cwd=ROOT, check=True)
     if not os.path.exists(os.path.join(ROOT, MODEL)):
         sys.exit(f"{MODEL} is missing: run scripts/test.sh (or scripts/demo.sh) first")
     handheld_keys, wearable_keys = pairing.pair(ROOT, T, out)
@@ -60,7 +56,7 @@ def main():
         sys.exit(f"the stream failed: {r.stderr[-2000:]}")
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     fig_dir, name = os.path.split(os.path.join(ROOT, a.figure))
-    p = subprocess.run([bench(), "plot-learning", "--frames", frames, "--out", fig_dir, "--name", name],
+    p = subprocess.run([f"{T}/tandem-bench", "plot-learning", "--frames", frames, "--out", fig_dir, "--name", name],
                        cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"plot-learning failed: {p.stderr[-2000:]}")

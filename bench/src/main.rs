@@ -24,6 +24,9 @@
 //!
 //! `encodings` measures each link encoding on the tensors that cross at a
 //! model's representative cuts: bytes, speed, and the lossy ones' error.
+//!
+//! `plot-learning` draws a stream's predicted and measured latency per
+//! frame (`scripts/learning.py` runs the stream).
 
 mod compare;
 mod dvfs;

@@ -531,7 +531,10 @@ mod tests {
         assert_eq!(img.dimensions(), SIZE);
         assert!(img.pixels().any(|p| p.0 != [255, 255, 255]), "blank");
         let text = std::fs::read_to_string(dir.join(&svg)).expect("an SVG");
-        assert!(text.contains("predicted") && text.contains("measured"), "{svg}");
+        // The legend's two labels, each a text of its own (the title and
+        // the axis name both within longer texts).
+        let label = |name: &str| text.lines().any(|l| l.trim() == name);
+        assert!(label("predicted") && label("measured"), "{svg}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -12,10 +12,9 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
 use tandem_plan::calibrate::parse_cpu_list;
 use tandem_plan::device::DeviceProfile;
-use tracing::warn;
+use tracing::{info, warn};
 
 /// The sysfs CPU folder on a device.
 pub const CPU_DIR: &str = "/sys/devices/system/cpu";
@@ -64,7 +63,8 @@ pub enum Bound {
 }
 
 impl Bound {
-    fn file(self) -> &'static str {
+    /// Its file in a policy's folder.
+    pub fn file(self) -> &'static str {
         match self {
             Bound::Min => "scaling_min_freq",
             Bound::Max => "scaling_max_freq",
@@ -183,14 +183,6 @@ fn write(path: &Path, khz: u64) -> Result<(), String> {
     fs::write(path, khz.to_string()).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// A policy held at one frequency, and the range to give back.
-#[derive(Clone, Debug)]
-struct Held {
-    policy: usize,
-    original: (u64, u64),
-    khz: u64,
-}
-
 /// How a setting was applied: the policy held, its frequency, the CPUs
 /// the prefix was pinned to.
 #[derive(Clone, Debug, PartialEq)]
@@ -199,7 +191,7 @@ pub struct Applied {
     pub policy: String,
     /// The frequency it is held at, kHz.
     pub khz: u64,
-    /// The CPUs the prefix may run on (the cluster's, that this process may use).
+    /// The CPUs the prefix may run on: the policy's (`related_cpus`).
     pub cpus: Vec<usize>,
 }
 
@@ -211,43 +203,67 @@ impl fmt::Display for Applied {
 }
 
 /// This machine's cpufreq, matched to a profile's clusters: holds one
-/// policy at a time and gives its range back when another is held, on
-/// [`CpuFreq::release`] and on drop.
+/// policy at a time and gives each the range it had when this was
+/// opened, when another is held, on [`CpuFreq::release`] and on drop.
 #[derive(Debug)]
 pub struct CpuFreq {
     policies: Vec<Policy>,
-    /// Per profile cluster: its name, its policy, its CPUs this process may use.
+    /// Per policy: `(scaling_min_freq, scaling_max_freq)` when opened
+    /// (read before anything was written: a limit in force then, thermal
+    /// or the user's, is what comes back).
+    original: Vec<(u64, u64)>,
+    /// Per profile cluster: its name, its policy, the CPUs to pin to.
     clusters: Vec<(String, usize, Vec<usize>)>,
-    held: Option<Held>,
+    /// The policy held, and its frequency once both writes went through
+    /// (`None`: a move that failed half-way, to be given back).
+    held: Option<(usize, Option<u64>)>,
 }
 
 impl CpuFreq {
-    /// Matches `profile`'s clusters to the policies under `cpu_dir`, and
-    /// checks that each policy's range can be written (by writing its
-    /// `scaling_max_freq` back) and that the calling thread, which runs
-    /// the prefixes, can be pinned to each cluster's CPUs. The error is why the setting must be emulated.
+    /// Matches `profile`'s clusters to the policies under `cpu_dir`, reads
+    /// each policy's range, and checks that it can be written (both files
+    /// opened for writing, nothing written) and that the calling thread,
+    /// which runs the prefixes, can be pinned to each cluster's CPUs. The
+    /// error is why the setting must be emulated.
     pub fn open(cpu_dir: &Path, profile: &DeviceProfile) -> Result<CpuFreq, String> {
         let policies = read_policies(cpu_dir)?;
         let matched = match_clusters(profile, &policies)?;
+        let mut original = vec![(0, 0); policies.len()];
         let mut clusters = vec![];
         for (c, &p) in profile.clusters.iter().zip(&matched) {
             let policy = &policies[p];
-            let max = policy.dir.join(Bound::Max.file());
-            write(&max, khz(&policy.dir, Bound::Max.file())?)?;
-            khz(&policy.dir, Bound::Min.file())?;
-            let cpus: Vec<usize> = policy.cpus.iter().copied().filter(|&cpu| cpu < CpuSet::MAX_CPU).collect();
+            for bound in [Bound::Min, Bound::Max] {
+                let path = policy.dir.join(bound.file());
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+            original[p] = (khz_at(&policy.dir, Bound::Min)?, khz_at(&policy.dir, Bound::Max)?);
+            let cpus: Vec<usize> = policy.cpus.iter().copied().filter(|&cpu| cpu < MAX_CPU).collect();
             // This thread runs the prefixes: it must be able to go there.
             let probe = Applied { policy: policy.name(), khz: 0, cpus: cpus.clone() };
             drop(CpuFreq::pin(&probe).map_err(|e| format!("{e} (cluster '{}')", c.name))?);
             clusters.push((c.name.clone(), p, cpus));
         }
-        Ok(CpuFreq { policies, clusters, held: None })
+        for (&p, c) in matched.iter().zip(&profile.clusters) {
+            let (dir, (lo, hi)) = (policies[p].dir.display(), original[p]);
+            // Min, max, min again: whichever way the range moved, one order holds.
+            let min = format!("echo {lo} > {dir}/scaling_min_freq");
+            info!(
+                "cluster '{}' is {dir}; if this process is killed while it holds it, give it back with \
+                 `{min}; echo {hi} > {dir}/scaling_max_freq; {min}`",
+                c.name
+            );
+        }
+        Ok(CpuFreq { policies, original, clusters, held: None })
     }
 
     /// Holds `cluster`'s policy at the frequency nearest `f_hz`
     /// (`scaling_min_freq = scaling_max_freq`), first giving back the range
     /// of another policy held before. Nothing is written when it is
-    /// already held there.
+    /// already held there. On an error the policy is still recorded as
+    /// held (at no known frequency), to be given back.
     pub fn hold(&mut self, cluster: &str, f_hz: f64) -> Result<Applied, String> {
         let (_, p, cpus) = self
             .clusters
@@ -258,44 +274,38 @@ impl CpuFreq {
         let policy = &self.policies[p];
         let khz = policy.nearest_khz(f_hz);
         let applied = Applied { policy: policy.name(), khz, cpus };
-        match &self.held {
-            Some(h) if h.policy == p && h.khz == khz => return Ok(applied),
-            Some(h) if h.policy != p => self.release()?,
+        match self.held {
+            Some((q, Some(k))) if q == p && k == khz => return Ok(applied),
+            Some((q, _)) if q != p => self.release()?,
             _ => {}
         }
         let dir = self.policies[p].dir.clone();
-        let now = (khz_at(&dir, Bound::Min)?, khz_at(&dir, Bound::Max)?);
-        let original = self.held.as_ref().map_or(now, |h| h.original);
         // Recorded before writing: a half-done move is still given back.
-        self.held = Some(Held { policy: p, original, khz });
+        self.held = Some((p, None));
+        let now = (khz_at(&dir, Bound::Min)?, khz_at(&dir, Bound::Max)?);
         for (bound, value) in range_writes(now, (khz, khz)) {
             write(&dir.join(bound.file()), value)?;
         }
+        self.held = Some((p, Some(khz)));
         Ok(applied)
     }
 
-    /// Gives the held policy its range back.
+    /// Gives the held policy the range it had when this was opened; it
+    /// stays recorded as held until that went through.
     pub fn release(&mut self) -> Result<(), String> {
-        let Some(h) = self.held.take() else { return Ok(()) };
-        let dir = &self.policies[h.policy].dir;
+        let Some((p, _)) = self.held else { return Ok(()) };
+        let dir = &self.policies[p].dir;
         let now = (khz_at(dir, Bound::Min)?, khz_at(dir, Bound::Max)?);
-        for (bound, value) in range_writes(now, h.original) {
+        for (bound, value) in range_writes(now, self.original[p]) {
             write(&dir.join(bound.file()), value)?;
         }
+        self.held = None;
         Ok(())
     }
 
     /// Pins the calling thread to `applied`'s CPUs until the guard drops.
     pub fn pin(applied: &Applied) -> Result<Pinned, String> {
-        let before =
-            sched_getaffinity(None).map_err(|e| format!("cannot read this thread's CPU affinity: {e}"))?;
-        let mut set = CpuSet::new();
-        for &cpu in applied.cpus.iter().filter(|&&cpu| cpu < CpuSet::MAX_CPU) {
-            set.set(cpu);
-        }
-        sched_setaffinity(None, &set)
-            .map_err(|e| format!("cannot pin this thread to cpu {:?}: {e}", applied.cpus))?;
-        Ok(Pinned { before })
+        affinity::pin(&applied.cpus)
     }
 }
 
@@ -311,24 +321,70 @@ impl Drop for CpuFreq {
     }
 }
 
-/// A thread pinned to a cluster's CPUs; its affinity before comes back on drop.
-#[must_use = "the pin lasts as long as this guard"]
-pub struct Pinned {
-    before: CpuSet,
-}
+pub use affinity::{Pinned, MAX_CPU};
 
-impl Pinned {
-    /// The CPU this thread runs on now.
-    pub fn cpu(&self) -> usize {
-        sched_getcpu()
+/// Thread affinity, where the kernel has it (Linux, Android).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod affinity {
+    use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
+    use tracing::warn;
+
+    /// CPU numbers at or above this cannot be pinned to.
+    pub const MAX_CPU: usize = CpuSet::MAX_CPU;
+
+    /// A thread pinned to a cluster's CPUs; its affinity before comes back
+    /// on drop (on this thread: the guard cannot be sent to another).
+    #[must_use = "the pin lasts as long as this guard"]
+    pub struct Pinned {
+        before: CpuSet,
+        _this_thread: std::marker::PhantomData<*const ()>,
+    }
+
+    impl Pinned {
+        /// The CPU this thread runs on now.
+        pub fn cpu(&self) -> usize {
+            sched_getcpu()
+        }
+    }
+
+    impl Drop for Pinned {
+        fn drop(&mut self) {
+            if let Err(e) = sched_setaffinity(None, &self.before) {
+                warn!("cannot give this thread its CPU affinity back: {e}");
+            }
+        }
+    }
+
+    pub(super) fn pin(cpus: &[usize]) -> Result<Pinned, String> {
+        let before =
+            sched_getaffinity(None).map_err(|e| format!("cannot read this thread's CPU affinity: {e}"))?;
+        let mut set = CpuSet::new();
+        for &cpu in cpus.iter().filter(|&&cpu| cpu < MAX_CPU) {
+            set.set(cpu);
+        }
+        sched_setaffinity(None, &set).map_err(|e| format!("cannot pin this thread to cpu {cpus:?}: {e}"))?;
+        Ok(Pinned { before, _this_thread: std::marker::PhantomData })
     }
 }
 
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Err(e) = sched_setaffinity(None, &self.before) {
-            warn!("cannot give this thread its CPU affinity back: {e}");
+/// Elsewhere nothing can be pinned: settings are emulated.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+mod affinity {
+    /// CPU numbers at or above this cannot be pinned to.
+    pub const MAX_CPU: usize = 1024;
+
+    /// Never made here.
+    pub struct Pinned(std::convert::Infallible);
+
+    impl Pinned {
+        /// The CPU this thread runs on now.
+        pub fn cpu(&self) -> usize {
+            match self.0 {}
         }
+    }
+
+    pub(super) fn pin(_: &[usize]) -> Result<Pinned, String> {
+        Err("thread affinity is set on Linux and Android only".into())
     }
 }
 
@@ -396,7 +452,13 @@ mod tests {
         p
     }
 
-    /// A fake tree: two policies clocking CPU 0 (this thread can go there).
+    /// A CPU this thread may run on.
+    fn allowed_cpu() -> usize {
+        let set = rustix::thread::sched_getaffinity(None).expect("affinity");
+        (0..MAX_CPU).find(|&c| set.is_set(c)).expect("a CPU")
+    }
+
+    /// A fake tree: two policies clocking a CPU this thread can go to.
     fn tree(tag: &str) -> PathBuf {
         let root = std::env::temp_dir().join(format!("tandem-cpufreq-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
@@ -404,7 +466,7 @@ mod tests {
             let dir = root.join("cpufreq").join(name);
             fs::create_dir_all(&dir).expect("fake tree");
             for (file, v) in [
-                ("related_cpus", "0".to_string()),
+                ("related_cpus", allowed_cpu().to_string()),
                 ("cpuinfo_min_freq", lo.to_string()),
                 ("cpuinfo_max_freq", hi.to_string()),
                 ("scaling_min_freq", lo.to_string()),
@@ -427,7 +489,7 @@ mod tests {
         let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
         let mut c = CpuFreq::open(&root, &p).expect("writable fake tree");
         let little = c.hold("little", 1.0e9).expect("hold little");
-        assert_eq!(little, Applied { policy: "policy0".into(), khz: 1_000_000, cpus: vec![0] });
+        assert_eq!(little, Applied { policy: "policy0".into(), khz: 1_000_000, cpus: vec![allowed_cpu()] });
         assert_eq!(range(&root, "policy0"), (1_000_000, 1_000_000));
         c.hold("little", 3.0e8).expect("lower");
         assert_eq!(range(&root, "policy0"), (300_000, 300_000));
@@ -437,6 +499,29 @@ mod tests {
         assert!(c.hold("prime", 1e9).expect_err("an error").contains("'prime'"));
         drop(c);
         assert_eq!(range(&root, "policy4"), (400_000, 2_400_000), "big's range given back on drop");
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// A write that fails half-way: the move is an error, the next hold
+    /// at the same setting tries again (it is not taken as held), and the
+    /// range given back is the one the policy had when opened.
+    #[test]
+    fn a_failed_move_is_retried_and_given_back() {
+        let root = tree("fail");
+        let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
+        let mut c = CpuFreq::open(&root, &p).expect("writable fake tree");
+        let max = root.join("cpufreq/policy4/scaling_max_freq");
+        fs::remove_file(&max).expect("remove");
+        fs::create_dir(&max).expect("a folder in its place");
+        assert!(c.hold("big", 2.4e9).expect_err("cannot read max").contains("scaling_max_freq"));
+        assert!(c.hold("big", 2.4e9).is_err(), "not taken as held");
+        assert!(c.release().is_err(), "nothing to give back yet");
+        fs::remove_dir(&max).expect("remove");
+        fs::write(&max, "1000000").expect("a lower limit meanwhile");
+        c.hold("big", 2.4e9).expect("hold");
+        assert_eq!(range(&root, "policy4"), (2_400_000, 2_400_000));
+        drop(c);
+        assert_eq!(range(&root, "policy4"), (400_000, 2_400_000), "the range when opened");
         let _ = fs::remove_dir_all(&root);
     }
 

@@ -5,12 +5,13 @@
 //! `s → v` costs v's handheld price (cut when v runs on the handheld),
 //! `v → t` its wearable price (cut when v runs on the wearable), and
 //! `v → u` is infinite for each predecessor u, so a prefix stays closed under
-//! predecessors. A tensor is sent once however many layers read it: an
-//! auxiliary node x per tensor gets `producer → x` with the tensor's
-//! transfer price and `x → consumer` infinite, so x must sit on the handheld
-//! side as soon as one consumer does, and the price is paid once. Model
-//! inputs hang off s the same way; model outputs computed on the handheld pay
-//! their way back on `s → producer`.
+//! predecessors. A tensor is sent once however many layers read it: a
+//! tensor read by several layers gets an auxiliary node x, `producer → x`
+//! with the tensor's transfer price and `x → consumer` infinite, so x must
+//! sit on the handheld side as soon as one consumer does, and the price is
+//! paid once; a tensor read by one layer is just `producer → consumer` at
+//! that price. Model inputs hang off s the same way; model outputs
+//! computed on the handheld pay their way back on `s → producer`.
 
 use super::{NodePrices, Objective};
 use std::ops::Range;
@@ -373,9 +374,11 @@ impl Windows {
     }
 
     /// Whether these were computed for a graph of `graph`'s layer and
-    /// tensor counts (a planner's cached copy for another model is not).
+    /// tensor counts and tensor sizes (a planner's cached copy for another
+    /// model, or for the same model at other input shapes, is not).
     pub fn fits(&self, graph: &LayerGraph) -> bool {
         self.shape == (graph.nodes().len(), graph.tensors().len())
+            && self.bytes.iter().eq(graph.tensors().iter().map(|t| &t.bytes))
     }
 }
 

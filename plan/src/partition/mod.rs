@@ -427,15 +427,9 @@ pub fn min_cut_candidates_in(
 ) -> Vec<Cut> {
     // A min-cut's source side is predecessor-closed by construction (the
     // infinite edges).
-    let min_cut = |objective| Some(mincut::min_cut_in(graph, prices, objective, windows));
-    let mut cuts: Vec<Cut> = windows
-        .trivial
-        .iter()
-        .cloned()
-        .map(Some)
-        .chain([min_cut(Objective::Latency), min_cut(Objective::Energy)])
-        .flatten()
-        .collect();
+    let min_cut = |objective| mincut::min_cut_in(graph, prices, objective, windows);
+    let mut cuts: Vec<Cut> = windows.trivial.to_vec();
+    cuts.extend([min_cut(Objective::Latency), min_cut(Objective::Energy)]);
     let meets = |cut: &Cut, d: Duration| evaluate(graph, prices, cut, rtt).latency_s <= d.as_secs_f64();
     // The search is needed only when the least-energy cut is too slow and
     // the fastest cut is fast enough; otherwise one of those two is the answer.
@@ -451,7 +445,7 @@ pub fn min_cut_candidates_in(
         let (mut lo, mut hi) = (1e-9f64, 1e9f64);
         for _ in 0..40 {
             let mid = (lo * hi).sqrt();
-            let Some(cut) = min_cut(Objective::Lagrangian(mid)) else { break };
+            let cut = min_cut(Objective::Lagrangian(mid));
             if meets(&cut, d) {
                 hi = mid;
             } else {

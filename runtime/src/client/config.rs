@@ -121,7 +121,8 @@ pub struct SessionConfig {
     /// reports name the setting and say which.
     pub dvfs: bool,
     /// The sysfs CPU folder whose cpufreq policies apply `dvfs` settings
-    /// (`/sys/devices/system/cpu`); `None`: always emulate.
+    /// (`/sys/devices/system/cpu`); `None`: always emulate. A watch
+    /// emulated on a host (`dilation` above 1) has its setting emulated too.
     pub cpufreq: Option<std::path::PathBuf>,
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,

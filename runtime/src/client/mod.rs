@@ -282,6 +282,10 @@ impl Session {
         s.cpufreq = match (&s.config.cpufreq, s.config.dvfs) {
             (_, false) => Err("no setting is chosen without dvfs".into()),
             (None, true) => Err("no cpufreq folder configured".into()),
+            // This host's clock is not the emulated watch's.
+            (Some(_), true) if s.config.dilation > 1.0 => {
+                Err(format!("the watch is emulated (dilation {}): so is its clock", s.config.dilation))
+            }
             (Some(dir), true) => CpuFreq::open(dir, &s.config.wearable),
         };
         if let (Err(why), true) = (&s.cpufreq, s.config.dvfs) {
@@ -710,7 +714,16 @@ impl Session {
         };
         let name = format!("{}@{:.0} MHz", setting.cluster, setting.f_hz / 1e6);
         let applied = match &mut self.cpufreq {
-            Ok(c) => c.hold(&setting.cluster, setting.f_hz).and_then(|a| Ok((CpuFreq::pin(&a)?, a))),
+            Ok(c) => {
+                let pinned = c.hold(&setting.cluster, setting.f_hz).and_then(|a| Ok((CpuFreq::pin(&a)?, a)));
+                if pinned.is_err() {
+                    // Emulated instead: the policy must not slow it too.
+                    if let Err(e) = c.release() {
+                        warn!("cannot give the cpufreq range back: {e}");
+                    }
+                }
+                pinned
+            }
             Err(why) => Err(why.clone()),
         };
         let g = self.model.model.graph();

@@ -154,18 +154,17 @@ impl Recorder<'_> {
     }
 }
 
-/// Sets a policy's range, writing in the order the kernel accepts: max first
-/// when the new max is not below the current min, else min first.
+/// Sets a policy's range, writing in the order the kernel accepts
+/// ([`tandem::cpufreq::range_writes`]; a bound that cannot be read counts
+/// as the widest).
 pub(super) fn set_range(policy: &Path, min_khz: u64, max_khz: u64) -> Result<(), CalibrateError> {
-    let (min_path, max_path) = (policy.join("scaling_min_freq"), policy.join("scaling_max_freq"));
-    let current_min = read_u64(&min_path).unwrap_or(0);
-    if max_khz >= current_min {
-        write(&max_path, &max_khz.to_string())?;
-        write(&min_path, &min_khz.to_string())
-    } else {
-        write(&min_path, &min_khz.to_string())?;
-        write(&max_path, &max_khz.to_string())
+    use tandem::cpufreq::{range_writes, Bound};
+    let read = |bound: Bound| read_u64(&policy.join(bound.file()));
+    let now = (read(Bound::Min).unwrap_or(0), read(Bound::Max).unwrap_or(u64::MAX));
+    for (bound, khz) in range_writes(now, (min_khz, max_khz)) {
+        write(&policy.join(bound.file()), &khz.to_string())?;
     }
+    Ok(())
 }
 
 /// Puts every written file back; on drop too (a panic), if not done yet.
