@@ -139,7 +139,7 @@ impl fmt::Display for LayerParams {
 }
 
 /// Who produces a tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Producer {
     /// The model input with this index (fed on the wearable).
     Input(usize),
@@ -209,6 +209,9 @@ pub struct LayerGraph {
     const_node_count: usize,
     /// ONNX node indices in the topological order used to build the graph.
     order: Vec<usize>,
+    /// A hash of what the partitioner reads: layers' edges, tensors'
+    /// producers, readers and sizes, the model's inputs and outputs.
+    fingerprint: u64,
 }
 
 impl LayerGraph {
@@ -232,6 +235,7 @@ impl LayerGraph {
             const_producers: HashMap::new(),
             const_node_count: 0,
             order: order.clone(),
+            fingerprint: 0,
         };
         let mut const_tensors: HashSet<String> = initializers.iter().map(|s| s.to_string()).collect();
         for input in &graph.input {
@@ -313,7 +317,25 @@ impl LayerGraph {
                 }
             }
         }
+        g.fingerprint = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&g.preds, &g.inputs, &g.outputs).hash(&mut h);
+            for t in &g.tensors {
+                (t.bytes, t.producer, &t.consumers).hash(&mut h);
+            }
+            h.finish()
+        };
         Ok(g)
+    }
+
+    /// A hash of what the partitioner reads (the layers' edges, the
+    /// tensors' producers, readers and sizes, the model's inputs and
+    /// outputs), computed once: two graphs that differ there differ here
+    /// (but for a hash collision). Work computed once per graph keeps it
+    /// to know its graph again.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
     }
 
     fn add_tensor(&mut self, name: &str, producer: Producer, facts: &TensorFacts) -> Result<TensorId> {

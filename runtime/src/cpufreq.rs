@@ -179,6 +179,11 @@ fn khz(dir: &Path, file: &str) -> Result<u64, String> {
     number(&path, &read(&path)?)
 }
 
+/// A policy's `(scaling_min_freq, scaling_max_freq)`, kHz.
+fn scaling_range(dir: &Path) -> Result<(u64, u64), String> {
+    Ok((khz(dir, Bound::Min.file())?, khz(dir, Bound::Max.file())?))
+}
+
 fn write(path: &Path, khz: u64) -> Result<(), String> {
     fs::write(path, khz.to_string()).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -239,7 +244,7 @@ impl CpuFreq {
                     .open(&path)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             }
-            original[p] = (khz_at(&policy.dir, Bound::Min)?, khz_at(&policy.dir, Bound::Max)?);
+            original[p] = scaling_range(&policy.dir)?;
             let cpus: Vec<usize> = policy.cpus.iter().copied().filter(|&cpu| cpu < MAX_CPU).collect();
             // This thread runs the prefixes: it must be able to go there.
             let probe = Applied { policy: policy.name(), khz: 0, cpus: cpus.clone() };
@@ -282,7 +287,7 @@ impl CpuFreq {
         let dir = self.policies[p].dir.clone();
         // Recorded before writing: a half-done move is still given back.
         self.held = Some((p, None));
-        let now = (khz_at(&dir, Bound::Min)?, khz_at(&dir, Bound::Max)?);
+        let now = scaling_range(&dir)?;
         for (bound, value) in range_writes(now, (khz, khz)) {
             write(&dir.join(bound.file()), value)?;
         }
@@ -295,12 +300,20 @@ impl CpuFreq {
     pub fn release(&mut self) -> Result<(), String> {
         let Some((p, _)) = self.held else { return Ok(()) };
         let dir = &self.policies[p].dir;
-        let now = (khz_at(dir, Bound::Min)?, khz_at(dir, Bound::Max)?);
+        let now = scaling_range(dir)?;
         for (bound, value) in range_writes(now, self.original[p]) {
             write(&dir.join(bound.file()), value)?;
         }
         self.held = None;
         Ok(())
+    }
+
+    /// [`CpuFreq::release`], a failure logged (the policy stays recorded
+    /// as held: a later call, or drop, tries again).
+    pub fn give_back(&mut self) {
+        if let Err(e) = self.release() {
+            warn!("cannot give the cpufreq range back: {e}");
+        }
     }
 
     /// Pins the calling thread to `applied`'s CPUs until the guard drops.
@@ -309,15 +322,9 @@ impl CpuFreq {
     }
 }
 
-fn khz_at(dir: &Path, bound: Bound) -> Result<u64, String> {
-    khz(dir, bound.file())
-}
-
 impl Drop for CpuFreq {
     fn drop(&mut self) {
-        if let Err(e) = self.release() {
-            warn!("cannot give the cpufreq range back: {e}");
-        }
+        self.give_back();
     }
 }
 
@@ -478,15 +485,20 @@ mod tests {
         root
     }
 
+    /// Two clusters without CPU lists, matched to the fake tree's two
+    /// policies by rank.
+    fn big_little() -> DeviceProfile {
+        profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])])
+    }
+
     fn range(root: &Path, policy: &str) -> (u64, u64) {
-        let dir = root.join("cpufreq").join(policy);
-        (khz(&dir, "scaling_min_freq").expect("min"), khz(&dir, "scaling_max_freq").expect("max"))
+        scaling_range(&root.join("cpufreq").join(policy)).expect("a range")
     }
 
     #[test]
     fn one_policy_is_held_at_a_time_and_each_gets_its_range_back() {
         let root = tree("hold");
-        let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
+        let p = big_little();
         let mut c = CpuFreq::open(&root, &p).expect("writable fake tree");
         let little = c.hold("little", 1.0e9).expect("hold little");
         assert_eq!(little, Applied { policy: "policy0".into(), khz: 1_000_000, cpus: vec![allowed_cpu()] });
@@ -508,7 +520,7 @@ mod tests {
     #[test]
     fn a_failed_move_is_retried_and_given_back() {
         let root = tree("fail");
-        let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
+        let p = big_little();
         let mut c = CpuFreq::open(&root, &p).expect("writable fake tree");
         let max = root.join("cpufreq/policy4/scaling_max_freq");
         fs::remove_file(&max).expect("remove");
@@ -528,7 +540,7 @@ mod tests {
     #[test]
     fn why_cpufreq_cannot_be_used_is_said() {
         let root = tree("why");
-        let p = profile(&[("big", 2.4e9, 1.0, &[]), ("little", 1.7e9, 0.5, &[])]);
+        let p = big_little();
         let max = root.join("cpufreq/policy4/cpuinfo_max_freq");
         fs::write(&max, "fast").expect("write");
         let err = CpuFreq::open(&root, &p).expect_err("an error");

@@ -280,8 +280,8 @@ pub struct Windows {
     pub trivial: [Cut; 2],
     /// Every tensor's size in bytes, by id, in one array (read per decision).
     bytes: Vec<u64>,
-    /// The graph's layer and tensor counts ([`Windows::fits`]).
-    shape: (usize, usize),
+    /// The graph's fingerprint ([`Windows::fits`]).
+    graph: u64,
 }
 
 impl Windows {
@@ -369,16 +369,15 @@ impl Windows {
             nets,
             trivial: [Cut::wearable_only(graph), Cut::handheld_only(graph)],
             bytes: graph.tensors().iter().map(|t| t.bytes).collect(),
-            shape: (n, graph.tensors().len()),
+            graph: graph.fingerprint(),
         }
     }
 
-    /// Whether these were computed for a graph of `graph`'s layer and
-    /// tensor counts and tensor sizes (a planner's cached copy for another
-    /// model, or for the same model at other input shapes, is not).
+    /// Whether these were computed for `graph`, by its fingerprint (a
+    /// planner's cached copy for another model, or for the same model at
+    /// other input shapes, is not).
     pub fn fits(&self, graph: &LayerGraph) -> bool {
-        self.shape == (graph.nodes().len(), graph.tensors().len())
-            && self.bytes.iter().eq(graph.tensors().iter().map(|t| &t.bytes))
+        self.graph == graph.fingerprint()
     }
 }
 

@@ -699,55 +699,47 @@ impl Session {
         inputs: &Values,
     ) -> Result<(Values, Duration, Duration, Option<String>)> {
         let watch = self.config.dilation;
-        let Some(setting) = self.setting_for(cut) else {
-            // No setting for this cut (one kept while the planner's is
-            // prepared): the policy held for another runs free again.
-            if let Ok(c) = &mut self.cpufreq {
-                if let Err(e) = c.release() {
-                    warn!("cannot give the cpufreq range back: {e}");
+        let setting = self.setting_for(cut);
+        // Pinned for real (the policy held), or dilated; the report's line.
+        let (pinned, dilation, line) = match &setting {
+            None => {
+                // No setting for this cut (one kept while the planner's is
+                // prepared): a policy held for another runs free again.
+                if let Ok(c) = &mut self.cpufreq {
+                    c.give_back();
+                }
+                (None, watch, None)
+            }
+            Some(s) => {
+                let name = format!("{}@{:.0} MHz", s.cluster, s.f_hz / 1e6);
+                let applied = match &mut self.cpufreq {
+                    Ok(c) => c.hold(&s.cluster, s.f_hz).and_then(|a| Ok((CpuFreq::pin(&a)?, a))).inspect_err(
+                        |_| {
+                            // Emulated instead: the policy must not slow it too.
+                            c.give_back()
+                        },
+                    ),
+                    Err(why) => Err(why.clone()),
+                };
+                match applied {
+                    Ok((pinned, a)) => (Some(pinned), watch, Some(format!("{name}, applied: {a}"))),
+                    Err(why) => (None, watch * s.time_scale, Some(format!("{name}, emulated ({why})"))),
                 }
             }
-            let started = Instant::now();
-            let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, watch)?;
-            let took = started.elapsed();
-            return Ok((values, took, took, None));
         };
-        let name = format!("{}@{:.0} MHz", setting.cluster, setting.f_hz / 1e6);
-        let applied = match &mut self.cpufreq {
-            Ok(c) => {
-                let pinned = c.hold(&setting.cluster, setting.f_hz).and_then(|a| Ok((CpuFreq::pin(&a)?, a)));
-                if pinned.is_err() {
-                    // Emulated instead: the policy must not slow it too.
-                    if let Err(e) = c.release() {
-                        warn!("cannot give the cpufreq range back: {e}");
-                    }
-                }
-                pinned
+        let started = Instant::now();
+        let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, dilation)?;
+        let took = started.elapsed();
+        let (at_default, line) = match (pinned, &setting) {
+            // The hardware's own scale is not known apart from the
+            // profile's: the predictors learn against the profile's.
+            (Some(pinned), Some(s)) => {
+                let line = line.map(|l| format!("{l} (ran on cpu {})", pinned.cpu()));
+                (took.div_f64(s.time_scale), line)
             }
-            Err(why) => Err(why.clone()),
+            _ => (took.div_f64(effective_scale(dilation, watch)), line),
         };
-        let g = self.model.model.graph();
-        match applied {
-            Ok((pinned, applied)) => {
-                let started = Instant::now();
-                let values = plan.run_prefix_dilated(g, inputs, watch)?;
-                let took = started.elapsed();
-                let cpu = pinned.cpu();
-                drop(pinned);
-                // The hardware's own scale is not known apart from the
-                // profile's: the predictors learn against the profile's.
-                let line = format!("{name}, applied: {applied} (ran on cpu {cpu})");
-                Ok((values, took, took.div_f64(setting.time_scale), Some(line)))
-            }
-            Err(why) => {
-                let dilation = watch * setting.time_scale;
-                let started = Instant::now();
-                let values = plan.run_prefix_dilated(g, inputs, dilation)?;
-                let took = started.elapsed();
-                let at_default = took.div_f64(effective_scale(dilation, watch));
-                Ok((values, took, at_default, Some(format!("{name}, emulated ({why})"))))
-            }
-        }
+        Ok((values, took, at_default, line))
     }
 
     /// Runs one frame entirely on the wearable; also returns how long it
