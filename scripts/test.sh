@@ -11,13 +11,21 @@
 # run after; without it, plain `cargo test`. Extra arguments go to the runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v espeak-ng >/dev/null; then
-  echo "scripts/test.sh needs espeak-ng (Debian: apt-get install espeak-ng) to speak the real models' audio" >&2
-  exit 1
-fi
-if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
-  echo "scripts/test.sh needs DejaVu Sans (Debian: apt-get install fonts-dejavu-core) for the comparison's plots" >&2
-  exit 1
+# espeak-ng speaks the real models' audio; the comparison's plots write
+# their text in DejaVu Sans. Installed when missing (as root, with apt, as
+# .ci/run does); otherwise the one command to run is printed.
+missing=()
+command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "scripts/test.sh: installing ${missing[*]} (apt-get)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "scripts/test.sh needs ${missing[*]}: run  sudo apt-get install -y ${missing[*]}  (Debian), then this script again" >&2
+    exit 1
+  fi
 fi
 python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0
 python3 models/fetch_light.py

@@ -8,7 +8,8 @@ use tandem_proto::session::{Action, HandheldSession};
 
 fuzz_target!(|data: &[u8]| {
     let status = StatusReport { load: 0.1, queue: 0, battery: 0.5, charging: false };
-    let mut session = HandheldSession::new("pixel-8-pro", status).max_push(1 << 16);
+    let t0 = std::time::Instant::now();
+    let mut session = HandheldSession::new("pixel-8-pro", status, t0).max_push(1 << 16);
     let mut decoder = FrameDecoder::new(1 << 20);
     let (messages, failed) = decoder.push_and_decode(data);
     let mut closed = false;
@@ -23,4 +24,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = session.on_decode_error(&e);
     }
     let _ = session.status_message();
+    // Its timers after any of it: the hello deadline or the idle timeout
+    // closes what is left open (unless frames wait to run: then it is not
+    // reading, and that is not idle).
+    let _ = session.handle_timeout(t0 + std::time::Duration::from_secs(3600));
+    assert!(session.is_closed() || session.queued() > 0, "an hour of silence left the session open");
 });

@@ -2,6 +2,7 @@
 //! one test binary per file cost build time).
 
 mod encoding;
+mod pair;
 mod pipeline;
 mod protocol;
 mod secure;

@@ -4,7 +4,8 @@
 //! sessions talking over encoded bytes, where a dropped link hands every
 //! unanswered frame back to the wearable, in order.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use tandem_core::{InputShapes, Tensor};
 use tandem_proto::encoding::Encoding;
@@ -13,6 +14,12 @@ use tandem_proto::protocol::{
     ProtocolError, StatusReport, PROTOCOL_VERSION,
 };
 use tandem_proto::session::{Action, HandheldSession, WearableAction, WearableSession};
+
+/// The sessions' clock: one instant, time is not what these tests are about.
+fn t0() -> Instant {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    *T0.get_or_init(Instant::now)
+}
 
 fn status() -> StatusReport {
     StatusReport { load: 0.1, queue: 0, battery: 0.9, charging: true }
@@ -47,7 +54,7 @@ fn error_code(actions: &[Action]) -> Option<ErrorCode> {
 /// A wearable session past the handshake with a handheld that has `model`.
 fn ready_wearable(model: Vec<u8>) -> WearableSession {
     let mut w = WearableSession::new("watch-w5", Arc::new(model), InputShapes::none(), 2);
-    w.start();
+    w.start(t0());
     w.on_message(Message::new(Header::Welcome {
         version: PROTOCOL_VERSION,
         device: "p".into(),
@@ -71,7 +78,7 @@ fn run(frame: u64) -> Message {
 fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
     let model = b"pretend these are ONNX bytes".repeat(10);
     let digest = model_digest(&model);
-    let mut s = HandheldSession::new("pixel-8-pro", status());
+    let mut s = HandheldSession::new("pixel-8-pro", status(), t0());
     let a = s.on_message(hello(digest, model.len() as u64), |_| false);
     assert!(
         matches!(&a[..], [Action::Send(Message { header: Header::Welcome { has_model: false, .. }, .. })]),
@@ -93,12 +100,14 @@ fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
     for frame in [1, 2, 5] {
         let a = s.on_message(run(frame), |_| false);
         match &a[..] {
-            [Action::Run { frame: f, cut, message }] => {
+            [Action::Run { frame: f, cut, tensors, .. }] => {
                 assert_eq!((*f, cut.as_str()), (frame, "1"));
-                assert_eq!(message.tensors().expect("tensors")[0].0, "x");
+                assert_eq!(tensors.decode().expect("tensors")[0].0, "x");
             }
             other => panic!("{other:?}"),
         }
+        let answer = Message::new(Header::Bye);
+        assert_eq!(s.frame_done(t0(), frame, Ok(answer.clone())), vec![Action::Send(answer)]);
     }
     // A repeated or older frame is refused: no frame runs twice.
     let a = s.on_message(run(5), |_| false);
@@ -110,7 +119,7 @@ fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
 #[test]
 fn a_known_model_is_loaded_without_a_push_with_the_wearables_overrides() {
     let digest = [9; 32];
-    let mut s = HandheldSession::new("pixel-8-pro", status());
+    let mut s = HandheldSession::new("pixel-8-pro", status(), t0());
     let a = s.on_message(hello_with(digest, 1234, &["x=2,4"], &["batch=2"]), |d| *d == digest);
     let want = InputShapes::parse_with_dims(&["x=2,4"], &["batch=2"]).expect("specs");
     assert!(
@@ -136,7 +145,7 @@ fn bad_overrides_are_refused_before_loading() {
         (&[], &["batch"], "bad input-shape override"),
     ];
     for (specs, dims, says) in cases {
-        let mut s = HandheldSession::new("p", status());
+        let mut s = HandheldSession::new("p", status(), t0());
         let a = s.on_message(hello_with([1; 32], 10, specs, dims), |_| true);
         let reason = a.iter().find_map(|a| match a {
             Action::Send(Message { header: Header::Error { code: ErrorCode::Model, reason }, .. }) => {
@@ -153,7 +162,7 @@ fn bad_overrides_are_refused_before_loading() {
 #[test]
 fn refusals_name_what_went_wrong_and_close() {
     // Another protocol version.
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     let mut m = hello([0; 32], 10);
     if let Header::Hello { version, .. } = &mut m.header {
         *version = PROTOCOL_VERSION + 1;
@@ -162,38 +171,38 @@ fn refusals_name_what_went_wrong_and_close() {
     assert_eq!(error_code(&a), Some(ErrorCode::Version));
     assert!(s.is_closed());
     // A pushed model whose bytes do not match the digest.
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     s.on_message(hello(model_digest(b"right"), 5), |_| false);
     let a = s
         .on_message(Message { header: Header::ModelChunk { offset: 0 }, body: b"wrong".to_vec() }, |_| false);
     assert_eq!(error_code(&a), Some(ErrorCode::Digest));
     // A chunk out of order, and a push longer than announced.
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     s.on_message(hello([1; 32], 5), |_| false);
     let a = s.on_message(Message { header: Header::ModelChunk { offset: 3 }, body: vec![0; 2] }, |_| false);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected));
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     s.on_message(hello([1; 32], 5), |_| false);
     let a = s.on_message(Message { header: Header::ModelChunk { offset: 0 }, body: vec![0; 6] }, |_| false);
     assert_eq!(error_code(&a), Some(ErrorCode::Model));
     // A run before the handshake.
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     let a = s.on_message(run(1), |_| false);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected));
     // Bytes that did not decode.
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     let a = s.on_decode_error(&ProtocolError::BadHeader("garbage".into()));
     assert_eq!(error_code(&a), Some(ErrorCode::Malformed));
     assert!(s.is_closed());
     // A model that fails to load.
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     s.on_message(hello([2; 32], 5), |_| true);
     assert_eq!(error_code(&s.model_failed("unsupported op Foo")), Some(ErrorCode::Model));
 }
 
 #[test]
 fn probes_echo_in_any_state_and_bye_closes() {
-    let mut s = HandheldSession::new("p", status());
+    let mut s = HandheldSession::new("p", status(), t0());
     let a = s.on_message(
         Message { header: Header::Probe { id: 4, echo_payload: true }, body: vec![3; 50] },
         |_| false,
@@ -248,9 +257,9 @@ fn deliver(m: &Message) -> Message {
 fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
     let model = Arc::new((0..10_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>());
     let mut w = WearableSession::new("watch-w5", model.clone(), InputShapes::none(), 4096);
-    let mut h = HandheldSession::new("pixel-8-pro", status());
+    let mut h = HandheldSession::new("pixel-8-pro", status(), t0());
     let mut to_handheld: Vec<Message> = w
-        .start()
+        .start(t0())
         .into_iter()
         .filter_map(|a| if let WearableAction::Send(m) = a { Some(m) } else { None })
         .collect();
@@ -295,6 +304,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
     for frame in 1..=3 {
         let m = w
             .offload(
+                t0(),
                 frame,
                 "1".into(),
                 vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
@@ -305,6 +315,8 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
             [Action::Run { frame: f, .. }] => assert_eq!(*f, frame),
             other => panic!("{other:?}"),
         }
+        // Its answer is made below, by hand; the next frame can run.
+        h.frame_done(t0(), frame, Ok(Message::new(Header::Bye)));
     }
     assert_eq!(w.in_flight(), vec![1, 2, 3]);
     let y = HandheldSession::result(1, 100, &[("y".into(), &x)], &[]).expect("result");
@@ -319,8 +331,14 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     let mut w = ready_wearable(vec![1, 2, 3]);
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [10, 11] {
-        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
-            .expect("ready");
+        w.offload(
+            t0(),
+            frame,
+            "1".into(),
+            vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
+            vec![],
+        )
+        .expect("ready");
     }
     let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)], &[]).expect("result");
     let a = w.on_message(wrong);
@@ -328,14 +346,14 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     assert_eq!(a.last(), Some(&WearableAction::Close));
     // A handheld error also returns what was in flight.
     let mut w = ready_wearable(vec![1]);
-    w.offload(1, String::new(), vec![], vec![]).expect("ready");
+    w.offload(t0(), 1, String::new(), vec![], vec![]).expect("ready");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
     let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    assert_eq!(w.offload(1, String::new(), vec![], vec![]), None);
+    assert_eq!(w.offload(t0(), 1, String::new(), vec![], vec![]), None);
     // Another version in the Welcome.
-    w.start();
+    w.start(t0());
     let a = w.on_message(Message::new(Header::Welcome {
         version: 99,
         device: "p".into(),
@@ -360,7 +378,7 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
     use tandem_proto::protocol::MAX_PREPARE;
     let digest = [3; 32];
     let ready = || {
-        let mut s = HandheldSession::new("pixel-8-pro", status());
+        let mut s = HandheldSession::new("pixel-8-pro", status(), t0());
         s.on_message(hello(digest, 10), |d| *d == digest);
         s.model_loaded(summary());
         assert!(s.is_ready());
@@ -376,7 +394,7 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
     let a = s.on_message(prepare(MAX_PREPARE + 1), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
     assert!(s.is_closed());
-    let mut loading = HandheldSession::new("pixel-8-pro", status());
+    let mut loading = HandheldSession::new("pixel-8-pro", status(), t0());
     loading.on_message(hello(digest, 10), |d| *d == digest);
     let a = loading.on_message(prepare(1), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
@@ -384,8 +402,8 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
     // The wearable's side: only a ready session asks; the answer is an action.
     let model = Arc::new(vec![1u8; 64]);
     let mut w = WearableSession::new("watch-w5", model.clone(), InputShapes::none(), 4096);
-    assert_eq!(w.prepare(vec!["7".into()]), None, "not ready yet");
-    w.start();
+    assert_eq!(w.prepare(t0(), vec!["7".into()]), None, "not ready yet");
+    w.start(t0());
     let welcome = Message::new(Header::Welcome {
         version: PROTOCOL_VERSION,
         device: "pixel-8-pro".into(),
@@ -395,7 +413,7 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
     w.on_message(deliver(&welcome));
     w.on_message(deliver(&Message::new(Header::ModelReady { latency: summary() })));
     assert!(w.is_ready());
-    let asked = w.prepare((0..20).map(|i| format!("{i:x}")).collect()).expect("ready");
+    let asked = w.prepare(t0(), (0..20).map(|i| format!("{i:x}")).collect()).expect("ready");
     assert!(matches!(&asked.header, Header::Prepare { cuts } if cuts.len() == MAX_PREPARE), "{asked:?}");
     let answer = HandheldSession::prepared("7".into(), 1200, Some("no such cut".into()));
     assert_eq!(
@@ -412,13 +430,19 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     let mut w = ready_wearable(vec![1]);
     let x = Tensor::from_shape(&[1], &[1.0f32]).expect("tensor");
     for frame in [1, 2, 3] {
-        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
-            .expect("ready");
+        w.offload(
+            t0(),
+            frame,
+            "1".into(),
+            vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
+            vec![],
+        )
+        .expect("ready");
     }
-    let m = w.cancel(&[1, 2, 9]).expect("two were in flight");
+    let m = w.cancel(t0(), &[1, 2, 9]).expect("two were in flight");
     assert_eq!(m.header, Header::Cancel { frames: vec![1, 2] }, "only frames in flight are named");
     assert_eq!(w.in_flight(), vec![3]);
-    assert_eq!(w.cancel(&[1]), None, "a frame is cancelled once");
+    assert_eq!(w.cancel(t0(), &[1]), None, "a frame is cancelled once");
     // Frame 2 was already running: its answer comes, and goes nowhere.
     let late = HandheldSession::result(2, 1, &[("y".into(), &x)], &[]).expect("result");
     assert_eq!(w.on_message(late), vec![]);
@@ -433,11 +457,17 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     // answers are dropped, and 7's is delivered.
     let mut w = ready_wearable(vec![1]);
     for frame in [5, 6, 7] {
-        w.offload(frame, "1".into(), vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")], vec![])
-            .expect("ready");
+        w.offload(
+            t0(),
+            frame,
+            "1".into(),
+            vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
+            vec![],
+        )
+        .expect("ready");
     }
-    w.cancel(&[6]).expect("in flight");
-    w.cancel(&[5]).expect("in flight");
+    w.cancel(t0(), &[6]).expect("in flight");
+    w.cancel(t0(), &[5]).expect("in flight");
     for late in [5, 6] {
         let m = HandheldSession::result(late, 1, &[("y".into(), &x)], &[]).expect("result");
         assert_eq!(w.on_message(m), vec![], "frame {late}'s late answer");
@@ -446,21 +476,29 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     assert!(matches!(&w.on_message(on_time)[..], [WearableAction::Delivered { frame: 7, .. }]));
 
     let digest = [9; 32];
-    let mut h = HandheldSession::new("pixel-8-pro", status());
+    let mut h = HandheldSession::new("pixel-8-pro", status(), t0());
     h.on_message(hello(digest, 10), |d| *d == digest);
     h.model_loaded(summary());
-    for frame in [4, 5] {
-        assert!(matches!(&h.on_message(run(frame), |_| true)[..], [Action::Run { .. }]));
+    // Frame 4 runs; 5 and 6 wait behind it.
+    assert!(matches!(&h.on_message(run(4), |_| true)[..], [Action::Run { frame: 4, .. }]));
+    for frame in [5, 6] {
+        assert_eq!(h.on_message(run(frame), |_| true), vec![], "frame {frame} is queued");
     }
-    // Frames never sent (6, 7) are not cancels; duplicates are folded.
-    let a = h.on_message(Message::new(Header::Cancel { frames: vec![5, 7, 4, 5, 6] }), |_| true);
-    assert_eq!(a, vec![Action::Cancel { frames: vec![4, 5] }]);
+    assert_eq!(h.queued(), 3);
+    // A queued frame cancelled never runs; frames never sent (7) are not
+    // cancels; the running one (4) is answered all the same.
+    let a = h.on_message(Message::new(Header::Cancel { frames: vec![5, 7, 5] }), |_| true);
+    assert_eq!(a, vec![]);
+    assert_eq!(h.queued(), 2);
+    let answer = Message::new(Header::Bye);
+    let a = h.frame_done(t0(), 4, Ok(answer.clone()));
+    assert!(matches!(&a[..], [Action::Send(m), Action::Run { frame: 6, .. }] if *m == answer), "{a:?}");
     assert_eq!(h.on_message(Message::new(Header::Cancel { frames: vec![8] }), |_| true), vec![]);
     let a = h.on_message(Message::new(Header::Cancel { frames: (0..65).collect() }), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
     assert!(h.is_closed());
     // Before the model is ready a cancel is out of order.
-    let mut h = HandheldSession::new("pixel-8-pro", status());
+    let mut h = HandheldSession::new("pixel-8-pro", status(), t0());
     h.on_message(hello(digest, 10), |d| *d == digest);
     let a = h.on_message(Message::new(Header::Cancel { frames: vec![1] }), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");

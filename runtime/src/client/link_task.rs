@@ -8,11 +8,8 @@ use tracing::debug;
 
 use crate::link::{Link, Transport};
 
-use tandem_proto::protocol::{
-    encode, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor, StatusReport,
-    MAX_FRAME_BYTES,
-};
-use tandem_proto::session::{WearableAction, WearableSession};
+use tandem_proto::protocol::{encode, LatencySummary, Message, PackedTensor, StatusReport};
+use tandem_proto::session::{CloseReason, Tensors, WearableAction, WearableSession, WearableTimers};
 
 use super::{Backoff, ModelFile};
 
@@ -54,7 +51,7 @@ pub(super) enum Event {
     Delivered {
         frame: u64,
         handheld_us: u64,
-        message: Message,
+        tensors: Tensors,
         at: Instant,
     },
     Sent {
@@ -70,9 +67,8 @@ pub(super) enum Event {
         cut: String,
         error: Option<String>,
     },
-    /// The handheld refused the model or the protocol (its reason).
-    Refused(String),
-    Disconnected(String),
+    /// The link ended (a refusal included: [`CloseReason::is_refusal`]), or could not open.
+    Disconnected(CloseReason),
 }
 
 /// The latest status from the handheld, not yet taken by the session.
@@ -81,9 +77,6 @@ pub(super) type StatusSlot = std::sync::Arc<std::sync::Mutex<Option<StatusReport
 /// Most answers to the handheld's probes waiting to be sent; beyond them
 /// its probes go unanswered.
 pub(super) const MAX_QUEUED_ECHOES: usize = 16;
-
-/// Most probes or prepared cuts awaiting an answer (older ones are forgotten).
-const MAX_ASKED: usize = 64;
 
 /// How the link task connects and when it gives a link up.
 pub(super) struct LinkSettings {
@@ -96,9 +89,6 @@ pub(super) struct LinkSettings {
     /// Nothing sent for this long: send a keepalive.
     pub keepalive: Duration,
 }
-
-/// The probe id of keepalives (their echo is dropped, as unasked).
-pub(super) const KEEPALIVE_ID: u64 = u64::MAX;
 
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
 pub(super) async fn manage_link(
@@ -128,14 +118,15 @@ pub(super) async fn manage_link(
                     model.model.input_shapes().clone(),
                     chunk_bytes,
                 )
-                .expect_layers(model.model.graph().nodes().len());
-                match run_link(link, session, (silence, keepalive), &mut commands, &events, &status).await {
+                .expect_layers(model.model.graph().nodes().len())
+                .timers(WearableTimers { silence, keepalive });
+                match run_link(link, session, &mut commands, &events, &status).await {
                     Ok(()) => return,
                     Err(reason) => reason,
                 }
             }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("connecting to {} timed out", transport.describe()),
+            Ok(Err(e)) => CloseReason::Lost(e.to_string()),
+            Err(_) => CloseReason::Lost(format!("connecting to {} timed out", transport.describe())),
         };
         if events.send(Event::Disconnected(reason)).is_err() {
             return;
@@ -163,19 +154,31 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
     }
 }
 
-/// One connection; `Ok` on shutdown, else why it ended.
+/// A close reason in the wearable's words.
+pub(super) fn describe(reason: &CloseReason) -> String {
+    match reason {
+        CloseReason::PeerRefused { code, reason } => format!("the handheld refused ({code:?}): {reason}"),
+        CloseReason::Refused { code, reason } => format!("refused the handheld ({code:?}): {reason}"),
+        CloseReason::PeerBye => "the handheld said bye".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The session's clock: tokio's (virtual under `tokio::time::pause`).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// One connection; `Ok` on shutdown, else why it ended. A `select!` loop:
+/// bytes, times and the app's commands go into the session, its actions
+/// come out; every rule and timer is the session's.
 async fn run_link(
     link: Link,
     mut session: WearableSession,
-    (silence, keepalive): (Duration, Duration),
     commands: &mut mpsc::UnboundedReceiver<Command>,
     events: &cb::Sender<Event>,
     status: &StatusSlot,
-) -> std::result::Result<(), String> {
-    // What the handheld may only answer: probes sent and cuts asked (a
-    // peer cannot fill the app's event queue with answers nobody asked for).
-    let mut probes: std::collections::VecDeque<u64> = Default::default();
-    let mut asked: std::collections::VecDeque<String> = Default::default();
+) -> std::result::Result<(), CloseReason> {
     let Link { mut tx, mut rx, name } = link;
     debug!(link = %name, "connected");
     // Unbounded for this side's own messages (frames are bounded by the
@@ -202,36 +205,25 @@ async fn run_link(
         }
         let _ = tx.close().await;
     });
-    // When the last message went out (a Mutex: this future moves between threads).
-    let sent_at = std::sync::Mutex::new(tokio::time::Instant::now());
-    let last_sent = || *sent_at.lock().unwrap_or_else(|p| p.into_inner());
-    let send = |m: &Message| -> std::result::Result<(), String> {
-        let echo = matches!(m.header, Header::Echo { .. });
+    // Queues a message for the writer; an echo is dropped while too many wait.
+    let send = |m: &Message, echo: bool| -> std::result::Result<(), String> {
         if echo && echoes_queued.load(std::sync::atomic::Ordering::Relaxed) >= MAX_QUEUED_ECHOES {
             debug!("the handheld probes faster than it reads: an echo dropped");
             return Ok(());
         }
         let bytes = encode(m).map_err(|e| format!("encoding: {e}"))?;
-        *sent_at.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
         if echo {
             echoes_queued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         out_tx.send((bytes, echo)).map_err(|_| "the writer stopped".to_string())
     };
-    let mut decoder = FrameDecoder::new(MAX_FRAME_BYTES);
-    let mut pending = session.start();
-    let mut why: Option<String> = None;
-    // A stalled handheld (stopped, or its process wedged) keeps the socket
-    // open but says nothing; it sends Status twice a second when alive.
-    let mut heard = tokio::time::Instant::now();
+    let mut pending = session.start(now());
     let result = 'conn: loop {
+        let mut failed = None;
         for a in pending.drain(..) {
             match a {
-                WearableAction::Send(m) => {
-                    if let Err(e) = send(&m) {
-                        why = Some(e);
-                    }
-                }
+                WearableAction::Send(m) => failed = send(&m, false).err().or(failed),
+                WearableAction::SendEcho(m) => failed = send(&m, true).err().or(failed),
                 WearableAction::Ready { device, latency } => {
                     let _ = events.send(Event::Ready { device, latency });
                 }
@@ -243,145 +235,75 @@ async fn run_link(
                     }
                 }
                 WearableAction::Echo { id, received, echoed } => {
-                    if let Some(i) = probes.iter().position(|&p| p == id) {
-                        probes.remove(i);
-                        let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
-                    }
+                    let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
                 }
-                WearableAction::Delivered { frame, handheld_compute_us, message } => {
+                WearableAction::Delivered { frame, handheld_compute_us, tensors } => {
                     let _ = events.send(Event::Delivered {
                         frame,
                         handheld_us: handheld_compute_us,
-                        message,
+                        tensors,
                         at: Instant::now(),
                     });
                 }
                 WearableAction::Prepared { cut, build_us, error } => {
                     debug!(cut = %cut, build_us, ?error, "the handheld prepared a cut");
-                    if let Some(i) = asked.iter().position(|c| *c == cut) {
-                        asked.remove(i);
-                        let _ = events.send(Event::Prepared { cut, error });
-                    }
+                    let _ = events.send(Event::Prepared { cut, error });
                 }
                 WearableAction::RunLocally(frames) => {
-                    let reason = why.clone().unwrap_or_else(|| "the link failed".into());
+                    let reason = session.close_reason().map_or_else(|| "the link failed".into(), describe);
                     let _ = events.send(Event::RunLocally { frames, reason });
                 }
                 WearableAction::Close => {
-                    break 'conn Err(why.take().unwrap_or_else(|| "the handheld closed the session".into()));
+                    let lost = CloseReason::Lost("the handheld closed the session".into());
+                    break 'conn Err(session.close_reason().cloned().unwrap_or(lost));
                 }
             }
         }
-        if let Some(reason) = why.take() {
-            pending = session.on_disconnect();
-            why = Some(reason);
-            pending.push(WearableAction::Close);
+        if let Some(reason) = failed {
+            pending = session.handle_lost(reason);
             continue;
         }
-        tokio::select! {
-            () = tokio::time::sleep_until(last_sent() + keepalive) => {
-                let m = Message::new(Header::Probe { id: KEEPALIVE_ID, echo_payload: false });
-                if let Err(e) = send(&m) {
-                    why = Some(e);
-                }
-            },
-            () = tokio::time::sleep_until(heard + silence) => {
-                why = Some(format!("no bytes from the handheld for {silence:?}: the link is taken as lost"));
-                pending = session.on_disconnect();
-                pending.push(WearableAction::Close);
-            },
+        let deadline = session.poll_timeout().map(tokio::time::Instant::from_std);
+        pending = tokio::select! {
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                session.handle_timeout(now())
+            }
             r = rx.recv() => match r {
-                Ok(Some(bytes)) => {
-                    heard = tokio::time::Instant::now();
-                    let (messages, failed) = decoder.push_and_decode(&bytes);
-                    for m in messages {
-                        match &m.header {
-                            Header::Error { code, reason } => {
-                                debug!(?code, "the handheld sent an error: {reason}");
-                                if matches!(code, ErrorCode::Model | ErrorCode::Version | ErrorCode::Digest) {
-                                    let _ = events.send(Event::Refused(reason.clone()));
-                                }
-                                why = Some(format!("the handheld refused ({code:?}): {reason}"));
-                            }
-                            Header::Bye => why = Some("the handheld said bye".into()),
-                            _ => {}
-                        }
-                        pending.extend(session.on_message(m));
-                    }
-                    if let Some(e) = failed {
-                        why = Some(format!("bad bytes from the handheld: {e}"));
-                        pending.extend(session.on_decode_error(&e));
-                    }
-                }
-                Ok(None) => {
-                    why = Some("the handheld closed the link".into());
-                    pending = session.on_disconnect();
-                    pending.push(WearableAction::Close);
-                }
-                Err(e) => {
-                    why = Some(format!("receiving failed: {e}"));
-                    pending = session.on_disconnect();
-                    pending.push(WearableAction::Close);
-                }
+                Ok(Some(bytes)) => session.handle_bytes(now(), &bytes),
+                Ok(None) => session.handle_lost("the handheld closed the link"),
+                Err(e) => session.handle_lost(format!("receiving failed: {e}")),
             },
-            Some(reason) = dead_rx.recv() => {
-                why = Some(reason);
-                pending = session.on_disconnect();
-                pending.push(WearableAction::Close);
-            },
-            c = commands.recv() => match c {
-                None | Some(Command::Shutdown) => {
-                    let _ = send(&Message::new(Header::Bye));
-                    break 'conn Ok(());
-                }
-                Some(Command::Offload { frame, cut, packed, answer }) => match session.offload(frame, cut, packed, answer) {
-                    Some(m) => {
-                        if let Err(e) = send(&m) {
-                            why = Some(e);
+            Some(reason) = dead_rx.recv() => session.handle_lost(reason),
+            c = commands.recv() => {
+                let sent = match c {
+                    None | Some(Command::Shutdown) => {
+                        if let Some(bye) = session.shutdown() {
+                            let _ = send(&bye, false);
                         }
+                        break 'conn Ok(());
                     }
-                    None => {
-                        let _ = events.send(Event::RunLocally {
-                            frames: vec![frame],
-                            reason: "the handheld is not ready".into(),
-                        });
-                    }
-                },
-                Some(Command::Prepare(cuts)) => {
-                    asked.extend(cuts.iter().cloned());
-                    while asked.len() > MAX_ASKED {
-                        asked.pop_front();
-                    }
-                    if let Some(m) = session.prepare(cuts) {
-                        if let Err(e) = send(&m) {
-                            why = Some(e);
+                    Some(Command::Offload { frame, cut, packed, answer }) => {
+                        let m = session.offload(now(), frame, cut, packed, answer);
+                        if m.is_none() {
+                            let reason = "the handheld is not ready".into();
+                            let _ = events.send(Event::RunLocally { frames: vec![frame], reason });
                         }
+                        m
                     }
-                }
-                Some(Command::Cancel(frames)) => {
-                    if let Some(m) = session.cancel(&frames) {
-                        if let Err(e) = send(&m) {
-                            why = Some(e);
-                        }
+                    Some(Command::Prepare(cuts)) => session.prepare(now(), cuts),
+                    Some(Command::Cancel(frames)) => session.cancel(now(), &frames),
+                    Some(Command::Probe { id, bytes }) => session.probe(now(), id, bytes),
+                    Some(Command::Reset(reason)) => {
+                        pending = session.handle_lost(reason);
+                        continue;
                     }
+                };
+                match sent.map(|m| send(&m, false)) {
+                    Some(Err(e)) => session.handle_lost(e),
+                    _ => vec![],
                 }
-                Some(Command::Reset(reason)) => {
-                    why = Some(reason);
-                    pending = session.on_disconnect();
-                    pending.push(WearableAction::Close);
-                }
-                Some(Command::Probe { id, bytes }) => {
-                    probes.push_back(id);
-                    while probes.len() > MAX_ASKED {
-                        probes.pop_front();
-                    }
-                    let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
-                    if let Err(e) = send(&m) {
-                        why = Some(e);
-                    }
-                }
-            },
-        }
+            }
+        };
     };
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;

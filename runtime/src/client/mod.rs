@@ -547,7 +547,7 @@ impl Session {
                     self.profiler.on_upload(bytes, took, now);
                 }
             }
-            Event::Delivered { frame, handheld_us, message, at } => {
+            Event::Delivered { frame, handheld_us, tensors, at } => {
                 let lone = pipe.is_lone(frame);
                 let Some(f) = pipe.answer(frame) else {
                     // Already handed back (a missed deadline): its local
@@ -558,9 +558,9 @@ impl Session {
                 self.missed_in_row = 0;
                 let handheld = Duration::from_micros(handheld_us);
                 self.learn(f.cut.prefix_mask(), f.prefix, Some(handheld));
-                let down_bytes = message.body.len() as u64;
+                let down_bytes = tensors.body_len() as u64;
                 let decoding = Instant::now();
-                let outputs = match message.tensors().map_err(|e| e.to_string()).and_then(|t| {
+                let outputs = match tensors.decode().map_err(|e| e.to_string()).and_then(|t| {
                     check_answer(self.model.model.graph(), &f.cut, &t)?;
                     Ok(t)
                 }) {
@@ -571,9 +571,9 @@ impl Session {
                     }
                 };
                 // Decoding an encoded answer is the watch's work.
-                if message.tensor_metas().iter().any(|m| m.encoding != Encoding::Raw) {
+                if tensors.metas().iter().any(|m| m.encoding != Encoding::Raw) {
                     dilate(decoding.elapsed(), self.config.dilation);
-                    self.observe_answer_ratios(message.tensor_metas());
+                    self.observe_answer_ratios(tensors.metas());
                 }
                 let round = at.saturating_duration_since(f.sent_at);
                 if lone {
@@ -613,19 +613,21 @@ impl Session {
                 }
             }
             Event::Prepared { cut, error } => self.switch.handheld_prepared(cut, error),
-            Event::Refused(reason) => {
-                warn!("the handheld refused the model: {reason}");
-                self.status = Status::Refused { reason };
-            }
-            Event::Disconnected(reason) => {
+            Event::Disconnected(closed) => {
                 self.missed_in_row = 0;
-                if self.is_ready() {
-                    warn!("lost the handheld: {reason}");
-                }
-                // A refusal ends its connection too; it stays the status
-                // until something else happens.
-                if !matches!(&self.status, Status::Refused { reason: r } if reason.contains(r.as_str())) {
-                    self.status = Status::Unreachable { error: reason };
+                // A refusal is the status until something else happens.
+                match closed.peer_reason().filter(|_| closed.is_refusal()) {
+                    Some(reason) => {
+                        warn!("the handheld refused the model: {reason}");
+                        self.status = Status::Refused { reason: reason.to_string() };
+                    }
+                    None => {
+                        let reason = link_task::describe(&closed);
+                        if self.is_ready() {
+                            warn!("lost the handheld: {reason}");
+                        }
+                        self.status = Status::Unreachable { error: reason };
+                    }
                 }
                 self.probes.clear();
             }

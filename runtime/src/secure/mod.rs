@@ -18,11 +18,12 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tandem_proto::protocol::{encode, ErrorCode, Header, Message};
+use tandem_proto::protocol::{encode, ErrorCode};
 use tandem_proto::secure::{
     answer_session, greeting, Answer, Greeting, Kind, Opener, PairHandheld, PairStep, PairWearable,
     PublicKey, Purpose, Records, Sealer, SecureError, SessionInitiator, StaticKeys, MAGIC,
 };
+use tandem_proto::session::error_message;
 use tracing::{info, warn};
 
 pub use tandem_proto::secure::{check_code, fingerprint};
@@ -311,9 +312,7 @@ async fn accept_within(mut link: Link, policy: &Policy) -> io::Result<Accepted> 
                       or start the handheld with --insecure"
             .to_string();
         // A plain wearable reads a protocol error; anything else just sees the close.
-        let bytes =
-            encode(&Message::new(Header::Error { code: ErrorCode::Unpaired, reason: reason.clone() }))
-                .unwrap_or_default();
+        let bytes = encode(&error_message(ErrorCode::Unpaired, reason.clone())).unwrap_or_default();
         return Err(refuse(&mut link, bytes, reason).await);
     }
     let mut records = Records::new();
@@ -382,9 +381,7 @@ pub async fn pair_handheld(
             if kind != Greeting::Secure {
                 let reason =
                     "this handheld is pairing: run `tandem-wearable pair --connect ADDR --code NNNNNN`";
-                let bytes =
-                    encode(&Message::new(Header::Error { code: ErrorCode::Unpaired, reason: reason.into() }))
-                        .unwrap_or_default();
+                let bytes = encode(&error_message(ErrorCode::Unpaired, reason)).unwrap_or_default();
                 let e = refuse(&mut link, bytes, reason.into()).await;
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
             }

@@ -1,0 +1,545 @@
+//! The wearable's side of one connection as a state machine, with no I/O
+//! and no clock: the handshake, the model push, keepalive and silence, the
+//! frames offloaded and not yet answered (none is lost when the link
+//! fails: each comes back to run locally), and answers nobody asked for
+//! (echoes of probes not sent, cuts not asked to be prepared) dropped.
+//!
+//! ```text
+//! Start --start--> AwaitWelcome --Welcome (pushes the model if asked)--> AwaitReady --ModelReady--> Ready
+//! any   --Error / Bye / bad bytes / silence / link lost--> Closed (in-flight frames: RunLocally)
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{echo, name, CloseReason, Tensors};
+use crate::encoding::Encoding;
+use crate::protocol::{
+    model_digest, Digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
+    ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
+};
+use tandem_core::InputShapes;
+
+/// What the wearable's I/O shell and runtime must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WearableAction {
+    /// Send this message to the handheld.
+    Send(Message),
+    /// Send this answer to the handheld's probe; it may be dropped when
+    /// the writer is behind (a peer must not grow this side's queue by
+    /// probing while not reading).
+    SendEcho(Message),
+    /// The handheld has the model loaded: offloading can start. Its latency
+    /// summary prices the handheld's part of any cut.
+    Ready {
+        /// The handheld's profile name.
+        device: String,
+        /// Its latency summary for the model.
+        latency: LatencySummary,
+    },
+    /// The handheld's status changed.
+    Status(StatusReport),
+    /// A probe this side sent came back: `received` bytes reached the handheld.
+    Echo {
+        /// The probe's id.
+        id: u64,
+        /// Bytes the probe carried.
+        received: u64,
+        /// Bytes echoed back.
+        echoed: u64,
+    },
+    /// A frame's outputs arrived.
+    Delivered {
+        /// The frame.
+        frame: u64,
+        /// Handheld compute time (µs).
+        handheld_compute_us: u64,
+        /// The outputs.
+        tensors: Tensors,
+    },
+    /// These offloaded frames will not be answered (the link failed or the
+    /// handheld refused; [`WearableSession::close_reason`] says why): run
+    /// them on the wearable, in this order.
+    RunLocally(Vec<u64>),
+    /// The handheld built a cut this side asked for ahead (or says why it could not).
+    Prepared {
+        /// The cut's key.
+        cut: String,
+        /// How long building it took (µs).
+        build_us: u64,
+        /// Why it could not be built, if it could not.
+        error: Option<String>,
+    },
+    /// Close the connection; [`WearableSession::close_reason`] says why.
+    Close,
+}
+
+/// The wearable's timers for one connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WearableTimers {
+    /// No bytes from the handheld for this long: the link is taken as lost
+    /// (a live handheld sends `Status` twice a second).
+    pub silence: Duration,
+    /// Nothing sent for this long: a keepalive probe goes out (the
+    /// handheld closes peers idle for its idle timeout).
+    pub keepalive: Duration,
+}
+
+impl Default for WearableTimers {
+    /// Tuned against the handheld's 500 ms status and 60 s idle timeout.
+    fn default() -> Self {
+        WearableTimers { silence: Duration::from_secs(10), keepalive: Duration::from_secs(20) }
+    }
+}
+
+/// The probe id of keepalives (their echo is dropped, as unasked).
+pub const KEEPALIVE_ID: u64 = u64::MAX;
+
+/// Most probes or prepared cuts awaiting an answer (older ones are forgotten).
+pub const MAX_ASKED: usize = 64;
+
+#[derive(Clone, Debug, PartialEq)]
+enum WearableState {
+    Start,
+    AwaitWelcome,
+    AwaitReady,
+    Ready,
+    Closed,
+}
+
+/// One connection's protocol state on the wearable: the handshake, the
+/// model push, the timers, and the frames offloaded but not yet answered
+/// (so that none is lost when the link fails).
+#[derive(Debug)]
+pub struct WearableSession {
+    device: String,
+    digest: Digest,
+    model: Arc<Vec<u8>>,
+    shapes: InputShapes,
+    chunk_bytes: usize,
+    state: WearableState,
+    in_flight: VecDeque<u64>,
+    /// Frames cancelled whose answer may still come (at most [`MAX_CANCELLED`]).
+    cancelled: VecDeque<u64>,
+    handheld: Option<String>,
+    layers: Option<usize>,
+    decoder: FrameDecoder,
+    timers: WearableTimers,
+    /// When the handheld last sent bytes, and this side last sent a
+    /// message (set by [`WearableSession::start`]).
+    heard: Option<Instant>,
+    sent: Option<Instant>,
+    /// Probes sent and cuts asked for, awaiting their answers.
+    probes: VecDeque<u64>,
+    asked: VecDeque<String>,
+    close: Option<CloseReason>,
+}
+
+/// Most cancelled frames remembered: an answer to an older one is out of order.
+pub const MAX_CANCELLED: usize = 256;
+
+/// Longest per-layer or overhead time a handheld may report (an hour):
+/// beyond it the profile is not a measurement.
+pub const MAX_REPORTED_S: f64 = 3600.0;
+
+/// Checks a handheld's latency profile: one finite, non-negative time per
+/// layer (when the count is known) and a finite, non-negative overhead.
+pub fn check_latency(latency: &LatencySummary, layers: Option<usize>) -> Result<(), String> {
+    if let Some(n) = layers {
+        if latency.per_layer_s.len() != n {
+            return Err(format!("{} per-layer times for a model of {n} layers", latency.per_layer_s.len()));
+        }
+    }
+    let ok = |v: f64| v.is_finite() && (0.0..=MAX_REPORTED_S).contains(&v);
+    if let Some((i, v)) = latency.per_layer_s.iter().enumerate().find(|(_, v)| !ok(**v)) {
+        return Err(format!("layer {i}'s time is {v} s (not a time from 0 to {MAX_REPORTED_S} s)"));
+    }
+    if !ok(latency.overhead_s) {
+        return Err(format!(
+            "the overhead is {} s (not a time from 0 to {MAX_REPORTED_S} s)",
+            latency.overhead_s
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a handheld's status: load and battery shares in [0, 1].
+pub fn check_status(s: &StatusReport) -> Result<(), String> {
+    let share = |v: f32| v.is_finite() && (0.0..=1.0).contains(&v);
+    if !share(s.load) {
+        return Err(format!("a load of {} (not a share from 0 to 1)", s.load));
+    }
+    if !share(s.battery) {
+        return Err(format!("a battery level of {} (not a share from 0 to 1)", s.battery));
+    }
+    Ok(())
+}
+
+impl WearableSession {
+    /// A session for the model `model` (its ONNX bytes, loaded with the
+    /// input-shape overrides `shapes`, which the handheld is told), pushing
+    /// it in chunks of `chunk_bytes` if the handheld lacks it.
+    pub fn new(
+        device: impl Into<String>,
+        model: Arc<Vec<u8>>,
+        shapes: InputShapes,
+        chunk_bytes: usize,
+    ) -> WearableSession {
+        WearableSession {
+            device: device.into(),
+            digest: model_digest(&model),
+            model,
+            shapes,
+            chunk_bytes: chunk_bytes.max(1),
+            state: WearableState::Start,
+            in_flight: VecDeque::new(),
+            cancelled: VecDeque::new(),
+            handheld: None,
+            layers: None,
+            decoder: FrameDecoder::new(MAX_FRAME_BYTES),
+            timers: WearableTimers::default(),
+            heard: None,
+            sent: None,
+            probes: VecDeque::new(),
+            asked: VecDeque::new(),
+            close: None,
+        }
+    }
+
+    /// The model's layer count: a handheld's latency profile must have one
+    /// time per layer, or the session fails.
+    pub fn expect_layers(mut self, layers: usize) -> WearableSession {
+        self.layers = Some(layers);
+        self
+    }
+
+    /// These timers instead of the defaults.
+    pub fn timers(mut self, timers: WearableTimers) -> WearableSession {
+        // A zero timer would fire at every call.
+        let least = Duration::from_millis(1);
+        self.timers =
+            WearableTimers { silence: timers.silence.max(least), keepalive: timers.keepalive.max(least) };
+        self
+    }
+
+    /// Starts the handshake at `now` (the link just opened).
+    pub fn start(&mut self, now: Instant) -> Vec<WearableAction> {
+        if self.state != WearableState::Start {
+            return vec![];
+        }
+        self.state = WearableState::AwaitWelcome;
+        self.heard = Some(now);
+        self.sent = Some(now);
+        vec![WearableAction::Send(Message::new(Header::Hello {
+            version: PROTOCOL_VERSION,
+            model_digest: self.digest,
+            model_bytes: self.model.len() as u64,
+            device: self.device.clone(),
+            input_shapes: self.shapes.to_specs().0,
+            dims: self.shapes.to_specs().1,
+        }))]
+    }
+
+    /// Whether suffixes can be offloaded.
+    pub fn is_ready(&self) -> bool {
+        self.state == WearableState::Ready
+    }
+
+    /// Whether the session has closed.
+    pub fn is_closed(&self) -> bool {
+        self.state == WearableState::Closed
+    }
+
+    /// Why the session closed, once it has.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        self.close.as_ref()
+    }
+
+    /// Frames offloaded and not yet answered, oldest first.
+    pub fn in_flight(&self) -> Vec<u64> {
+        self.in_flight.iter().copied().collect()
+    }
+
+    fn sent_at(&mut self, now: Instant, m: Message) -> Message {
+        self.sent = Some(now);
+        m
+    }
+
+    /// Offloads `frame`'s suffix at `now`, its crossing tensors packed (raw
+    /// or encoded, [`crate::protocol::pack_tensor`]), asking for the
+    /// answer's tensors in `answer` (see [`Header::RunSuffix`]): the message
+    /// to send (`None` unless ready).
+    pub fn offload(
+        &mut self,
+        now: Instant,
+        frame: u64,
+        cut: String,
+        packed: Vec<PackedTensor>,
+        answer: Vec<Encoding>,
+    ) -> Option<Message> {
+        if !self.is_ready() {
+            return None;
+        }
+        let m = Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors, answer }, packed);
+        self.in_flight.push_back(frame);
+        Some(self.sent_at(now, m))
+    }
+
+    /// Gives up on these in-flight frames at `now` (the wearable runs them
+    /// itself): the `Cancel` to send, naming those that were in flight
+    /// (`None` if none was, or the session is not ready). A late answer to
+    /// one of them is dropped without a word.
+    pub fn cancel(&mut self, now: Instant, frames: &[u64]) -> Option<Message> {
+        let mut gone: Vec<u64> = vec![];
+        for &f in frames {
+            if let Some(i) = self.in_flight.iter().position(|&x| x == f) {
+                self.in_flight.remove(i);
+                gone.push(f);
+            }
+        }
+        if gone.is_empty() || !self.is_ready() {
+            return None;
+        }
+        self.cancelled.extend(gone.iter().copied());
+        while self.cancelled.len() > MAX_CANCELLED {
+            self.cancelled.pop_front();
+        }
+        gone.truncate(MAX_CANCEL);
+        Some(self.sent_at(now, Message::new(Header::Cancel { frames: gone })))
+    }
+
+    /// A request at `now` to build `cuts`' suffix plans ahead (at most
+    /// [`MAX_PREPARE`], the rest dropped): the message to send (`None`
+    /// unless ready). Only the cuts asked for are answered
+    /// ([`WearableAction::Prepared`]).
+    pub fn prepare(&mut self, now: Instant, mut cuts: Vec<String>) -> Option<Message> {
+        if !self.is_ready() || cuts.is_empty() {
+            return None;
+        }
+        cuts.truncate(MAX_PREPARE);
+        self.asked.extend(cuts.iter().cloned());
+        while self.asked.len() > MAX_ASKED {
+            self.asked.pop_front();
+        }
+        Some(self.sent_at(now, Message::new(Header::Prepare { cuts })))
+    }
+
+    /// A probe of `bytes` padding at `now`, echoed as [`WearableAction::Echo`]
+    /// (`None` once closed).
+    pub fn probe(&mut self, now: Instant, id: u64, bytes: usize) -> Option<Message> {
+        if self.is_closed() {
+            return None;
+        }
+        self.probes.push_back(id);
+        while self.probes.len() > MAX_ASKED {
+            self.probes.pop_front();
+        }
+        let m = Message { header: Header::Probe { id, echo_payload: false }, body: vec![0; bytes] };
+        Some(self.sent_at(now, m))
+    }
+
+    /// This side shuts down: the `Bye` to send (`None` once closed).
+    pub fn shutdown(&mut self) -> Option<Message> {
+        if self.is_closed() {
+            return None;
+        }
+        self.state = WearableState::Closed;
+        self.close = Some(CloseReason::Shutdown);
+        Some(Message::new(Header::Bye))
+    }
+
+    /// When [`Self::handle_timeout`] must next be called (`None` before
+    /// the start and once closed).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.heard, self.sent) {
+            (Some(heard), Some(sent)) if !self.is_closed() => {
+                Some((heard + self.timers.silence).min(sent + self.timers.keepalive))
+            }
+            _ => None,
+        }
+    }
+
+    /// The time has come (`now`): silence (the link is lost) or a keepalive.
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<WearableAction> {
+        let (Some(heard), Some(sent)) = (self.heard, self.sent) else { return vec![] };
+        if self.is_closed() {
+            return vec![];
+        }
+        if now >= heard + self.timers.silence {
+            let silence = self.timers.silence;
+            return self.handle_lost(format!(
+                "no bytes from the handheld for {silence:?}: the link is taken as lost"
+            ));
+        }
+        if now >= sent + self.timers.keepalive {
+            let m = Message::new(Header::Probe { id: KEEPALIVE_ID, echo_payload: false });
+            return vec![WearableAction::Send(self.sent_at(now, m))];
+        }
+        vec![]
+    }
+
+    /// Bytes from the handheld at `now`.
+    pub fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) -> Vec<WearableAction> {
+        if self.is_closed() {
+            return vec![];
+        }
+        self.heard = Some(now);
+        let (messages, failed) = self.decoder.push_and_decode(bytes);
+        let mut out = vec![];
+        for m in messages {
+            out.extend(self.on_message(m));
+            if self.is_closed() {
+                return out;
+            }
+        }
+        if let Some(e) = failed {
+            out.extend(self.on_decode_error(&e));
+        }
+        out
+    }
+
+    /// The link closed, failed or was given up (`reason`): every unanswered
+    /// frame runs locally, then close.
+    pub fn handle_lost(&mut self, reason: impl Into<String>) -> Vec<WearableAction> {
+        if self.is_closed() {
+            return vec![];
+        }
+        self.close = Some(CloseReason::Lost(reason.into()));
+        let mut out = self.on_disconnect();
+        out.push(WearableAction::Close);
+        out
+    }
+
+    /// The link failed: every unanswered frame runs locally (no `Close`:
+    /// the link is gone already).
+    pub fn on_disconnect(&mut self) -> Vec<WearableAction> {
+        self.state = WearableState::Closed;
+        self.close.get_or_insert_with(|| CloseReason::Lost("the link failed".into()));
+        self.cancelled.clear();
+        let lost: Vec<u64> = self.in_flight.drain(..).collect();
+        if lost.is_empty() {
+            vec![]
+        } else {
+            vec![WearableAction::RunLocally(lost)]
+        }
+    }
+
+    /// The bytes from the handheld did not decode: close, and run every
+    /// unanswered frame locally.
+    pub fn on_decode_error(&mut self, e: &ProtocolError) -> Vec<WearableAction> {
+        self.fail(ErrorCode::Malformed, format!("bad bytes from the handheld: {e}"))
+    }
+
+    /// Refuses the handheld: the `Error` naming why, the frames in flight
+    /// back, then close.
+    fn fail(&mut self, code: ErrorCode, reason: String) -> Vec<WearableAction> {
+        let mut out = vec![WearableAction::Send(super::error_message(code, reason.clone()))];
+        self.close = Some(CloseReason::Refused { code, reason });
+        out.extend(self.on_disconnect());
+        out.push(WearableAction::Close);
+        out
+    }
+
+    fn closed(&mut self, reason: CloseReason) -> Vec<WearableAction> {
+        self.close = Some(reason);
+        let mut out = self.on_disconnect();
+        out.push(WearableAction::Close);
+        out
+    }
+
+    /// Handles one decoded message from the handheld ([`Self::handle_bytes`]
+    /// decodes and calls this).
+    pub fn on_message(&mut self, message: Message) -> Vec<WearableAction> {
+        if self.is_closed() {
+            return vec![WearableAction::Close];
+        }
+        match (&self.state, message.header) {
+            (_, Header::Bye) => self.closed(CloseReason::PeerBye),
+            (_, Header::Error { code, reason }) => self.closed(CloseReason::PeerRefused { code, reason }),
+            (_, Header::Status(s)) => match check_status(&s) {
+                Ok(()) => vec![WearableAction::Status(s)],
+                Err(e) => self.fail(ErrorCode::Malformed, format!("the handheld's status: {e}")),
+            },
+            (_, Header::Echo { id, received }) => match self.probes.iter().position(|&p| p == id) {
+                Some(i) => {
+                    self.probes.remove(i);
+                    vec![WearableAction::Echo { id, received, echoed: message.body.len() as u64 }]
+                }
+                // Unasked (a keepalive's echo, or a peer's invention): dropped.
+                None => vec![],
+            },
+            (_, Header::Probe { id, echo_payload }) => {
+                vec![WearableAction::SendEcho(echo(id, echo_payload, message.body))]
+            }
+            (WearableState::AwaitWelcome, Header::Welcome { version, device, has_model, status }) => {
+                if version != PROTOCOL_VERSION {
+                    return self.fail(
+                        ErrorCode::Version,
+                        format!("the handheld speaks protocol {version}, this wearable {PROTOCOL_VERSION}"),
+                    );
+                }
+                if let Err(e) = check_status(&status) {
+                    return self.fail(ErrorCode::Malformed, format!("the handheld's status: {e}"));
+                }
+                self.handheld = Some(device);
+                self.state = WearableState::AwaitReady;
+                let mut out = vec![WearableAction::Status(status)];
+                if !has_model {
+                    for (i, chunk) in self.model.chunks(self.chunk_bytes).enumerate() {
+                        out.push(WearableAction::Send(Message {
+                            header: Header::ModelChunk { offset: (i * self.chunk_bytes) as u64 },
+                            body: chunk.to_vec(),
+                        }));
+                    }
+                }
+                out
+            }
+            (WearableState::AwaitReady, Header::ModelReady { latency }) => {
+                if let Err(e) = check_latency(&latency, self.layers) {
+                    return self.fail(ErrorCode::Malformed, format!("the handheld's latency profile: {e}"));
+                }
+                self.state = WearableState::Ready;
+                vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
+            }
+            (WearableState::Ready, Header::Prepared { cut, build_us, error }) => {
+                match self.asked.iter().position(|c| *c == cut) {
+                    Some(i) => {
+                        self.asked.remove(i);
+                        vec![WearableAction::Prepared { cut, build_us, error }]
+                    }
+                    None => vec![],
+                }
+            }
+            (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
+                // A cancelled frame's answer may still come (it was running):
+                // dropped. Answers come in frame order, so no cancelled
+                // frame before this one will be answered any more (frames
+                // may have been cancelled out of order: deadlines differ).
+                let was_cancelled = self.cancelled.contains(&frame);
+                self.cancelled.retain(|&f| f > frame);
+                if was_cancelled {
+                    return vec![];
+                }
+                // The handheld answers in order: the result must be for the oldest frame.
+                if self.in_flight.front() != Some(&frame) {
+                    let expected = self.in_flight.front().copied();
+                    return self.fail(
+                        ErrorCode::Unexpected,
+                        format!("result for frame {frame}, expected {expected:?}"),
+                    );
+                }
+                self.in_flight.pop_front();
+                let tensors = Tensors(Message {
+                    header: Header::Result { frame, handheld_compute_us, tensors },
+                    body: message.body,
+                });
+                vec![WearableAction::Delivered { frame, handheld_compute_us, tensors }]
+            }
+            (state, header) => {
+                let reason = format!("unexpected {} in state {state:?}", name(&header));
+                self.fail(ErrorCode::Unexpected, reason)
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! One connection's driver: a `select!` loop that feeds the link's bytes,
+//! the time and the finished work (a model loaded, a frame run) into the
+//! connection's [`HandheldSession`] and carries its actions out. Every rule
+//! and timer is the session's; this file only moves bytes, spawns work
+//! and logs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use super::runner::{self, Job};
+use super::store::{Loaded, Shared};
+use super::{MAX_PREPARED_PER_CONNECTION, MAX_QUEUED_JOBS, MAX_UNSENT, WRITE_TIMEOUT};
+use crate::emulate::{self, Role};
+use crate::link::Link;
+use tandem_proto::protocol::{encode, Message};
+use tandem_proto::session::{Action, CloseReason, HandheldLimits, HandheldSession};
+
+/// A model load finished (off the I/O threads).
+type LoadResult = Result<Arc<Loaded>, String>;
+
+/// The session's clock: tokio's (virtual under `tokio::time::pause`).
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// A frame running on the blocking pool, if any.
+async fn finished(
+    running: &mut Option<JoinHandle<(u64, Result<Message, String>)>>,
+    frame: u64,
+) -> (u64, Result<Message, String>) {
+    match running {
+        Some(handle) => handle.await.unwrap_or_else(|e| (frame, Err(format!("the suffix panicked: {e}")))),
+        None => std::future::pending().await,
+    }
+}
+
+/// What one connection holds besides its session.
+struct Driver {
+    id: u64,
+    shared: Arc<Shared>,
+    out_tx: mpsc::Sender<Message>,
+    loads: mpsc::UnboundedSender<LoadResult>,
+    /// Set when the peer has gone: a model still loading for it stops.
+    peer_gone: Arc<AtomicBool>,
+    loaded: Option<Arc<Loaded>>,
+    running: Option<JoinHandle<(u64, Result<Message, String>)>>,
+    running_frame: u64,
+    /// Frames this connection counts in the shared status's queue.
+    counted: u32,
+}
+
+impl Driver {
+    /// Carries out the session's actions.
+    fn carry(&mut self, session: &mut HandheldSession, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Send(m) => {
+                    if self.out_tx.try_send(m).is_err() {
+                        let why = format!("the peer is not reading its answers ({MAX_UNSENT} unsent)");
+                        warn!(conn = self.id, "{why}: closing");
+                        session.handle_link_error(why);
+                    }
+                }
+                Action::LoadKnown { digest, shapes } => self.load(digest, None, shapes),
+                Action::LoadPushed { digest, bytes, shapes } => self.load(digest, Some(bytes), shapes),
+                Action::Prepare { cuts } => {
+                    if let Some(l) = self.loaded.clone() {
+                        let (out, id) = (self.out_tx.clone(), self.id);
+                        tokio::task::spawn_blocking(move || runner::prepare(&l, cuts, &out, id));
+                    }
+                }
+                Action::Run { frame, cut, tensors, answer } => {
+                    // The session runs frames only once the model is loaded.
+                    if let Some(loaded) = self.loaded.clone() {
+                        let job = Job { frame, cut, tensors, answer, loaded };
+                        let shared = self.shared.clone();
+                        self.running_frame = frame;
+                        self.running = Some(tokio::task::spawn_blocking(move || {
+                            runner::run(job, shared.config.slowdown, shared.meter.as_ref())
+                        }));
+                    }
+                }
+                Action::Close => {}
+            }
+        }
+        // The shared status counts this connection's frames queued or running.
+        let now = session.queued() as u32;
+        if now >= self.counted {
+            self.shared.queue.fetch_add(now - self.counted, Ordering::Relaxed);
+        } else {
+            self.shared.queue.fetch_sub(self.counted - now, Ordering::Relaxed);
+        }
+        self.counted = now;
+    }
+
+    fn load(
+        &self,
+        digest: tandem_proto::protocol::Digest,
+        bytes: Option<Vec<u8>>,
+        shapes: crate::InputShapes,
+    ) {
+        let (shared, loads, gone) = (self.shared.clone(), self.loads.clone(), self.peer_gone.clone());
+        tokio::task::spawn_blocking(move || {
+            let _ = loads.send(shared.load(digest, bytes, shapes, &gone));
+        });
+    }
+}
+
+pub(super) async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::Receiver<bool>) {
+    let link = match &shared.config.link {
+        Some((profile, control)) => match emulate::wrap(link, profile, control, Role::Handheld, id) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(conn = id, "cannot emulate the link: {e}");
+                return;
+            }
+        },
+        None => link,
+    };
+    let (link, paired) = match crate::secure::accept(link, &shared.config.security).await {
+        Ok(crate::secure::Accepted::Secure(link, _)) => (link, true),
+        Ok(crate::secure::Accepted::Plain(link)) => (link, false),
+        Err(e) => {
+            warn!(conn = id, "refused: {e}");
+            return;
+        }
+    };
+    let Link { mut tx, mut rx, name } = link;
+    info!(conn = id, peer = %name, paired, "connected");
+
+    // Bounded: a peer that stops reading cannot grow this handheld's memory.
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(MAX_UNSENT);
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            let bytes = match encode(&m) {
+                Ok(b) => b,
+                Err(e) => {
+                    warn!(conn = id, "cannot encode a reply: {e}");
+                    break;
+                }
+            };
+            // A peer that stops reading cannot hold this connection forever.
+            match tokio::time::timeout(WRITE_TIMEOUT, tx.send(bytes)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    debug!(conn = id, "send failed: {e}");
+                    break;
+                }
+                Err(_) => {
+                    warn!(conn = id, "the peer took no bytes for {WRITE_TIMEOUT:?}: closing");
+                    break;
+                }
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
+    });
+
+    let config = &shared.config;
+    let limits = HandheldLimits {
+        hello_timeout: crate::secure::HANDSHAKE_TIMEOUT,
+        idle_timeout: config.idle_timeout,
+        status_interval: config.status_interval,
+        max_queued: MAX_QUEUED_JOBS,
+        max_prepared: MAX_PREPARED_PER_CONNECTION,
+        max_frame: config.max_frame,
+    };
+    let mut session = HandheldSession::new(config.device.clone(), shared.status(), now())
+        .limits(limits)
+        .max_push(config.max_push_bytes);
+    if !paired && !config.plain_pushes {
+        session = session.refuse_pushes(
+            "this handheld takes pushed models from paired wearables only: pair \
+             (`tandem-handheld pair`, `tandem-wearable pair`), or name a model in its --models \
+             directory (or serve with --insecure-push)",
+        );
+    }
+    let (loads_tx, mut loads) = mpsc::unbounded_channel::<LoadResult>();
+    let mut d = Driver {
+        id,
+        shared: shared.clone(),
+        out_tx,
+        loads: loads_tx,
+        peer_gone: Arc::new(AtomicBool::new(false)),
+        loaded: None,
+        running: None,
+        running_frame: 0,
+        counted: 0,
+    };
+    while !session.is_closed() {
+        let deadline = session.poll_timeout().map(tokio::time::Instant::from_std);
+        let actions = tokio::select! {
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                session.set_status(shared.status());
+                session.handle_timeout(now())
+            }
+            // No reading while the run queue is full: backpressure on the link.
+            r = rx.recv(), if session.wants_bytes() => match r {
+                Ok(Some(bytes)) => session.handle_bytes(now(), &bytes, |digest| shared.has_model(digest)),
+                Ok(None) => session.handle_link_closed(now()),
+                Err(e) => session.handle_link_error(format!("receiving failed: {e}")),
+            },
+            Some(loaded) = loads.recv() => match loaded {
+                Ok(l) => {
+                    let latency = l.latency.clone();
+                    d.loaded = Some(l);
+                    session.model_loaded(latency)
+                }
+                Err(reason) => session.model_failed(reason),
+            },
+            (frame, result) = finished(&mut d.running, d.running_frame) => {
+                d.running = None;
+                session.frame_done(now(), frame, result)
+            }
+            _ = stop.changed() => session.shutdown(),
+        };
+        d.carry(&mut session, actions);
+    }
+    match session.close_reason() {
+        Some(CloseReason::Refused { code, reason }) => warn!(conn = id, ?code, "refused the peer: {reason}"),
+        Some(CloseReason::PeerRefused { code, reason }) => {
+            info!(conn = id, ?code, "the peer refused: {reason}")
+        }
+        Some(other) => debug!(conn = id, "closing: {other}"),
+        None => {}
+    }
+    // However it ended, a model still loading is not wanted; a frame
+    // still running is answered before the close, within bounds.
+    d.peer_gone.store(true, Ordering::Relaxed);
+    if d.running.is_some() {
+        let frame = d.running_frame;
+        if let Ok((frame, result)) =
+            tokio::time::timeout(WRITE_TIMEOUT, finished(&mut d.running, frame)).await
+        {
+            let actions = session.frame_done(now(), frame, result);
+            d.carry(&mut session, actions);
+        }
+    }
+    d.shared.queue.fetch_sub(d.counted, Ordering::Relaxed);
+    drop(d);
+    let mut writer = writer;
+    if tokio::time::timeout(WRITE_TIMEOUT, &mut writer).await.is_err() {
+        writer.abort();
+    }
+    info!(conn = id, "closed");
+}

@@ -1,0 +1,79 @@
+//! The suffix runner: one frame's suffix on its crossing tensors (with the
+//! handheld's compute dilation), and the builds ahead a wearable asks for.
+//! Both run on tokio's blocking pool, off the connection's I/O.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use super::store::Loaded;
+use crate::load::LoadMeter;
+use crate::{Cut, Sides, Values};
+use tandem_proto::encoding::Encoding;
+use tandem_proto::protocol::Message;
+use tandem_proto::session::{HandheldSession, Tensors};
+
+/// A frame to run: what the session's `Run` said, and the model.
+pub(super) struct Job {
+    pub(super) frame: u64,
+    pub(super) cut: String,
+    pub(super) tensors: Tensors,
+    pub(super) answer: Vec<Encoding>,
+    pub(super) loaded: Arc<Loaded>,
+}
+
+/// Runs one suffix: the frame and its result message or a reason. Its
+/// share of a core goes to `meter`.
+pub(super) fn run(job: Job, slowdown: f64, meter: Option<&LoadMeter>) -> (u64, Result<Message, String>) {
+    (job.frame, run_job(&job, slowdown, meter))
+}
+
+fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Message, String> {
+    let g = job.loaded.model.graph();
+    let cut = Cut::from_key(g, &job.cut).map_err(|e| e.to_string())?;
+    let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix).map_err(|e| e.to_string())?;
+    let mut received = Values::new();
+    for (name, t) in job.tensors.decode().map_err(|e| e.to_string())? {
+        received.insert(name, t.into());
+    }
+    let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
+    let out = plan.run_suffix_dilated(g, &received, slowdown).map_err(|e| e.to_string())?;
+    let compute_us = started.elapsed().as_micros() as u64;
+    if let Some(m) = meter {
+        // The dilation's sleeps stretch the run about `slowdown` times (not
+        // the set-up before the first layer): not load.
+        m.observe(
+            crate::load::thread_cpu().saturating_sub(cpu),
+            started.elapsed().div_f64(slowdown.max(1.0)),
+        );
+    }
+    let outputs: Vec<(String, &crate::Tensor)> = cut
+        .down_tensors()
+        .iter()
+        .map(|&t| {
+            let name = &g.tensor(t).name;
+            out.get(name)
+                .map(|v| (name.clone(), &**v))
+                .ok_or_else(|| format!("the suffix did not compute '{name}'"))
+        })
+        .collect::<Result<_, _>>()?;
+    HandheldSession::result(job.frame, compute_us, &outputs, &job.answer).map_err(|e| e.to_string())
+}
+
+/// Builds these cuts' suffix plans one after the other (builds ahead
+/// must not take every core from the frames), sending each answer.
+pub(super) fn prepare(loaded: &Loaded, cuts: Vec<String>, out: &mpsc::Sender<Message>, conn: u64) {
+    for key in cuts {
+        let started = Instant::now();
+        let built = Cut::from_key(loaded.model.graph(), &key)
+            .and_then(|cut| loaded.executor.plan_sides(&cut, Sides::Suffix));
+        let build_us = started.elapsed().as_micros() as u64;
+        let error = built.err().map(|e| e.to_string());
+        debug!(conn, cut = %key, build_us, ?error, "prepared");
+        if out.blocking_send(HandheldSession::prepared(key, build_us, error)).is_err() {
+            return;
+        }
+    }
+}

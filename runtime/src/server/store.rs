@@ -1,0 +1,229 @@
+//! The handheld's model store: the models directory's own models (by
+//! digest), models wearables pushed (on disk or in memory, least recently
+//! used deleted first), and models loaded, profiled and planned once and
+//! shared by every connection (least recently used dropped first).
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::ServerConfig;
+use crate::load::LoadMeter;
+use crate::{InputShapes, Model, SplitExecutor};
+use tandem_core::lru::ByteLru;
+use tandem_plan::predict::ProfiledLatency;
+use tandem_proto::protocol::{model_digest, Digest, LatencySummary, StatusReport};
+use tandem_proto::session::HandheldSession;
+
+/// A model ready to serve.
+pub(super) struct Loaded {
+    pub(super) model: Model,
+    pub(super) executor: SplitExecutor,
+    pub(super) latency: LatencySummary,
+}
+
+/// Where a pushed model is kept.
+#[derive(Clone)]
+pub(super) enum Stored {
+    Disk(PathBuf),
+    Memory(Arc<Vec<u8>>),
+}
+
+/// What every connection shares: the configuration, the models, the status.
+pub(super) struct Shared {
+    pub(super) config: ServerConfig,
+    /// The models directory's own models (never evicted).
+    pub(super) files: Mutex<HashMap<Digest, PathBuf>>,
+    /// Models wearables pushed, bounded in bytes.
+    pub(super) pushed: Mutex<ByteLru<Digest, Stored>>,
+    /// Loaded models by digest and the overrides they were loaded with.
+    pub(super) loaded: Mutex<ByteLru<(Digest, InputShapes), Arc<Loaded>>>,
+    /// Held while a model loads.
+    pub(super) loading: Mutex<()>,
+    /// Frames queued or running over all connections (the status's `queue`).
+    pub(super) queue: Arc<AtomicU32>,
+    /// The measured load, when `config.measure_load`.
+    pub(super) meter: Option<LoadMeter>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn hex(d: &Digest) -> String {
+    hex::encode(d)
+}
+
+impl Shared {
+    /// Whether this handheld holds the model's bytes (a loaded copy alone
+    /// is not enough: it may be at other input shapes, and evicted before
+    /// the wearable's load). Asking counts as a use of a pushed model.
+    pub(super) fn has_model(&self, d: &Digest) -> bool {
+        lock(&self.files).contains_key(d) || lock(&self.pushed).get(d).is_some()
+    }
+
+    pub(super) fn status(&self) -> StatusReport {
+        StatusReport {
+            load: self.meter.as_ref().map_or(self.config.load, LoadMeter::load) as f32,
+            queue: self.queue.load(Ordering::Relaxed),
+            battery: self.config.battery.0,
+            charging: self.config.battery.1,
+        }
+    }
+
+    /// Loads (once) the model with this digest with the wearable's
+    /// input-shape overrides; `bytes` when just pushed. Once `gone` (the
+    /// peer that asked has left) it stops before each costly step.
+    pub(super) fn load(
+        &self,
+        digest: Digest,
+        bytes: Option<Vec<u8>>,
+        shapes: InputShapes,
+        gone: &AtomicBool,
+    ) -> Result<Arc<Loaded>, String> {
+        let left = || {
+            gone.load(Ordering::Relaxed).then(|| "the wearable left before its model was loaded".to_string())
+        };
+        let key = (digest, shapes);
+        if let Some(l) = lock(&self.loaded).get(&key) {
+            return Ok(l.clone());
+        }
+        // One load at a time: wearables that connect together (after a
+        // restart, say) wait for the first load instead of each loading and
+        // profiling the model again (the soak measured 850 MB for 8 at once).
+        let _one = lock(&self.loading);
+        if let Some(l) = lock(&self.loaded).get(&key) {
+            return Ok(l.clone());
+        }
+        if let Some(why) = left() {
+            return Err(why);
+        }
+        let (digest, shapes) = (&key.0, &key.1);
+        let pushed = bytes.is_some();
+        let bytes = match bytes {
+            Some(b) => b,
+            None => {
+                // A pushed model's use counts: it is the last to be evicted.
+                let stored = lock(&self.pushed).get(digest).cloned();
+                let path = lock(&self.files).get(digest).cloned();
+                match (stored, path) {
+                    (Some(Stored::Memory(b)), _) => b.to_vec(),
+                    (Some(Stored::Disk(p)), _) | (None, Some(p)) => {
+                        std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?
+                    }
+                    (None, None) => return Err(format!("no model with digest {}", hex(digest))),
+                }
+            }
+        };
+        if model_digest(&bytes) != *digest {
+            return Err(format!("the stored model {} no longer matches its digest", hex(digest)));
+        }
+        let started = Instant::now();
+        let model = Model::from_bytes(&bytes, shapes).map_err(|e| e.to_string())?;
+        if let Some(why) = left() {
+            return Err(why);
+        }
+        let inputs = tandem_core::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
+        let profile = tandem_core::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
+        let p = ProfiledLatency::from_profile(&profile);
+        let k = self.config.slowdown.max(1.0) * self.config.profile_scale;
+        let latency = LatencySummary {
+            per_layer_s: p.per_node_s.iter().map(|s| s * k).collect(),
+            overhead_s: p.overhead_s * k,
+        };
+        // Its profile must fit one header, or ModelReady could never be sent.
+        HandheldSession::check_latency_fits(&latency).map_err(|e| {
+            format!(
+                "the model has {} layers: its latency profile does not fit a message ({e})",
+                latency.per_layer_s.len()
+            )
+        })?;
+        info!(model = %model.name(), digest = %hex(digest), ?shapes, took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
+        // Only a model that loaded and ran is kept: a refused push leaves nothing behind.
+        if pushed {
+            self.store_pushed(*digest, &bytes);
+        }
+        let executor = SplitExecutor::with_cache_limit(model.clone(), self.config.max_plan_bytes);
+        let loaded = Arc::new(Loaded { executor, model, latency });
+        let size = bytes.len() as u64;
+        for ((d, shapes), _) in lock(&self.loaded).insert(key, loaded.clone(), size) {
+            info!(digest = %hex(&d), ?shapes, "a loaded model dropped (least recently used; --max-loaded-mb)");
+        }
+        Ok(loaded)
+    }
+
+    fn store_pushed(&self, digest: Digest, bytes: &[u8]) {
+        let stored = match &self.config.models_dir {
+            Some(dir) => {
+                let path = dir.join(super::PUSHED_DIR).join(format!("{}.onnx", hex(&digest)));
+                // Written aside, then renamed: a crash leaves no partial model.
+                let partial = path.with_extension("partial");
+                let written = std::fs::create_dir_all(dir.join(super::PUSHED_DIR))
+                    .and_then(|()| std::fs::write(&partial, bytes))
+                    .and_then(|()| std::fs::rename(&partial, &path));
+                match written {
+                    Ok(()) => Stored::Disk(path),
+                    Err(e) => {
+                        warn!(
+                            "could not store the pushed model in {}: {e}; keeping it in memory",
+                            path.display()
+                        );
+                        Stored::Memory(Arc::new(bytes.to_vec()))
+                    }
+                }
+            }
+            None => Stored::Memory(Arc::new(bytes.to_vec())),
+        };
+        let evicted = lock(&self.pushed).insert(digest, stored, bytes.len() as u64);
+        forget_pushed(evicted);
+    }
+}
+
+/// Deletes evicted pushed models' files.
+pub(super) fn forget_pushed(evicted: Vec<(Digest, Stored)>) {
+    for (d, stored) in evicted {
+        info!(digest = %hex(&d), "a pushed model deleted (least recently used; --max-pushed-mb)");
+        if let Stored::Disk(path) = stored {
+            if let Err(e) = std::fs::remove_file(&path) {
+                warn!("could not delete {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+/// The `.onnx` files of `dir`, oldest first (by mtime): digest, path, bytes.
+fn onnx_files(dir: &std::path::Path) -> io::Result<Vec<(Digest, PathBuf, u64)>> {
+    let mut found = vec![];
+    for entry in
+        std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
+    {
+        let entry = entry?;
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "onnx") {
+            continue;
+        }
+        let modified = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+        match std::fs::read(&path) {
+            Ok(bytes) => found.push((modified, model_digest(&bytes), path, bytes.len() as u64)),
+            Err(e) => warn!("skipping {}: {e}", path.display()),
+        }
+    }
+    found.sort_by_key(|f| f.0);
+    Ok(found.into_iter().map(|(_, d, p, n)| (d, p, n)).collect())
+}
+
+/// The models directory's own models by digest, and the models pushed in
+/// earlier runs (in its `pushed/`), oldest first.
+pub(super) type Scanned = (HashMap<Digest, PathBuf>, Vec<(Digest, PathBuf, u64)>);
+
+pub(super) fn scan_models(dir: &std::path::Path) -> io::Result<Scanned> {
+    let own = onnx_files(dir)?.into_iter().map(|(d, p, _)| (d, p)).collect();
+    let pushed = dir.join(super::PUSHED_DIR);
+    let earlier = if pushed.is_dir() { onnx_files(&pushed)? } else { vec![] };
+    Ok((own, earlier))
+}
