@@ -18,7 +18,10 @@ use crate::session::{Action, HandheldSession, Tensors, WearableAction, WearableS
 use tandem_core::InputShapes;
 
 /// Computes a frame's outputs from its crossing tensors (the handheld's suffix).
-pub type Runner = Box<dyn FnMut(&Tensors) -> Result<Vec<(String, Tensor)>, String>>;
+pub type Runner = Box<dyn FnMut(&Tensors) -> Outputs>;
+
+/// A suffix's outputs, or why it failed.
+type Outputs = Result<Vec<(String, Tensor)>, String>;
 
 /// What travels on one direction of the link.
 #[derive(Debug)]
@@ -60,7 +63,7 @@ pub struct Pair {
     latency: LatencySummary,
     runner: Runner,
     /// The frame running on the handheld, when it is done, its outputs.
-    running: Option<(Instant, u64, Result<Vec<(String, Tensor)>, String>)>,
+    running: Option<(Instant, u64, Outputs)>,
     to_handheld: VecDeque<(Instant, Segment)>,
     to_wearable: VecDeque<(Instant, Segment)>,
 }
