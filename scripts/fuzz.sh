@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes Tandem's decoders and state machines with cargo-fuzz (libFuzzer,
 # on the nightly toolchain). Seeds each target's corpus from valid samples
-# (proto/examples/fuzz_seeds.rs), builds every target once (one nightly
-# build of the dependencies, tract included), runs each for SECONDS
+# (proto/examples/fuzz_seeds.rs), builds the targets once (the protocol's
+# need no tract: a small nightly build; naming device_profile, schedule or
+# model_loader builds tract and the runtime too), runs each for SECONDS
 # (default 30), and prints one JSON line per target: executions, coverage
 # (libFuzzer's edge `cov` and feature `ft` counts), corpus size, crashes.
 # A crash stops the run with libFuzzer's report; its input is kept in
@@ -10,22 +11,28 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
-# Default targets: all but model_loader (tract's ONNX parser: slow per
-# input, give it a longer run by name). CI runs `scripts/fuzz.sh 30`.
+# Default targets: the protocol's five (frame decoder, both sessions,
+# encrypted records, pairing), which build without tract. CI runs
+# `scripts/fuzz.sh 30`. device_profile, schedule and model_loader (tract's
+# ONNX parser: slow per input) are run by name, with a nightly tract build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PER=${1:-30}
 shift || true
-TARGETS=${*:-frame_decoder handheld_session wearable_session secure_records pairing device_profile schedule}
+TARGETS=${*:-frame_decoder handheld_session wearable_session secure_records pairing}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 cargo run --locked -q -p tandem-proto --example fuzz_seeds
 cd fuzz
-cargo +nightly fuzz build -O
+FEATURES=()
+for t in $TARGETS; do
+  case $t in device_profile | schedule | model_loader) FEATURES=(--features heavy) ;; esac
+done
+cargo +nightly fuzz build -O "${FEATURES[@]}"
 mkdir -p target/logs
 for t in $TARGETS; do
   mkdir -p "corpus/$t" "artifacts/$t"
   log=target/logs/$t.log
-  if ! cargo +nightly fuzz run -O "$t" "corpus/$t" -- -max_total_time="$PER" -rss_limit_mb=2048 \
+  if ! cargo +nightly fuzz run -O "${FEATURES[@]}" "$t" "corpus/$t" -- -max_total_time="$PER" -rss_limit_mb=2048 \
       -print_final_stats=1 >"$log" 2>&1; then
     echo "fuzz target $t failed:" >&2
     tail -n 60 "$log" >&2

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde_json::json;
 use tandem::check::{as_f32, inputs_from_pb, load_tensor_pb, random_inputs};
-use tandem::encoding::{decode, encode_with, Encoding, EncodingError, Widening};
+use tandem::encoding::{applies, decode, encode_with, Encoding, EncodingError, Widening};
 use tandem::graph::Producer;
 use tandem::profile::median;
 use tandem::split::tapped_plan;
@@ -120,7 +120,7 @@ pub fn encodings(models: Vec<PathBuf>, shapes: &InputShapes, runs: usize) -> any
                 let widening =
                     subject.widenings.get(&info.name).filter(|_| matches!(info.producer, Producer::Input(_)));
                 let fits = |e: &Encoding| {
-                    e.applies(tensor.datum_type(), tensor.shape())
+                    applies(*e, tensor)
                         && (!e.needs_widening() || widening.is_some_and(|w| e.fits(w, tensor.shape())))
                 };
                 for e in Encoding::ALL.into_iter().filter(fits) {

@@ -88,7 +88,7 @@ pub fn loopback(messages: usize) -> anyhow::Result<()> {
         let tensor = Tensor::from_shape(&[1, 256, 32, 32], &vec![0.5f32; 256 * 32 * 32])?;
         let message = std::sync::Arc::new(Message::with_tensors(
             |tensors| Header::RunSuffix { frame: 1, cut: "0".into(), tensors, answer: vec![] },
-            &[("t".to_string(), &tensor)],
+            &[("t".to_string(), tandem::wire::to_wire(&tensor)?)],
         )?);
         let frame = std::sync::Arc::new(encode(&message)?);
         for round in 0..=rounds {
@@ -122,8 +122,10 @@ pub fn loopback(messages: usize) -> anyhow::Result<()> {
                             return Err(e.into());
                         }
                         for m in decoded {
-                            let t = m.tensors()?;
-                            anyhow::ensure!(t[0].1.len() == 256 * 32 * 32, "wrong tensor");
+                            // As the runtime receives it: decoded, then a tract tensor.
+                            let (_, t) = m.tensors()?.into_iter().next().context("no tensor")?;
+                            let t = tandem::wire::from_wire(t)?;
+                            anyhow::ensure!(t.len() == 256 * 32 * 32, "wrong tensor");
                             got += 1;
                         }
                     }

@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Model, Result};
+pub use tandem_types::SensorType;
 
 /// A model card.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -57,18 +58,6 @@ pub enum InputKind {
     Signal,
     /// Anything else: fed as is.
     Tensor,
-}
-
-/// The type a sensor produces (the link may carry it, and the handheld widen it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SensorType {
-    /// 8-bit pixels.
-    U8,
-    /// 16-bit PCM.
-    I16,
-    /// Floats.
-    F32,
 }
 
 /// Colour channel order of an image input.

@@ -99,12 +99,16 @@ pub(crate) fn fold_shape_nodes(proto: &mut pb::ModelProto, facts: &TensorFacts) 
                     ..Default::default()
                 }
             }
-            "Size" => pb::TensorProto {
-                dims: vec![],
-                data_type: pb::tensor_proto::DataType::Int64 as i32,
-                int64_data: vec![shape.iter().product()],
-                ..Default::default()
-            },
+            "Size" => {
+                // A size that overflows is left to tract (and then refused by the budget).
+                let Some(size) = shape.iter().try_fold(1i64, |a, &d| a.checked_mul(d)) else { continue };
+                pb::TensorProto {
+                    dims: vec![],
+                    data_type: pb::tensor_proto::DataType::Int64 as i32,
+                    int64_data: vec![size],
+                    ..Default::default()
+                }
+            }
             _ => continue,
         };
         *node = pb::NodeProto {

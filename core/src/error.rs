@@ -99,6 +99,17 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A tensor, or a model's working set, passes a memory limit (or its
+    /// size does not fit 64 bits): refused before anything is allocated.
+    #[error("{what} {} (the limit is {} MiB)", bytes.map_or("has a size that overflows 64 bits".to_string(), |b| format!("needs {} MiB", b.div_ceil(1 << 20))), limit >> 20)]
+    TooLarge {
+        /// What is too large (a tensor named, or the working set).
+        what: String,
+        /// Its bytes, or `None` when they overflow.
+        bytes: Option<u64>,
+        /// The limit passed (bytes).
+        limit: u64,
+    },
     /// tract failed while analysing, optimizing or running a model.
     #[error("tract failed while {context}: {message}")]
     Tract {
@@ -121,5 +132,11 @@ pub trait TractContext<T> {
 impl<T> TractContext<T> for std::result::Result<T, tract_onnx::prelude::TractError> {
     fn tract(self, context: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|e| Error::Tract { context: context(), message: format!("{e:#}").replace('\n', " ") })
+    }
+}
+
+impl From<tandem_types::ShapeError> for Error {
+    fn from(e: tandem_types::ShapeError) -> Self {
+        Error::BadInputShape { spec: e.spec, reason: e.reason }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::num::Saturating as S;
 
 use serde::Serialize;
 use tract_onnx::pb;
@@ -340,7 +341,10 @@ impl LayerGraph {
 
     fn add_tensor(&mut self, name: &str, producer: Producer, facts: &TensorFacts) -> Result<TensorId> {
         let (dtype, shape) = facts.get(name).cloned().ok_or_else(|| Error::UnknownShape(name.to_string()))?;
-        let bytes = shape.iter().product::<usize>() as u64 * dtype.size_of() as u64;
+        let bytes =
+            shape.iter().try_fold(dtype.size_of() as u64, |a, &d| a.checked_mul(d as u64)).ok_or_else(
+                || Error::TooLarge { what: format!("tensor '{name}'"), bytes: None, limit: u64::MAX },
+            )?;
         let id = self.tensors.len();
         self.tensors.push(TensorInfo {
             name: name.to_string(),
@@ -516,11 +520,13 @@ fn attr_int(node: &pb::NodeProto, name: &str) -> Option<i64> {
     attr(node, name).map(|a| a.i)
 }
 
-fn prod(v: &[usize]) -> u64 {
-    v.iter().map(|&d| d as u64).product()
+/// A product that saturates: attributes and shapes come from the file.
+fn prod(v: &[usize]) -> S<u64> {
+    v.iter().fold(S(1), |a, &d| a * S(d as u64))
 }
 
-/// Parameters and FLOPs of a node from its attributes and tensor shapes.
+/// Parameters and FLOPs of a node from its attributes and tensor shapes
+/// (saturating: a hostile file's attributes cannot overflow them).
 fn describe(node: &pb::NodeProto, inputs: &[Vec<usize>], outputs: &[Vec<usize>]) -> (LayerParams, u64) {
     let empty = vec![];
     let x = inputs.first().unwrap_or(&empty);
@@ -541,13 +547,13 @@ fn describe(node: &pb::NodeProto, inputs: &[Vec<usize>], outputs: &[Vec<usize>])
             p.channels_out = y.get(1).copied().unwrap_or(0);
             p.input_spatial = spatial(x);
             p.output_spatial = spatial(y);
-            let macs_per = prod(&p.kernel) * (p.channels_in / p.groups.max(1)) as u64;
+            let macs_per = prod(&p.kernel) * S((p.channels_in / p.groups.max(1)) as u64);
             let macs = if node.op_type == "ConvTranspose" {
-                prod(x) * prod(&p.kernel) * (p.channels_out / p.groups.max(1)) as u64
+                prod(x) * prod(&p.kernel) * S((p.channels_out / p.groups.max(1)) as u64)
             } else {
                 out_elems * macs_per
             };
-            2 * macs + if inputs.len() > 2 { out_elems } else { 0 }
+            S(2) * macs + if inputs.len() > 2 { out_elems } else { S(0) }
         }
         "Gemm" | "MatMul" | "MatMulInteger" => {
             let k = if node.op_type == "Gemm" {
@@ -563,7 +569,8 @@ fn describe(node: &pb::NodeProto, inputs: &[Vec<usize>], outputs: &[Vec<usize>])
             };
             p.channels_in = k;
             p.channels_out = y.last().copied().unwrap_or(0);
-            2 * out_elems * k as u64 + if node.op_type == "Gemm" && inputs.len() > 2 { out_elems } else { 0 }
+            S(2) * out_elems * S(k as u64)
+                + if node.op_type == "Gemm" && inputs.len() > 2 { out_elems } else { S(0) }
         }
         "MaxPool" | "AveragePool" | "LpPool" => {
             let rank = x.len().saturating_sub(2);
@@ -600,20 +607,21 @@ fn describe(node: &pb::NodeProto, inputs: &[Vec<usize>], outputs: &[Vec<usize>])
             p.channels_in = feat as usize;
             p.channels_out = hidden as usize;
             p.input_spatial = vec![seq as usize];
-            let per_step = 2 * gates * hidden * (feat + hidden) + 8 * gates * hidden;
-            seq * batch * dirs * per_step
+            let (gates, hidden) = (S(gates as u64), S(hidden));
+            let per_step = S(2) * gates * hidden * (S(feat) + hidden) + S(8) * gates * hidden;
+            S(seq) * S(batch) * S(dirs) * per_step
         }
-        "Sigmoid" | "Tanh" | "Elu" | "Selu" | "Softplus" | "Gelu" | "Mish" | "HardSwish" => 4 * out_elems,
-        "Softmax" | "LogSoftmax" => 5 * out_elems,
-        "BatchNormalization" | "InstanceNormalization" | "LayerNormalization" => 2 * out_elems,
+        "Sigmoid" | "Tanh" | "Elu" | "Selu" | "Softplus" | "Gelu" | "Mish" | "HardSwish" => S(4) * out_elems,
+        "Softmax" | "LogSoftmax" => S(5) * out_elems,
+        "BatchNormalization" | "InstanceNormalization" | "LayerNormalization" => S(2) * out_elems,
         "LRN" => {
             let size = attr_int(node, "size").unwrap_or(1).max(1) as u64;
-            (size + 3) * out_elems
+            S(size.saturating_add(3)) * out_elems
         }
-        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" | "Shape" | "Dropout" => 0,
+        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" | "Shape" | "Dropout" => S(0),
         _ => out_elems,
     };
-    (p, flops)
+    (p, flops.0)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`card`]: model cards (how to feed a model and read its outputs), from TOML.
 //! - [`model`]: loading ONNX with tract, input-shape overrides, refusing bad input.
+//! - [`budget`]: a model's memory cost checked before it is paid (each tensor, the working set).
+//! - [`guard`]: tract's panics as errors, without the panic hook's output.
 //! - `concretize`: symbols bound, stale annotations dropped, shape computations folded (before cutting).
 //! - `workaround`: exact rewrites of ONNX patterns tract runs wrongly (a softmax between int8 dequantize and quantize).
 //! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
@@ -13,6 +15,7 @@
 //! - [`lru`]: a map bounded in bytes, least recently used out first.
 //! - [`check`]: split execution compared with the unsplit model.
 //! - [`profile`]: per-node timing and the additivity check.
+//! - [`wire`]: tract tensors as the wire's tract-free tensors, and back.
 //!
 //! # Example: split execution by hand
 //! ```
@@ -36,22 +39,25 @@
 //! # }
 //! ```
 
+pub mod budget;
 pub mod card;
 pub mod check;
 mod concretize;
 pub mod cut;
 pub mod error;
 pub mod graph;
+pub mod guard;
 pub mod lru;
 pub mod model;
 pub mod profile;
 pub mod sensor;
 pub mod split;
+pub mod wire;
 mod workaround;
 
 pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut};
 pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
-pub use model::{InputShapes, Model};
+pub use model::{InputShapes, Model, ModelLimits};
 pub use split::{Sides, SplitExecutor, SplitPlan, Values};
-pub use tract_onnx::prelude::{TValue, Tensor};
+pub use tract_onnx::prelude::{DatumType, TValue, Tensor};

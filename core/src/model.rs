@@ -13,119 +13,11 @@ use tract_onnx::pb;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::infer::Factoid;
 
+pub use crate::budget::ModelLimits;
 use crate::error::{Error, Result, TractContext};
 use crate::graph::{LayerGraph, TensorFacts};
 
-/// Concrete shapes for model inputs, overriding what the file declares.
-///
-/// Needed for models with symbolic (`N`) or unknown dimensions.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct InputShapes {
-    shapes: Vec<(String, Vec<usize>)>,
-    /// Values of named symbolic dimensions (`batch=1`), for inputs without a
-    /// shape of their own.
-    dims: Vec<(String, usize)>,
-}
-
-/// One dimension of an override: a positive integer up to 2^31.
-fn parse_dim(d: &str) -> std::result::Result<usize, String> {
-    let d = d.trim();
-    match d.parse::<usize>() {
-        Ok(0) => Err("dimensions must be positive".into()),
-        Ok(v) if v > 1 << 31 => Err("dimension too large".into()),
-        Ok(v) => Ok(v),
-        Err(_) => Err(format!("'{d}' is not a positive integer")),
-    }
-}
-
-impl InputShapes {
-    /// No overrides.
-    pub fn none() -> Self {
-        Self::default()
-    }
-
-    /// Parses one `NAME=D1,D2,...` override and adds it.
-    pub fn push_spec(&mut self, spec: &str) -> Result<()> {
-        let bad = |reason: &str| Error::BadInputShape { spec: spec.to_string(), reason: reason.to_string() };
-        let (name, dims) = spec.split_once('=').ok_or_else(|| bad("missing '='"))?;
-        let name = name.trim();
-        if name.is_empty() {
-            return Err(bad("empty input name"));
-        }
-        let dims = dims.split(',').map(|d| parse_dim(d).map_err(|r| bad(&r))).collect::<Result<Vec<_>>>()?;
-        self.set(name, dims);
-        Ok(())
-    }
-
-    /// Parses several `NAME=D1,D2,...` overrides.
-    pub fn parse<S: AsRef<str>>(specs: &[S]) -> Result<Self> {
-        let mut shapes = Self::default();
-        for spec in specs {
-            shapes.push_spec(spec.as_ref())?;
-        }
-        Ok(shapes)
-    }
-
-    /// Sets the shape of input `name`.
-    pub fn set(&mut self, name: &str, dims: Vec<usize>) {
-        self.shapes.retain(|(n, _)| n != name);
-        self.shapes.push((name.to_string(), dims));
-    }
-
-    /// The override for `name`, if any.
-    pub fn shape(&self, name: &str) -> Option<&[usize]> {
-        self.shapes.iter().find(|(n, _)| n == name).map(|(_, d)| d.as_slice())
-    }
-
-    fn names(&self) -> impl Iterator<Item = &str> {
-        self.shapes.iter().map(|(n, _)| n.as_str())
-    }
-
-    /// Parses one `SYMBOL=VALUE` binding of a symbolic dimension (as the
-    /// file names it, e.g. `batch=1`) and adds it.
-    pub fn push_dim(&mut self, spec: &str) -> Result<()> {
-        let bad = |reason: &str| Error::BadInputShape { spec: spec.to_string(), reason: reason.to_string() };
-        let (name, value) = spec.split_once('=').ok_or_else(|| bad("missing '=' (expected SYMBOL=VALUE)"))?;
-        let name = name.trim();
-        if name.is_empty() {
-            return Err(bad("empty symbol name"));
-        }
-        let value = parse_dim(value).map_err(|r| bad(&r))?;
-        self.dims.retain(|(n, _)| n != name);
-        self.dims.push((name.to_string(), value));
-        Ok(())
-    }
-
-    /// Parses shape overrides (`NAME=D1,D2,...`) and symbol bindings (`SYMBOL=VALUE`).
-    pub fn parse_with_dims<S: AsRef<str>, D: AsRef<str>>(specs: &[S], dims: &[D]) -> Result<Self> {
-        let mut shapes = Self::parse(specs)?;
-        for d in dims {
-            shapes.push_dim(d.as_ref())?;
-        }
-        Ok(shapes)
-    }
-
-    /// The value bound to symbolic dimension `symbol`, if any.
-    pub fn dim(&self, symbol: &str) -> Option<usize> {
-        self.dims.iter().find(|(n, _)| n == symbol).map(|&(_, v)| v)
-    }
-
-    /// Whether there are no overrides.
-    pub fn is_empty(&self) -> bool {
-        self.shapes.is_empty() && self.dims.is_empty()
-    }
-
-    /// The overrides as `NAME=D1,D2,...` specs and `SYMBOL=VALUE` dims,
-    /// which [`InputShapes::parse_with_dims`] reads back (what a wearable
-    /// sends the handheld, so that both load the same concrete graph).
-    pub fn to_specs(&self) -> (Vec<String>, Vec<String>) {
-        let join = |dims: &[usize]| dims.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-        (
-            self.shapes.iter().map(|(name, dims)| format!("{name}={}", join(dims))).collect(),
-            self.dims.iter().map(|(name, v)| format!("{name}={v}")).collect(),
-        )
-    }
-}
+pub use tandem_types::InputShapes;
 
 /// A loaded ONNX model: its protobuf, its layer DAG, and where it came from.
 #[derive(Clone)]
@@ -136,6 +28,8 @@ pub struct Model {
     origin: String,
     graph: Arc<LayerGraph>,
     input_shapes: InputShapes,
+    /// Every tensor of the graph at once (bytes): what running it may hold.
+    working_bytes: u64,
 }
 
 impl fmt::Debug for Model {
@@ -148,17 +42,36 @@ impl fmt::Debug for Model {
 }
 
 impl Model {
-    /// Loads a model from an ONNX file.
+    /// Loads a model from an ONNX file, within the default [`ModelLimits`].
     pub fn from_path(path: impl AsRef<Path>, input_shapes: &InputShapes) -> Result<Model> {
+        Self::from_path_within(path, input_shapes, &ModelLimits::default())
+    }
+
+    /// Loads a model from an ONNX file, refusing one whose tensors pass `limits`.
+    pub fn from_path_within(
+        path: impl AsRef<Path>,
+        input_shapes: &InputShapes,
+        limits: &ModelLimits,
+    ) -> Result<Model> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
         let dir = path.parent().and_then(|d| d.to_str()).map(str::to_string);
-        Self::load(&bytes, path.display().to_string(), dir, input_shapes)
+        Self::load(&bytes, path.display().to_string(), dir, input_shapes, limits)
     }
 
-    /// Loads a model from ONNX bytes.
+    /// Loads a model from ONNX bytes, within the default [`ModelLimits`].
     pub fn from_bytes(bytes: &[u8], input_shapes: &InputShapes) -> Result<Model> {
-        Self::load(bytes, "<bytes>".to_string(), None, input_shapes)
+        Self::from_bytes_within(bytes, input_shapes, &ModelLimits::default())
+    }
+
+    /// Loads a model from ONNX bytes (a peer's, say), refusing one whose
+    /// tensors pass `limits` before tract allocates them.
+    pub fn from_bytes_within(
+        bytes: &[u8],
+        input_shapes: &InputShapes,
+        limits: &ModelLimits,
+    ) -> Result<Model> {
+        Self::load(bytes, "<bytes>".to_string(), None, input_shapes, limits)
     }
 
     fn load(
@@ -166,6 +79,7 @@ impl Model {
         origin: String,
         model_dir: Option<String>,
         input_shapes: &InputShapes,
+        limits: &ModelLimits,
     ) -> Result<Model> {
         let not_onnx = |reason: String| Error::NotOnnx { origin: Some(origin.clone()), reason };
         if bytes.is_empty() {
@@ -184,28 +98,29 @@ impl Model {
             return Err(not_onnx("the graph has no outputs".into()));
         }
         check_ops(graph)?;
+        // What the file declares, before tract allocates any of it.
+        crate::budget::check_proto(&proto, input_shapes, limits)?;
         crate::concretize::bind_symbols(&mut proto, input_shapes);
         if let Some(graph) = proto.graph.as_mut() {
             crate::workaround::unfold_dequantize_before_softmax(graph);
         }
         // tract's ONNX parser panics on some malformed files (found by
         // fuzzing: a missing map key in tract-onnx's model.rs); a bad file
-        // is an error here, never a panic.
-        let facts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            infer_facts(&proto, model_dir.as_deref(), input_shapes)
-        }))
-        .map_err(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            not_onnx(format!("tract could not parse it ({what})"))
-        })??;
+        // is an error here, never a panic (nor a panic's message).
+        let facts = crate::guard::caught(
+            || "parsing".into(),
+            || infer_facts(&proto, model_dir.as_deref(), input_shapes),
+        )
+        .map_err(|e| match e {
+            Error::Tract { message, .. } => not_onnx(format!("tract could not parse it ({message})")),
+            other => other,
+        })?;
         crate::concretize::fold_shape_nodes(&mut proto, &facts);
         let graph = proto.graph.as_ref().ok_or_else(|| not_onnx("no graph in the model".into()))?;
         let graph = LayerGraph::build(graph, &facts)?;
+        let working_bytes = crate::budget::check_graph(&graph, limits)?;
         Ok(Model {
+            working_bytes,
             proto: Arc::new(proto),
             model_dir,
             origin,
@@ -227,6 +142,13 @@ impl Model {
     /// Where the model was loaded from (a path, or `<bytes>`).
     pub fn origin(&self) -> &str {
         &self.origin
+    }
+
+    /// Bytes of every tensor of its graph (weights, inputs, intermediates,
+    /// outputs): an upper bound of what running it holds, which the
+    /// handheld counts against its loaded-model budget.
+    pub fn working_bytes(&self) -> u64 {
+        self.working_bytes
     }
 
     /// The input-shape overrides the model was loaded with.
@@ -442,17 +364,6 @@ fn typed_fallback(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn input_shape_specs_parse_and_reject() {
-        let s = InputShapes::parse(&["x=1,3,48,192", "y = 2"]).expect("valid specs");
-        assert_eq!(s.shape("x"), Some(&[1, 3, 48, 192][..]));
-        assert_eq!(s.shape("y"), Some(&[2][..]));
-        for bad in ["x", "=1,2", "x=1,,2", "x=1,-2", "x=0", "x=a"] {
-            let err = InputShapes::parse(&[bad]).expect_err(bad);
-            assert!(matches!(err, Error::BadInputShape { .. }), "{bad}: {err}");
-        }
-    }
 
     #[test]
     fn garbage_is_not_onnx() {

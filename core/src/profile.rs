@@ -59,6 +59,10 @@ impl Profile {
 /// runs, alternating hooked (per-node) and plain (whole) runs so both see
 /// the same machine conditions.
 pub fn profile(model: &Model, inputs: &Values, warmup: usize, runs: usize) -> Result<Profile> {
+    crate::guard::caught(|| "profiling".into(), || profile_unguarded(model, inputs, warmup, runs))
+}
+
+fn profile_unguarded(model: &Model, inputs: &Values, warmup: usize, runs: usize) -> Result<Profile> {
     let g = model.graph();
     let half = full_plan(model)?;
     let plan = half.plan().clone();

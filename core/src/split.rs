@@ -68,8 +68,10 @@ impl Half {
         what: &str,
     ) -> Result<Half> {
         let proto = half_proto(model, nodes, inputs, outputs);
-        let typed = model.optimize(&proto, what)?;
-        let plan = typed.into_runnable().tract(|| format!("planning {what}"))?;
+        let plan = crate::guard::caught(
+            || format!("planning {what}"),
+            || model.optimize(&proto, what)?.into_runnable().tract(|| format!("planning {what}")),
+        )?;
         Ok(Half { plan, inputs: inputs.to_vec(), outputs: outputs.to_vec() })
     }
 
@@ -83,6 +85,10 @@ impl Half {
     /// the node's time (owed time is slept once it reaches 1 ms, and the
     /// rest at the end), so the wall clock is the emulated device's.
     pub fn run_dilated(&self, graph: &LayerGraph, values: &Values, factor: f64) -> Result<Values> {
+        crate::guard::caught(|| "running a plan".into(), || self.run_unguarded(graph, values, factor))
+    }
+
+    fn run_unguarded(&self, graph: &LayerGraph, values: &Values, factor: f64) -> Result<Values> {
         let mut feed = TVec::new();
         for &t in &self.inputs {
             let info = graph.tensor(t);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use tandem_core::InputShapes;
+use tandem_types::InputShapes;
 use tandem_proto::protocol::FrameDecoder;
 use tandem_proto::session::WearableSession;
 

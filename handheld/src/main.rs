@@ -31,13 +31,27 @@ struct Limits {
     /// Largest model a wearable may push, in MB (pushes above it are refused by name).
     #[arg(long, default_value_t = 1024)]
     max_push_mb: u64,
+    /// Pushes in progress at once over all wearables, in MB; a push that
+    /// does not fit is refused as busy.
+    #[arg(long, default_value_t = 2048)]
+    max_pushing_mb: u64,
     /// Pushed models kept (in `--models`, else in memory), in MB; the least
     /// recently used go first.
     #[arg(long, default_value_t = 4096)]
     max_pushed_mb: u64,
-    /// Loaded models kept, in MB of their ONNX files; the least recently used go first.
+    /// Loaded models kept, in MB of their working sets (every tensor of
+    /// the graph at once); the least recently used go first. A model whose
+    /// working set alone passes it is refused before tract allocates it.
     #[arg(long, default_value_t = 2048)]
     max_loaded_mb: u64,
+    /// Largest tensor a model may declare or compute, in MB (refused by
+    /// name before tract allocates it).
+    #[arg(long, default_value_t = 1024)]
+    max_tensor_mb: u64,
+    /// Longest a model's load and profiling may take, in seconds (and its
+    /// CPU time): the sandbox is stopped past it and the wearable told why.
+    #[arg(long, default_value_t = 60.0)]
+    max_load_s: f64,
     /// Each loaded model's built plans, in MB of the weights they copy; the
     /// least recently used go first.
     #[arg(long, default_value_t = 1024)]
@@ -110,6 +124,10 @@ enum Command {
         /// With `--insecure`: let unpaired wearables push models too.
         #[arg(long, requires = "insecure")]
         insecure_push: bool,
+        /// Start over with a new key when the old one is gone: the
+        /// wearables paired with the old key are set aside and must pair again.
+        #[arg(long)]
+        new_identity: bool,
     },
     /// Pair one wearable: print a 6-digit code and wait for a wearable to
     /// type it (`tandem-wearable pair --connect ADDR --code NNNNNN`).
@@ -123,7 +141,16 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 300.0)]
         timeout: f64,
+        /// Start over with a new key when the old one is gone (as for `serve`).
+        #[arg(long)]
+        new_identity: bool,
     },
+    /// (Internal) load and profile one model from standard input under
+    /// memory and CPU limits, as `serve` does for every model a wearable
+    /// sends or names: a child process, so that nothing tract does to it
+    /// can end the server.
+    #[command(hide = true)]
+    SandboxLoad,
     /// Time every node of the optimized plan on this machine and check additivity.
     Profile {
         /// The ONNX model file.
@@ -138,11 +165,19 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if matches!(cli.command, Command::SandboxLoad) {
+        return tandem::sandbox::child_main();
+    }
+    // Connections, refusals and loads at info unless RUST_LOG says otherwise.
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", tandem_tools::cli::error_chain(e.as_ref()));
@@ -169,6 +204,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             keys,
             insecure,
             insecure_push,
+            new_identity,
             limits,
         } => {
             let _quota = match cpu_quota {
@@ -187,10 +223,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     limits.idle_s
                 );
             }
+            if !(limits.max_load_s.is_finite() && (1.0..=3600.0).contains(&limits.max_load_s)) {
+                anyhow::bail!("--max-load-s {}: must be from 1 to 3600 seconds", limits.max_load_s);
+            }
+            if limits.max_tensor_mb == 0 || limits.max_loaded_mb == 0 {
+                anyhow::bail!("--max-tensor-mb and --max-loaded-mb must be at least 1");
+            }
             if limits.max_connections == 0 {
                 anyhow::bail!("--max-connections 0: a handheld must serve at least one wearable");
             }
-            let security = security(keys, insecure)?;
+            let security = security(keys, insecure, new_identity)?;
             if !(profile_scale.is_finite() && profile_scale > 0.0 && profile_scale <= 1e3) {
                 anyhow::bail!("--profile-scale {profile_scale}: must be a number above 0 and at most 1000");
             }
@@ -208,7 +250,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 limits,
             )
         }
-        Command::Pair { listen, keys, timeout } => pair(listen, keys, timeout),
+        Command::Pair { listen, keys, timeout, new_identity } => pair(listen, keys, timeout, new_identity),
+        Command::SandboxLoad => unreachable!("handled in main"),
         Command::Profile { model, shapes, runs } => {
             let model = Model::from_path(&model, &shapes.shapes()?)?;
             let profile = tandem::profile::profile(&model, &random_inputs(&model, 0)?, 3, runs)?;
@@ -281,9 +324,22 @@ fn serve(
         max_connections: limits.max_connections,
         max_push_bytes: mb(limits.max_push_mb),
         max_pushed_bytes: mb(limits.max_pushed_mb),
+        max_pushing_bytes: mb(limits.max_pushing_mb),
         max_loaded_bytes: mb(limits.max_loaded_mb),
         max_plan_bytes: mb(limits.max_plan_mb),
         idle_timeout: std::time::Duration::from_secs_f64(limits.idle_s),
+        model_limits: tandem::ModelLimits {
+            max_tensor_bytes: mb(limits.max_tensor_mb),
+            max_working_bytes: mb(limits.max_loaded_mb),
+        },
+        sandbox: Some(tandem::sandbox::Sandbox {
+            program: std::env::current_exe().context("finding this program, to load models in a child")?,
+            args: vec!["sandbox-load".into()],
+            // Room for tract's copies of the weights beside the working set.
+            max_memory_bytes: mb(limits.max_loaded_mb).saturating_mul(2).saturating_add(512 << 20),
+            max_cpu: std::time::Duration::from_secs_f64(limits.max_load_s),
+            deadline: std::time::Duration::from_secs_f64(limits.max_load_s),
+        }),
         ..ServerConfig::default()
     };
     let _load = (load > 0.0).then(|| {
@@ -323,11 +379,14 @@ fn mb(n: u64) -> u64 {
 }
 
 /// The keystore and whether plain links are served.
-fn security(keys: Option<PathBuf>, insecure: bool) -> anyhow::Result<tandem::secure::Policy> {
+fn security(
+    keys: Option<PathBuf>,
+    insecure: bool,
+    new_identity: bool,
+) -> anyhow::Result<tandem::secure::Policy> {
     use anyhow::Context;
     let dir = keys.unwrap_or_else(|| tandem::secure::Keystore::default_dir("handheld"));
-    let keystore = tandem::secure::Keystore::open_or_create(&dir)
-        .with_context(|| format!("the keystore {}", dir.display()))?;
+    let keystore = open_keystore(&dir, new_identity)?;
     let paired = keystore.peers().with_context(|| format!("the keystore {}", dir.display()))?.len();
     eprintln!(
         "handheld {}: {paired} paired wearable(s) in {}{}",
@@ -338,16 +397,26 @@ fn security(keys: Option<PathBuf>, insecure: bool) -> anyhow::Result<tandem::sec
     Ok(tandem::secure::Policy { keystore: Some(std::sync::Arc::new(keystore)), allow_plain: insecure })
 }
 
+/// The keystore in `dir` (a new identity only when asked).
+fn open_keystore(dir: &std::path::Path, new_identity: bool) -> anyhow::Result<tandem::secure::Keystore> {
+    use anyhow::Context;
+    let ks = if new_identity {
+        tandem::secure::Keystore::start_over(dir)
+    } else {
+        tandem::secure::Keystore::open_or_create(dir)
+    };
+    ks.with_context(|| format!("the keystore {}", dir.display()))
+}
+
 /// `tandem-handheld pair`.
-fn pair(listen: String, keys: Option<PathBuf>, timeout: f64) -> anyhow::Result<()> {
-    use anyhow::{bail, Context};
+fn pair(listen: String, keys: Option<PathBuf>, timeout: f64, new_identity: bool) -> anyhow::Result<()> {
+    use anyhow::bail;
     use std::io::Write;
     if !(timeout.is_finite() && timeout > 0.0) {
         bail!("--timeout {timeout}: must be a positive number of seconds");
     }
     let dir = keys.unwrap_or_else(|| tandem::secure::Keystore::default_dir("handheld"));
-    let keystore = tandem::secure::Keystore::open_or_create(&dir)
-        .with_context(|| format!("the keystore {}", dir.display()))?;
+    let keystore = open_keystore(&dir, new_identity)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         let mut acceptor = tandem::link::TcpAcceptor::bind(&listen).await?;

@@ -550,7 +550,7 @@ fn connections_beyond_the_cap_are_told_busy_and_pushes_beyond_the_limit_are_refu
     let welcome = read_until(&mut first, |m| matches!(m.header, Header::Welcome { .. }));
     assert!(welcome.iter().any(|m| matches!(m.header, Header::Welcome { .. })));
     let (code, reason) = error_of(&talk(&server.addr, &hello(PROTOCOL_VERSION, digest, 10), false));
-    assert_eq!(code, ErrorCode::Internal, "{reason}");
+    assert_eq!(code, ErrorCode::Busy, "{reason}");
     assert!(reason.contains("busy") && reason.contains("at most 1"), "{reason}");
     drop(first);
     // The slot is free again once the first wearable leaves; a push over the limit is refused by name.
@@ -626,6 +626,7 @@ fn cancelled_frames_that_have_not_started_are_not_run() {
     assert!(ready.iter().any(|m| matches!(m.header, Header::ModelReady { .. })), "no ModelReady");
     let inputs = random_inputs(&model.model, 1).expect("inputs");
     let tensors: Vec<(String, &tandem::Tensor)> = inputs.iter().map(|(n, v)| (n.clone(), &**v)).collect();
+    let tensors = tandem::encoding::to_send(&tensors).expect("crosses");
     let key = Cut::handheld_only(g).key();
     let mut bytes = vec![];
     for frame in 1..=6 {

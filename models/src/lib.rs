@@ -7,6 +7,7 @@
 //!   and their deterministic test inputs;
 //! * [`randomize_constant_weights`]: copies of the light models whose constant
 //!   weights are replaced by seeded random ones;
+//! * [`hostile`]: tiny ONNX files that declare or compute tensors no phone can hold (issue 28).
 //! * [`ensure_models`]: materializes all of the above under [`cache_dir`].
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, Context, Result};
 
 mod builder;
+pub mod hostile;
 pub mod layers;
 pub mod light;
 mod randomize;

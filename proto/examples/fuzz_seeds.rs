@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use tandem_proto::encoding::Encoding;
+use tandem_proto::protocol::WireTensor;
 use tandem_proto::protocol::{
     encode, model_digest, pack_tensor, ErrorCode, Header, LatencySummary, Message, StatusReport,
     PROTOCOL_VERSION,
 };
 use tandem_proto::secure::{record, Kind};
-use tract_onnx::prelude::Tensor;
 
 const STATUS: StatusReport = StatusReport { load: 0.2, queue: 1, battery: 0.8, charging: true };
 
@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let corpus = root.join("fuzz/corpus");
     let model = tandem_models::tiny::tiny_mlp_onnx();
     let digest = model_digest(&model);
-    let x = Tensor::from_shape(&[1, 4], &[0.5f32, -1.0, 2.0, 0.0])?;
+    let x = WireTensor::from_f32(vec![1, 4], &[0.5, -1.0, 2.0, 0.0])?;
     let packed = |e| pack_tensor("x", &x, e, None);
     let run = |frame, e| -> Result<Message, Box<dyn std::error::Error>> {
         Ok(Message::from_packed(
@@ -87,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write(&dir, "prepare", &frames(&[hello(known), all[7].clone(), all[9].clone(), all[11].clone()]))?;
 
     let dir = corpus.join("wearable_session");
-    let y = Tensor::from_shape(&[1, 2], &[1.0f32, 2.0])?;
+    let y = WireTensor::from_f32(vec![1, 2], &[1.0, 2.0])?;
     let result = Message::from_packed(
         |tensors| Header::Result { frame: 0, handheld_compute_us: 10, tensors },
         vec![pack_tensor("y", &y, Encoding::Raw, None)?],

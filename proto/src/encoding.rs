@@ -12,10 +12,9 @@
 //! is the caller's accuracy budget, measured, not assumed here.
 
 use serde::{Deserialize, Serialize};
-use tandem_core::card::SensorType;
-pub use tandem_core::sensor::Widening;
+use tandem_types::SensorType;
+pub use tandem_types::{Widening, WideningError, WireTensor, WireType};
 use thiserror::Error;
-use tract_onnx::prelude::{DatumType, Tensor};
 
 /// Largest decoded/encoded size ratio a peer may claim: an all-zero f32
 /// map packs about 8,000× (sparse bitmap, then LZ4), so anything above this
@@ -107,8 +106,8 @@ impl Encoding {
     }
 
     /// Whether it applies to tensors of type `dt` (lossy and narrow ones: f32 only).
-    pub fn applies_to(self, dt: DatumType) -> bool {
-        (self.is_lossless() && !self.needs_widening()) || dt == DatumType::F32
+    pub fn applies_to(self, dt: WireType) -> bool {
+        (self.is_lossless() && !self.needs_widening()) || dt == WireType::F32
     }
 
     /// Whether it applies to a tensor of shape `shape` widened by `w`: the
@@ -129,7 +128,7 @@ impl Encoding {
     /// Whether it applies to a tensor of type `dt` and shape `shape`: lossy
     /// ones to f32 only, per-channel int8 to a rank ≥ 2 tensor with 1 to
     /// [`MAX_CHANNELS`] channels on axis 1.
-    pub fn applies(self, dt: DatumType, shape: &[usize]) -> bool {
+    pub fn applies(self, dt: WireType, shape: &[usize]) -> bool {
         match self {
             Encoding::Int8 { per_channel: true } | Encoding::Int8Lz4 { per_channel: true } => {
                 self.applies_to(dt) && shape.len() >= 2 && (1..=MAX_CHANNELS).contains(&shape[1])
@@ -167,18 +166,20 @@ impl Encoding {
     }
 
     /// The encoding named `name` (see [`Encoding::name`]; `jpeg-Q` for any quality 1 to 100).
-    pub fn parse(name: &str) -> Result<Encoding, String> {
+    pub fn parse(name: &str) -> Result<Encoding, UnknownEncoding> {
         if let Some(q) = name.strip_prefix("jpeg-").and_then(|q| q.parse::<u8>().ok()) {
             if (1..=100).contains(&q) {
                 return Ok(Encoding::Jpeg { quality: q });
             }
         }
-        Self::ALL.into_iter().find(|e| e.name() == name).ok_or_else(|| {
-            let known: Vec<&str> = Self::ALL.iter().map(|e| e.name()).collect();
-            format!("unknown encoding '{name}' (known: {})", known.join(", "))
-        })
+        Self::ALL.into_iter().find(|e| e.name() == name).ok_or_else(|| UnknownEncoding(name.to_string()))
     }
 }
+
+/// A name that is no [`Encoding`]'s.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("unknown encoding '{0}' (known: {known})", known = Encoding::ALL.map(Encoding::name).join(", "))]
+pub struct UnknownEncoding(pub String);
 
 impl std::fmt::Display for Encoding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -226,10 +227,14 @@ pub enum EncodingError {
         /// The encoding.
         encoding: Encoding,
         /// The tensor's type.
-        dtype: DatumType,
+        dtype: WireType,
         /// Its shape.
         shape: Vec<usize>,
     },
+    /// The tensor's element type cannot cross the link (the runtime's
+    /// tensors have more types than the wire).
+    #[error("a tensor of type {0} cannot cross the link")]
+    UnsupportedType(String),
     /// int8 cannot represent NaN or infinity.
     #[error("int8 cannot encode a tensor holding NaN or infinity")]
     NotFinite,
@@ -271,20 +276,20 @@ fn corrupt(encoding: Encoding, reason: impl Into<String>) -> EncodingError {
 }
 
 /// Encodes `t` with `encoding` (not one that needs a widening: see [`encode_with`]).
-pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> {
+pub fn encode(t: &WireTensor<'_>, encoding: Encoding) -> Result<Encoded, EncodingError> {
     encode_with(t, encoding, None)
 }
 
 /// Encodes `t` with `encoding`; the narrow and JPEG encodings use `widening`,
 /// how the input's sensor values become its floats.
 pub fn encode_with(
-    t: &Tensor,
+    t: &WireTensor<'_>,
     encoding: Encoding,
     widening: Option<&Widening>,
 ) -> Result<Encoded, EncodingError> {
     let not_applicable =
-        || EncodingError::NotApplicable { encoding, dtype: t.datum_type(), shape: t.shape().to_vec() };
-    if !encoding.applies(t.datum_type(), t.shape()) {
+        || EncodingError::NotApplicable { encoding, dtype: t.dtype(), shape: t.shape().to_vec() };
+    if !encoding.applies(t.dtype(), t.shape()) {
         return Err(not_applicable());
     }
     if encoding.needs_widening() {
@@ -292,17 +297,15 @@ pub fn encode_with(
         if !encoding.fits(w, t.shape()) {
             return Err(not_applicable());
         }
-        let x: Vec<f32> = f32s(t.as_bytes()).collect();
+        let x: Vec<f32> = f32s(t.bytes()).collect();
         let bytes = match encoding {
-            Encoding::Jpeg { quality } => {
-                jpeg(&x, t.shape(), w, quality).map_err(|r| corrupt(encoding, r))?
-            }
+            Encoding::Jpeg { quality } => jpeg(&x, t.shape(), w, quality)?,
             _ => narrow(&x, t.shape(), w, encoding)?,
         };
         return Ok(Encoded { encoding, params: Params::Widen(w.clone()), bytes });
     }
-    let bytes = t.as_bytes();
-    let size = t.datum_type().size_of();
+    let bytes = t.bytes();
+    let size = t.dtype().size();
     let (params, packed) = match encoding {
         Encoding::Raw => (Params::None, bytes.to_vec()),
         Encoding::ShuffleLz4 => (Params::None, lz4_flex::block::compress(&shuffle(bytes, size))),
@@ -340,37 +343,44 @@ pub fn encode_with(
 
 /// `t` encoded and decoded again (what the other side of the link gets), and
 /// the encoded size in bytes.
-pub fn round_trip(t: &Tensor, encoding: Encoding) -> Result<(Tensor, usize), EncodingError> {
+pub fn round_trip(
+    t: &WireTensor<'_>,
+    encoding: Encoding,
+) -> Result<(WireTensor<'static>, usize), EncodingError> {
     round_trip_with(t, encoding, None)
 }
 
 /// [`round_trip`] with the input's widening, for the narrow and JPEG encodings.
 pub fn round_trip_with(
-    t: &Tensor,
+    t: &WireTensor<'_>,
     encoding: Encoding,
     widening: Option<&Widening>,
-) -> Result<(Tensor, usize), EncodingError> {
+) -> Result<(WireTensor<'static>, usize), EncodingError> {
     let packed = encode_with(t, encoding, widening)?;
-    Ok((decode(t.datum_type(), t.shape(), &packed)?, packed.bytes.len()))
+    Ok((decode(t.dtype(), t.shape(), &packed)?, packed.bytes.len()))
 }
 
 /// Decodes a tensor of type `dt` and shape `shape` from `encoded`. Sizes
 /// are checked before anything is decompressed: a claimed size more than
 /// [`MAX_RATIO`] times the bytes sent is refused, and no decompression
 /// writes past the shape's size.
-pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tensor, EncodingError> {
+pub fn decode(
+    dt: WireType,
+    shape: &[usize],
+    encoded: &Encoded,
+) -> Result<WireTensor<'static>, EncodingError> {
     decode_parts(dt, shape, encoded.encoding, &encoded.params, &encoded.bytes)
 }
 
 /// [`decode`] from the parts a message carries: the encoding and its
 /// parameters from the header, the bytes from the body.
 pub fn decode_parts(
-    dt: DatumType,
+    dt: WireType,
     shape: &[usize],
     encoding: Encoding,
     params: &Params,
     bytes: &[u8],
-) -> Result<Tensor, EncodingError> {
+) -> Result<WireTensor<'static>, EncodingError> {
     let bad = |reason: String| corrupt(encoding, reason);
     if !encoding.applies_to(dt) {
         return Err(EncodingError::NotApplicable { encoding, dtype: dt, shape: shape.to_vec() });
@@ -379,7 +389,7 @@ pub fn decode_parts(
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .ok_or_else(|| bad("size overflows".into()))?;
-    let size = dt.size_of();
+    let size = dt.size();
     let raw_len = n.checked_mul(size).ok_or_else(|| bad("size overflows".into()))?;
     if raw_len > bytes.len().max(1).saturating_mul(MAX_RATIO) {
         return Err(EncodingError::Bomb { encoding, decoded: raw_len, encoded: bytes.len() });
@@ -418,7 +428,7 @@ pub fn decode_parts(
             let mut packed = vec![0u8; map_len + raw_len];
             let got = lz4_flex::block::decompress_into(bytes, &mut packed).map_err(|e| bad(e.to_string()))?;
             packed.truncate(got);
-            unsparse(&packed, n, size).map_err(bad)?
+            unsparse(&packed, n, size)?
         }
         Encoding::F16 => {
             if bytes.len() != n * 2 {
@@ -486,15 +496,10 @@ pub fn decode_parts(
         }
         Encoding::Jpeg { .. } => {
             let Params::Widen(w) = params else { unreachable!("checked above") };
-            unjpeg(bytes, shape, w).map_err(bad)?
+            unjpeg(bytes, shape, w, encoding)?
         }
     };
-    let mut t = Tensor::zero_dt(dt, shape).map_err(|e| bad(e.to_string()))?;
-    t.as_bytes_mut().copy_from_slice(&raw);
-    if dt == DatumType::Bool && raw.iter().any(|&b| b > 1) {
-        return Err(bad("a bool byte is not 0 or 1".into()));
-    }
-    Ok(t)
+    WireTensor::new(dt, shape.to_vec(), raw).map_err(|e| bad(e.to_string()))
 }
 
 /// Sensor values (in the tensor's order) widened to the model's f32 bytes.
@@ -566,9 +571,10 @@ fn image_dims(w: &Widening, shape: &[usize]) -> Option<ImageDims> {
 }
 
 /// The pixels of image `x` (each value's nearest sensor value) as a JPEG.
-fn jpeg(x: &[f32], shape: &[usize], w: &Widening, quality: u8) -> Result<Vec<u8>, String> {
+fn jpeg(x: &[f32], shape: &[usize], w: &Widening, quality: u8) -> Result<Vec<u8>, EncodingError> {
     use image::ImageEncoder;
-    let img = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let bad = |reason: String| corrupt(Encoding::Jpeg { quality }, reason);
+    let img = image_dims(w, shape).ok_or_else(|| bad("not a 1- or 3-channel batch-1 image".into()))?;
     let (wd, h, c) = (img.w, img.h, img.c);
     let pixels: Vec<u8> = (0..h * wd * c)
         .map(|p| {
@@ -580,32 +586,33 @@ fn jpeg(x: &[f32], shape: &[usize], w: &Widening, quality: u8) -> Result<Vec<u8>
     let mut out = vec![];
     image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100))
         .write_image(&pixels, wd as u32, h as u32, colour)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| bad(e.to_string()))?;
     Ok(out)
 }
 
 /// A JPEG's pixels widened into the tensor's layout; its size and colour
 /// type are checked against the shape before its pixels are decoded.
-fn unjpeg(bytes: &[u8], shape: &[usize], w: &Widening) -> Result<Vec<u8>, String> {
+fn unjpeg(bytes: &[u8], shape: &[usize], w: &Widening, encoding: Encoding) -> Result<Vec<u8>, EncodingError> {
     use image::ImageDecoder;
-    let img = image_dims(w, shape).ok_or("not a 1- or 3-channel batch-1 image")?;
+    let bad = |reason: String| corrupt(encoding, reason);
+    let img = image_dims(w, shape).ok_or_else(|| bad("not a 1- or 3-channel batch-1 image".into()))?;
     let (wd, h, c) = (img.w, img.h, img.c);
     let decoder =
-        image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(bytes)).map_err(|e| e.to_string())?;
+        image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(bytes)).map_err(|e| bad(e.to_string()))?;
     let want = if c == 3 { image::ColorType::Rgb8 } else { image::ColorType::L8 };
     if decoder.dimensions() != (wd as u32, h as u32) || decoder.color_type() != want {
-        return Err(format!(
+        return Err(bad(format!(
             "a {:?} {}x{} JPEG for a {wd}x{h} image of {c} channels",
             decoder.color_type(),
             decoder.dimensions().0,
             decoder.dimensions().1
-        ));
+        )));
     }
     let mut pixels = vec![0u8; h * wd * c];
     if decoder.total_bytes() != pixels.len() as u64 {
-        return Err("its pixel buffer does not match the shape".into());
+        return Err(bad("its pixel buffer does not match the shape".into()));
     }
-    decoder.read_image(&mut pixels).map_err(|e| e.to_string())?;
+    decoder.read_image(&mut pixels).map_err(|e| bad(e.to_string()))?;
     let mut out = vec![0f32; pixels.len()];
     for (p, &q) in pixels.iter().enumerate() {
         let (i, ch) = img.at(p);
@@ -678,21 +685,23 @@ fn sparse(bytes: &[u8], size: usize) -> Vec<u8> {
     out
 }
 
-fn unsparse(packed: &[u8], n: usize, size: usize) -> Result<Vec<u8>, String> {
+fn unsparse(packed: &[u8], n: usize, size: usize) -> Result<Vec<u8>, EncodingError> {
+    let bad = |reason: String| corrupt(Encoding::SparseLz4, reason);
     let map_len = n.div_ceil(8);
-    let (map, values) = packed.split_at_checked(map_len).ok_or("shorter than its bitmap")?;
+    let (map, values) =
+        packed.split_at_checked(map_len).ok_or_else(|| bad("shorter than its bitmap".into()))?;
     let set: usize = map.iter().map(|b| b.count_ones() as usize).sum();
     if !n.is_multiple_of(8) && map[map_len - 1] >> (n % 8) != 0 {
-        return Err("bitmap bits set past the last element".into());
+        return Err(bad("bitmap bits set past the last element".into()));
     }
     if values.len() != set * size {
-        return Err(format!("{} value bytes for {set} non-zero elements", values.len()));
+        return Err(bad(format!("{} value bytes for {set} non-zero elements", values.len())));
     }
     let mut out = vec![0u8; n * size];
     let mut next = values.chunks_exact(size);
     for i in 0..n {
         if map[i / 8] & (1 << (i % 8)) != 0 {
-            let v = next.next().ok_or("fewer values than bits")?;
+            let v = next.next().ok_or_else(|| bad("fewer values than bits".into()))?;
             out[i * size..(i + 1) * size].copy_from_slice(v);
         }
     }

@@ -10,18 +10,18 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tract_onnx::prelude::Tensor;
+use tandem_types::WireTensor;
 
 use crate::encoding::Encoding;
 use crate::protocol::{encode, pack_tensor, LatencySummary, Message, StatusReport};
-use crate::session::{Action, HandheldSession, Tensors, WearableAction, WearableSession};
-use tandem_core::InputShapes;
+use crate::session::{Action, HandheldSession, RunError, Tensors, WearableAction, WearableSession};
+use tandem_types::InputShapes;
 
 /// Computes a frame's outputs from its crossing tensors (the handheld's suffix).
 pub type Runner = Box<dyn FnMut(&Tensors) -> Outputs>;
 
 /// A suffix's outputs, or why it failed.
-type Outputs = Result<Vec<(String, Tensor)>, String>;
+type Outputs = Result<Vec<(String, WireTensor<'static>)>, RunError>;
 
 /// What travels on one direction of the link.
 #[derive(Debug)]
@@ -97,7 +97,9 @@ impl Pair {
             wearable_closed: false,
             handheld_closed: false,
             latency,
-            runner: Box::new(|t: &Tensors| t.decode().map_err(|e| e.to_string())),
+            runner: Box::new(|t: &Tensors| {
+                Ok(t.decode()?.into_iter().map(|(n, t)| (n, t.into_owned())).collect())
+            }),
             running: None,
             to_handheld: VecDeque::new(),
             to_wearable: VecDeque::new(),
@@ -117,7 +119,7 @@ impl Pair {
     }
 
     /// Offloads `frame` with these tensors (raw), answered raw.
-    pub fn offload(&mut self, frame: u64, cut: &str, tensors: &[(&str, &Tensor)]) -> bool {
+    pub fn offload(&mut self, frame: u64, cut: &str, tensors: &[(&str, &WireTensor<'_>)]) -> bool {
         let packed = tensors
             .iter()
             .map(|(n, t)| pack_tensor(n, t, Encoding::Raw, None).expect("a tensor the wire carries"))
@@ -246,9 +248,8 @@ impl Pair {
                 if let Some((_, frame, outputs)) = self.running.take() {
                     moved = true;
                     let result = outputs.and_then(|o| {
-                        let refs: Vec<(String, &Tensor)> = o.iter().map(|(n, t)| (n.clone(), t)).collect();
                         let us = self.run_time.as_micros() as u64;
-                        HandheldSession::result(frame, us, &refs, &[]).map_err(|e| e.to_string())
+                        HandheldSession::result(frame, us, &o, &[]).map_err(RunError::from)
                     });
                     let out = self.handheld.frame_done(self.now, frame, result);
                     self.handheld_acts(out);

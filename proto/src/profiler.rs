@@ -1,7 +1,7 @@
 //! The wearable's system profiler (SPEC 2), with no I/O: the session feeds
 //! it what it observes (transfers, probe echoes, the handheld's status,
 //! battery readings) and reads back a [`LinkEstimate`], a
-//! [`HandheldStatus`] and [`EnergyWeights`] for the [`tandem_plan::partition::Planner`].
+//! [`HandheldStatus`] and [`EnergyWeights`] for the partitioner's `Planner` (in `tandem-plan`).
 //!
 //! - **Bandwidth, passively**: every upload's bytes over the time the link
 //!   took to carry them, and every lone round trip (nothing else in flight)
@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use crate::protocol::StatusReport;
-use tandem_plan::partition::{EnergyWeights, HandheldStatus, LinkEstimate};
+use tandem_types::{EnergyWeights, HandheldStatus, LinkEstimate};
 
 /// An exponentially weighted average with outlier rejection.
 #[derive(Clone, Debug)]

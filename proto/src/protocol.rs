@@ -27,10 +27,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
-use tract_onnx::prelude::{DatumType, Tensor};
+pub use tandem_types::{WireTensor, WireType};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Most cuts one `Prepare` may name.
 pub const MAX_PREPARE: usize = 8;
@@ -109,63 +109,6 @@ pub enum ProtocolError {
     /// The decoder already failed.
     #[error("the stream already failed; close the connection")]
     Failed,
-}
-
-/// Element types that cross the link.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum WireType {
-    /// f32.
-    F32,
-    /// f64.
-    F64,
-    /// i64.
-    I64,
-    /// i32.
-    I32,
-    /// u8.
-    U8,
-    /// i8.
-    I8,
-    /// bool (one byte, 0 or 1).
-    Bool,
-}
-
-impl WireType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            WireType::F64 | WireType::I64 => 8,
-            WireType::F32 | WireType::I32 => 4,
-            WireType::U8 | WireType::I8 | WireType::Bool => 1,
-        }
-    }
-
-    /// The tract type.
-    pub fn datum_type(self) -> DatumType {
-        match self {
-            WireType::F32 => DatumType::F32,
-            WireType::F64 => DatumType::F64,
-            WireType::I64 => DatumType::I64,
-            WireType::I32 => DatumType::I32,
-            WireType::U8 => DatumType::U8,
-            WireType::I8 => DatumType::I8,
-            WireType::Bool => DatumType::Bool,
-        }
-    }
-
-    /// The wire type of a tract type, if it can cross.
-    pub fn of(dt: DatumType) -> Option<WireType> {
-        Some(match dt {
-            DatumType::F32 => WireType::F32,
-            DatumType::F64 => WireType::F64,
-            DatumType::I64 => WireType::I64,
-            DatumType::I32 => WireType::I32,
-            DatumType::U8 => WireType::U8,
-            DatumType::I8 => WireType::I8,
-            DatumType::Bool => WireType::Bool,
-            _ => return None,
-        })
-    }
 }
 
 /// A tensor's description in a header; its bytes are in the body.
@@ -268,6 +211,9 @@ pub enum ErrorCode {
     Internal,
     /// The handheld serves paired wearables only, over encrypted links.
     Unpaired,
+    /// The handheld is full (every connection slot, or its budget for
+    /// model pushes, is taken): try again later (protocol v8).
+    Busy,
 }
 
 /// A message's header.
@@ -406,8 +352,9 @@ impl Message {
         }
     }
 
-    /// Splits the body into the described tensors, decoding encoded ones.
-    pub fn tensors(&self) -> Result<Vec<(String, Tensor)>, ProtocolError> {
+    /// Splits the body into the described tensors, decoding encoded ones
+    /// (raw ones borrow the body).
+    pub fn tensors(&self) -> Result<Vec<(String, WireTensor<'_>)>, ProtocolError> {
         // The decoder checked this for received frames; a message built in
         // this process is held to the same limits.
         check_body(&self.header, self.body.len())?;
@@ -467,7 +414,7 @@ impl Message {
     /// A message carrying `tensors` in its body; `header` gets their descriptions.
     pub fn with_tensors(
         make: impl FnOnce(Vec<TensorMeta>) -> Header,
-        tensors: &[(String, &Tensor)],
+        tensors: &[(String, WireTensor<'_>)],
     ) -> Result<Message, ProtocolError> {
         let mut metas = Vec::with_capacity(tensors.len());
         let mut body = vec![];
@@ -495,12 +442,12 @@ pub struct PackedTensor {
 /// (also lossless), and its meta says so.
 pub fn pack_tensor(
     name: &str,
-    t: &Tensor,
+    t: &WireTensor<'_>,
     encoding: Encoding,
     widening: Option<&encoding::Widening>,
 ) -> Result<PackedTensor, ProtocolError> {
     let (mut meta, raw) = tensor_to_wire(name, t)?;
-    if encoding == Encoding::Raw || !encoding.applies(t.datum_type(), t.shape()) {
+    if encoding == Encoding::Raw || !encoding.applies(t.dtype(), t.shape()) {
         return Ok(PackedTensor { meta, bytes: raw.to_vec() });
     }
     let packed = match encoding::encode_with(t, encoding, widening) {
@@ -518,56 +465,37 @@ pub fn pack_tensor(
     Ok(PackedTensor { meta, bytes: packed.bytes })
 }
 
-/// A tract tensor's wire description and bytes (little-endian hosts only).
-pub fn tensor_to_wire<'t>(name: &str, t: &'t Tensor) -> Result<(TensorMeta, &'t [u8]), ProtocolError> {
-    let dtype = WireType::of(t.datum_type()).ok_or_else(|| ProtocolError::BadTensor {
-        name: name.to_string(),
-        reason: format!("type {:?} cannot cross the link", t.datum_type()),
-    })?;
+/// A tensor's wire description and bytes.
+pub fn tensor_to_wire<'t>(
+    name: &str,
+    t: &'t WireTensor<'_>,
+) -> Result<(TensorMeta, &'t [u8]), ProtocolError> {
     let mut meta = TensorMeta {
         name: name.to_string(),
-        dtype,
+        dtype: t.dtype(),
         shape: t.shape().iter().map(|&d| d as u64).collect(),
         encoding: Encoding::Raw,
         params: Params::None,
         len: 0,
     };
     meta.len = meta.byte_len()? as u64;
-    let bytes = t.as_bytes();
-    Ok((meta, bytes))
+    Ok((meta, t.bytes()))
 }
 
-/// A tract tensor from its description and its (possibly encoded) bytes.
-pub fn tensor_from_wire(meta: &TensorMeta, bytes: &[u8]) -> Result<Tensor, ProtocolError> {
+/// A tensor from its description and its (possibly encoded) bytes: raw
+/// ones borrow `bytes`, encoded ones are decoded.
+pub fn tensor_from_wire<'b>(meta: &TensorMeta, bytes: &'b [u8]) -> Result<WireTensor<'b>, ProtocolError> {
+    let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
     if meta.encoding != Encoding::Raw {
         meta.body_len()?;
-        let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
-        return decode_parts(meta.dtype.datum_type(), &shape, meta.encoding, &meta.params, bytes)
+        return decode_parts(meta.dtype, &shape, meta.encoding, &meta.params, bytes)
             .map_err(|e| meta.bad(e.to_string()));
     }
     let len = meta.byte_len()?;
     if bytes.len() != len {
         return Err(ProtocolError::BodyMismatch { expected: len, got: bytes.len() });
     }
-    if meta.dtype == WireType::Bool && bytes.iter().any(|&b| b > 1) {
-        return Err(ProtocolError::BadTensor {
-            name: meta.name.clone(),
-            reason: "a bool byte is not 0 or 1".into(),
-        });
-    }
-    let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
-    let bad = |e: String| ProtocolError::BadTensor { name: meta.name.clone(), reason: e };
-    if meta.dtype == WireType::F32 {
-        // The common case, built in one pass (no zeroed buffer to overwrite).
-        let values: Vec<f32> =
-            bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        return tract_onnx::prelude::tract_ndarray::ArrayD::from_shape_vec(shape, values)
-            .map(Tensor::from)
-            .map_err(|e| bad(e.to_string()));
-    }
-    let mut t = Tensor::zero_dt(meta.dtype.datum_type(), &shape).map_err(|e| bad(e.to_string()))?;
-    t.as_bytes_mut().copy_from_slice(bytes);
-    Ok(t)
+    WireTensor::new(meta.dtype, shape, bytes).map_err(|e| meta.bad(e.to_string()))
 }
 
 fn bincode_config() -> impl bincode::config::Config {

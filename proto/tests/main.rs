@@ -8,3 +8,4 @@ mod protocol;
 mod secure;
 mod sensor_encoding;
 mod session;
+mod tract;

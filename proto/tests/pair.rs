@@ -6,18 +6,17 @@
 
 use std::time::Duration;
 
-use tandem_core::Tensor;
 use tandem_proto::encoding::Encoding;
 use tandem_proto::pair::Pair;
-use tandem_proto::protocol::{encode, pack_tensor, ErrorCode, Header, LatencySummary, Message};
+use tandem_proto::protocol::{encode, pack_tensor, ErrorCode, Header, LatencySummary, Message, WireTensor};
 use tandem_proto::session::{CloseReason, HandheldLimits, HandheldSession, WearableAction, WearableTimers};
 
 fn latency() -> LatencySummary {
     LatencySummary { per_layer_s: vec![1e-3; 4], overhead_s: 1e-4 }
 }
 
-fn x(v: f32) -> Tensor {
-    Tensor::from_shape(&[2], &[v, v + 1.0]).expect("tensor")
+fn x(v: f32) -> WireTensor<'static> {
+    WireTensor::from_f32(vec![2], &[v, v + 1.0]).expect("tensor")
 }
 
 /// A pair past the handshake, the model already on the handheld.

@@ -18,12 +18,12 @@ fn samples() -> Vec<Message> {
     let x = Tensor::from_shape(&[2, 3], &[1.0f32, -2.0, 3.5, 0.0, 1e-9, f32::MAX]).expect("tensor");
     let ids = Tensor::from_shape(&[4], &[1i64, -7, 0, i64::MAX]).expect("tensor");
     let mask = Tensor::from_shape(&[2], &[true, false]).expect("tensor");
-    let run = Message::with_tensors(
+    let run = crate::tract::with_tensors(
         |tensors| Header::RunSuffix { frame: 7, cut: "3f".into(), tensors, answer: vec![] },
         &[("x".to_string(), &x), ("ids".to_string(), &ids), ("mask".to_string(), &mask)],
     )
     .expect("tensors");
-    let result = Message::with_tensors(
+    let result = crate::tract::with_tensors(
         |tensors| Header::Result { frame: 7, handheld_compute_us: 1234, tensors },
         &[("y".to_string(), &x)],
     )
@@ -75,10 +75,11 @@ fn every_message_round_trips_and_tensors_keep_their_bytes() {
         assert_eq!(d.pending(), 0);
     }
     let run = &samples()[4];
-    let tensors = run.tensors().expect("tensors");
+    let tensors = crate::tract::tensors(run).expect("tensors");
     assert_eq!(tensors.len(), 3);
     assert_eq!(tensors[0].1.as_bytes().len(), 24);
-    assert_eq!(tensors[1].1.datum_type(), tandem_proto::protocol::WireType::I64.datum_type());
+    assert_eq!(tensors[1].1.datum_type(), tandem_core::DatumType::I64);
+    assert_eq!(run.tensors().expect("wire tensors")[1].1.dtype(), WireType::I64);
     let x = Tensor::from_shape(&[2, 3], &[1.0f32, -2.0, 3.5, 0.0, 1e-9, f32::MAX]).expect("tensor");
     assert_eq!(tensors[0].1, x);
 }

@@ -3,13 +3,12 @@
 //! refused where a value is not one), and an image as a JPEG (lossy,
 //! bounded); hostile widenings and JPEGs get a named error, never a panic.
 
+use crate::tract::{decode, encode, encode_with};
 use proptest::prelude::*;
 use tandem_core::card::SensorType;
+use tandem_core::DatumType;
 use tandem_core::Tensor;
-use tandem_proto::encoding::{
-    decode, encode, encode_with, Encoded, Encoding, EncodingError, Params, Widening,
-};
-use tract_onnx::prelude::DatumType;
+use tandem_proto::encoding::{Encoded, Encoding, EncodingError, Params, Widening};
 
 fn pixels(layout: &str) -> Widening {
     Widening {

@@ -7,11 +7,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use crate::tract::pack_tensor;
 use tandem_core::{InputShapes, Tensor};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::{
-    encode, model_digest, pack_tensor, ErrorCode, FrameDecoder, Header, LatencySummary, Message,
-    ProtocolError, StatusReport, PROTOCOL_VERSION,
+    encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
+    StatusReport, PROTOCOL_VERSION,
 };
 use tandem_proto::session::{Action, HandheldSession, WearableAction, WearableSession};
 
@@ -67,7 +68,7 @@ fn ready_wearable(model: Vec<u8>) -> WearableSession {
 
 fn run(frame: u64) -> Message {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
-    Message::with_tensors(
+    crate::tract::with_tensors(
         |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![] },
         &[("x".into(), &x)],
     )
@@ -224,9 +225,9 @@ fn probes_echo_in_any_state_and_bye_closes() {
 #[test]
 fn results_carry_the_outputs() {
     let y = Tensor::from_shape(&[1, 3], &[0.2f32, 0.3, 0.5]).expect("tensor");
-    let m = HandheldSession::result(9, 1500, &[("y".into(), &y)], &[]).expect("result");
+    let m = crate::tract::result(9, 1500, &[("y".into(), &y)], &[]).expect("result");
     assert!(matches!(m.header, Header::Result { frame: 9, handheld_compute_us: 1500, .. }));
-    assert_eq!(m.tensors().expect("tensors"), vec![("y".to_string(), y)]);
+    assert_eq!(crate::tract::tensors(&m).expect("tensors"), vec![("y".to_string(), y)]);
 }
 
 #[test]
@@ -237,12 +238,12 @@ fn results_come_back_in_the_lossless_encodings_asked_for_and_never_lossy() {
     let outputs = [("y".to_string(), &y), ("z".to_string(), &z), ("w".to_string(), &y)];
     // Shuffle + LZ4 for y; f16 (lossy) and u8 (a sensor's) are refused: raw.
     let asked = [Encoding::ShuffleLz4, Encoding::F16, Encoding::U8Lz4];
-    let m = deliver(&HandheldSession::result(3, 10, &outputs, &asked).expect("result"));
+    let m = deliver(&crate::tract::result(3, 10, &outputs, &asked).expect("result"));
     let Header::Result { tensors, .. } = &m.header else { panic!("a result") };
     let used: Vec<Encoding> = tensors.iter().map(|t| t.encoding).collect();
     assert_eq!(used, [Encoding::ShuffleLz4, Encoding::Raw, Encoding::Raw]);
     assert!(m.body.len() < 16_000 + 8 + 8_000, "y shrank: {} body bytes", m.body.len());
-    let back = m.tensors().expect("tensors");
+    let back = crate::tract::tensors(&m).expect("tensors");
     assert_eq!(back, outputs.iter().map(|(n, t)| (n.clone(), (*t).clone())).collect::<Vec<_>>());
 }
 
@@ -319,7 +320,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
         h.frame_done(t0(), frame, Ok(Message::new(Header::Bye)));
     }
     assert_eq!(w.in_flight(), vec![1, 2, 3]);
-    let y = HandheldSession::result(1, 100, &[("y".into(), &x)], &[]).expect("result");
+    let y = crate::tract::result(1, 100, &[("y".into(), &x)], &[]).expect("result");
     assert!(matches!(&w.on_message(deliver(&y))[..], [WearableAction::Delivered { frame: 1, .. }]));
     // The link drops: frames 2 and 3 run locally, in order, and none is lost.
     assert_eq!(w.on_disconnect(), vec![WearableAction::RunLocally(vec![2, 3])]);
@@ -340,7 +341,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
         )
         .expect("ready");
     }
-    let wrong = HandheldSession::result(11, 1, &[("y".into(), &x)], &[]).expect("result");
+    let wrong = crate::tract::result(11, 1, &[("y".into(), &x)], &[]).expect("result");
     let a = w.on_message(wrong);
     assert!(a.contains(&WearableAction::RunLocally(vec![10, 11])), "{a:?}");
     assert_eq!(a.last(), Some(&WearableAction::Close));
@@ -444,13 +445,13 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     assert_eq!(w.in_flight(), vec![3]);
     assert_eq!(w.cancel(t0(), &[1]), None, "a frame is cancelled once");
     // Frame 2 was already running: its answer comes, and goes nowhere.
-    let late = HandheldSession::result(2, 1, &[("y".into(), &x)], &[]).expect("result");
+    let late = crate::tract::result(2, 1, &[("y".into(), &x)], &[]).expect("result");
     assert_eq!(w.on_message(late), vec![]);
     // Frame 3's answer is next in order, and is delivered.
-    let on_time = HandheldSession::result(3, 1, &[("y".into(), &x)], &[]).expect("result");
+    let on_time = crate::tract::result(3, 1, &[("y".into(), &x)], &[]).expect("result");
     assert!(matches!(&w.on_message(on_time)[..], [WearableAction::Delivered { frame: 3, .. }]));
     // An answer to frame 1 now (older than one already passed) is out of order.
-    let stale = HandheldSession::result(1, 1, &[("y".into(), &x)], &[]).expect("result");
+    let stale = crate::tract::result(1, 1, &[("y".into(), &x)], &[]).expect("result");
     assert!(w.on_message(stale).contains(&WearableAction::Close));
 
     // Deadlines differ per frame: 6 may be cancelled before 5. Both late
@@ -469,10 +470,10 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     w.cancel(t0(), &[6]).expect("in flight");
     w.cancel(t0(), &[5]).expect("in flight");
     for late in [5, 6] {
-        let m = HandheldSession::result(late, 1, &[("y".into(), &x)], &[]).expect("result");
+        let m = crate::tract::result(late, 1, &[("y".into(), &x)], &[]).expect("result");
         assert_eq!(w.on_message(m), vec![], "frame {late}'s late answer");
     }
-    let on_time = HandheldSession::result(7, 1, &[("y".into(), &x)], &[]).expect("result");
+    let on_time = crate::tract::result(7, 1, &[("y".into(), &x)], &[]).expect("result");
     assert!(matches!(&w.on_message(on_time)[..], [WearableAction::Delivered { frame: 7, .. }]));
 
     let digest = [9; 32];

@@ -6,16 +6,19 @@
 //! This crate is the library behind both processes.
 //!
 //! # Layout
-//! This crate is the I/O shell around three crates without I/O, re-exported
-//! here so that an app needs one import:
+//! This crate is the I/O shell around the crates without I/O, re-exported
+//! here so that an app needs one import (`tandem_types` holds the plain
+//! data they share, the protocol's tensors among them):
 //! - [`tandem_core`] ([`model`], [`graph`], [`cut`], [`split`], [`check`], [`profile`]):
 //!   models, the layer DAG, cuts and exact split execution.
 //! - [`tandem_plan`] ([`device`], [`predict`], [`energy`], [`partition`], [`calibrate`]):
 //!   profiles, predictors, the energy model and the partitioner.
 //! - [`tandem_proto`] ([`protocol`], [`session`], [`profiler`]): the wire format, both
-//!   sides' state machines and the profiler, with time passed in.
+//!   sides' state machines and the profiler, with time passed in; no tract.
+//! - [`encoding`]: the protocol's tensor encodings on tract's tensors.
 //!
 //! Its own modules do the I/O:
+//! - [`sandbox`]: peers' models loaded and profiled in a child process with rlimits.
 //! - [`link`], [`emulate`], [`ble`]: TCP and in-memory links, emulated Bluetooth / Wi-Fi, BLE.
 //! - [`client`]: the wearable's [`Session`] (feed, run, fetch, stream); [`server`]: the handheld's.
 //! - [`secure`]: pairing on a 6-digit code and encrypted sessions (Noise) over any link.
@@ -64,20 +67,22 @@ pub mod ble;
 pub mod client;
 pub mod cpufreq;
 pub mod emulate;
+pub mod encoding;
 pub mod link;
 pub mod load;
+pub mod sandbox;
 pub mod secure;
 pub mod server;
 pub mod tensor;
 
-pub use tandem_core::{card, check, cut, error, graph, model, profile, split};
+pub use tandem_core::{card, check, cut, error, graph, model, profile, split, wire};
 pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
-pub use tandem_proto::{encoding, profiler, protocol, session};
+pub use tandem_proto::{profiler, protocol, session};
 
 pub use client::{Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};
 pub use tandem_core::{
     cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, Error, InputShapes, LayerGraph,
-    LayerKind, LayerNode, Model, NodeId, Result, Sides, SplitExecutor, SplitPlan, TValue, Tensor, TensorId,
-    Values,
+    LayerKind, LayerNode, Model, ModelLimits, NodeId, Result, Sides, SplitExecutor, SplitPlan, TValue,
+    Tensor, TensorId, Values,
 };
 pub use tensor::{frame, read_f32, tensor_f32, tensor_from_ndarray, tensor_from_slice, Outputs};

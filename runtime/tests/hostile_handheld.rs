@@ -87,7 +87,7 @@ async fn hostile(mut acceptor: TcpAcceptor, attack: Attack, layers: usize, outpu
                             vec![tandem::session::HandheldSession::result(
                                 frame,
                                 10,
-                                &[(output.clone(), &t)],
+                                &[(output.clone(), tandem::wire::to_wire(&t).expect("crosses"))],
                                 &[],
                             )
                             .expect("result")]

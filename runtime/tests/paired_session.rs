@@ -119,9 +119,9 @@ fn a_strategy_that_decides_once_keeps_its_cut_when_the_link_collapses() {
 /// (every layer on the watch) and then recovers switches to offloading
 /// without stalling. The new cut's plans are built in the background on
 /// both sides while frames keep running here, so no frame builds a plan
-/// itself, and the switch reports its wait. With building ahead turned
-/// off, the first frame at the new cut builds its plan inside the frame:
-/// the stall this removes, and what makes the test able to fail.
+/// itself. With building ahead turned off, the first frame at the new cut
+/// builds its plan inside the frame: the stall this removes, and what makes
+/// the test able to fail.
 #[test]
 fn a_recovering_link_switches_once_the_plans_are_built_without_a_stalled_frame() {
     let run = |prepare_ahead: bool| {
@@ -160,9 +160,14 @@ fn a_recovering_link_switches_once_the_plans_are_built_without_a_stalled_frame()
             .map(|r| (r.frame, r.plan_build_ms))
             .collect::<Vec<_>>()
     );
-    let waited = ahead[first].switch_wait_ms.expect("the switch reports its wait");
-    // Well under the 5 s patience: the handheld said `Prepared`.
-    assert!(waited > 0.0 && waited < 4_000.0, "{waited}");
+    // The switch either waited for its plans (well under the 5 s patience:
+    // the handheld said `Prepared`) or found them built already, as one of
+    // the runners-up built ahead while the link was down (which of the two
+    // depends on the link's measured recovery, so both are right here). The
+    // waiting itself is the switch gate's unit test.
+    if let Some(waited) = ahead[first].switch_wait_ms {
+        assert!(waited > 0.0 && waited < 4_000.0, "{waited}");
+    }
     let (inline, first) = run(false);
     assert!(inline[first].plan_build_ms > 0.0, "without building ahead, the switch frame builds its plan");
     assert!(inline.iter().all(|r| r.switch_wait_ms.is_none()));

@@ -18,7 +18,7 @@ pub struct ShapeArgs {
 impl ShapeArgs {
     /// The overrides, parsed.
     pub fn shapes(&self) -> Result<tandem::InputShapes, tandem::Error> {
-        tandem::InputShapes::parse_with_dims(&self.input_shape, &self.dim)
+        Ok(tandem::InputShapes::parse_with_dims(&self.input_shape, &self.dim)?)
     }
 }
 

@@ -185,7 +185,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             tandem::Error::Link(format!("'{name}': {err}"))
                         };
                         raw_bytes += t.as_bytes().len();
-                        if !e.applies(t.datum_type(), t.shape()) {
+                        if !tandem::encoding::applies(e, t) {
                             encoded_bytes += t.as_bytes().len();
                             return Ok(t.clone());
                         }

@@ -26,6 +26,10 @@ pub struct PairCmdArgs {
     /// handheld's `serve --listen`); it names this pairing in the keystore.
     #[arg(long, value_name = "ADDR")]
     pub serve_addr: Option<String>,
+    /// Start over with a new key when the old one is gone: the handhelds
+    /// paired with the old key are set aside and must pair again.
+    #[arg(long)]
+    pub new_identity: bool,
 }
 
 /// Pairs, prints `paired with handheld FINGERPRINT`, and stores its key.
@@ -33,7 +37,8 @@ pub fn run(args: PairCmdArgs) -> Result<ExitCode> {
     tandem::secure::check_code(&args.code).map_err(anyhow::Error::msg).context("--code")?;
     let dir = args.keys.clone().unwrap_or_else(|| Keystore::default_dir("wearable"));
     let keystore =
-        Keystore::open_or_create(&dir).with_context(|| format!("the keystore {}", dir.display()))?;
+        if args.new_identity { Keystore::start_over(&dir) } else { Keystore::open_or_create(&dir) }
+            .with_context(|| format!("the keystore {}", dir.display()))?;
     let label = args.serve_addr.clone().unwrap_or_else(|| args.connect.clone());
     let transport: Box<dyn Transport> = Box::new(TcpTransport::new(args.connect.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -23,9 +23,11 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tract_onnx::prelude::Tensor;
+use tandem_types::WireTensor;
 
 use super::{echo, name, CloseReason, Tensors};
 use crate::encoding::Encoding;
@@ -34,7 +36,7 @@ use crate::protocol::{
     ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE,
     PROTOCOL_VERSION,
 };
-use tandem_core::InputShapes;
+use tandem_types::InputShapes;
 
 /// Largest model a wearable may push (bytes).
 pub const MAX_MODEL_BYTES: u64 = 1 << 30;
@@ -71,7 +73,7 @@ pub enum Action {
     Run {
         /// The frame.
         frame: u64,
-        /// The cut's key ([`tandem_core::Cut::from_key`]).
+        /// The cut's key (`tandem_core::Cut::from_key` reads it).
         cut: String,
         /// The crossing tensors.
         tensors: Tensors,
@@ -166,19 +168,82 @@ pub struct HandheldSession {
     /// Cuts the peer may still have built ahead.
     prepares_left: usize,
     close: Option<CloseReason>,
+    /// Bytes of pushes in progress across the handheld's connections.
+    push_budget: Option<Arc<PushBudget>>,
+    /// This connection's share of it, held from its `Hello` until its model
+    /// is loaded or refused (the bytes live until then).
+    push_reserved: Option<Reservation>,
+}
+
+/// Bytes of model pushes in progress, shared by every connection of one
+/// handheld: each may push up to its own limit, and all together up to
+/// this one, so that many connections cannot each buffer a maximal push.
+#[derive(Debug)]
+pub struct PushBudget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl PushBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64) -> Arc<PushBudget> {
+        Arc::new(PushBudget { limit, used: AtomicU64::new(0) })
+    }
+
+    /// Bytes reserved now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// `bytes` of the budget, or `None` when they do not fit.
+    fn reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&u| u <= self.limit)
+            })
+            .ok()
+            .map(|_| Reservation { budget: self.clone(), bytes })
+    }
+}
+
+/// A share of a [`PushBudget`], given back on drop.
+#[derive(Debug)]
+struct Reservation {
+    budget: Arc<PushBudget>,
+    bytes: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 /// A wearable's overrides, checked: a bounded number of short specs that
 /// parse. The model load then checks that they fit the model.
-fn overrides(specs: &[String], dims: &[String]) -> Result<InputShapes, String> {
+fn overrides(specs: &[String], dims: &[String]) -> Result<InputShapes, OverrideError> {
     if specs.len() + dims.len() > MAX_OVERRIDES {
-        return Err(format!("{} input-shape overrides exceed {MAX_OVERRIDES}", specs.len() + dims.len()));
+        return Err(OverrideError::TooMany(specs.len() + dims.len()));
     }
     if let Some(long) = specs.iter().chain(dims).find(|s| s.len() > MAX_OVERRIDE_LEN) {
-        return Err(format!("an input-shape override of {} bytes exceeds {MAX_OVERRIDE_LEN}", long.len()));
+        return Err(OverrideError::TooLong(long.len()));
     }
-    InputShapes::parse_with_dims(specs, dims).map_err(|e| format!("bad input-shape override: {e}"))
+    Ok(InputShapes::parse_with_dims(specs, dims)?)
 }
+
+/// Why a `Hello`'s input-shape overrides are refused.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+enum OverrideError {
+    #[error("{0} input-shape overrides exceed {MAX_OVERRIDES}")]
+    TooMany(usize),
+    #[error("an input-shape override of {0} bytes exceeds {MAX_OVERRIDE_LEN}")]
+    TooLong(usize),
+    #[error("bad input-shape override: {0}")]
+    Bad(#[from] tandem_types::ShapeError),
+}
+
+/// Why a suffix could not run: the runtime's own error, whatever it is.
+pub type RunError = Box<dyn std::error::Error + Send + Sync>;
 
 fn hex_digest(d: &Digest) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
@@ -203,8 +268,32 @@ impl HandheldSession {
             running: None,
             prepares_left: limits.max_prepared,
             close: None,
+            push_budget: None,
+            push_reserved: None,
             limits,
         }
+    }
+
+    /// Reserves `bytes` of the shared push budget for this connection's push.
+    fn reserve_push(&mut self, bytes: u64) -> Result<(), String> {
+        let Some(budget) = &self.push_budget else { return Ok(()) };
+        let r = budget.reserve(bytes).ok_or_else(|| {
+            format!(
+                "the handheld is busy: pushes of {} MiB are in progress on it, and a push of {bytes} bytes \
+                 would pass its {} MiB for all pushes at once; try again later",
+                budget.used() >> 20,
+                budget.limit >> 20
+            )
+        })?;
+        self.push_reserved = Some(r);
+        Ok(())
+    }
+
+    /// Pushes count against `budget`, shared with the handheld's other
+    /// connections; a push that does not fit is refused as busy.
+    pub fn push_budget(mut self, budget: Arc<PushBudget>) -> HandheldSession {
+        self.push_budget = Some(budget);
+        self
     }
 
     /// These limits and timers instead of the defaults.
@@ -383,6 +472,7 @@ impl HandheldSession {
 
     fn closed(&mut self, reason: CloseReason) -> Vec<Action> {
         self.state = State::Closed;
+        self.push_reserved = None;
         self.queue.clear();
         self.close = Some(reason);
         vec![Action::Close]
@@ -435,7 +525,11 @@ impl HandheldSession {
                         ),
                     ))
                 } else if let Err(reason) = &shapes {
-                    Err((ErrorCode::Model, reason.clone()))
+                    Err((ErrorCode::Model, reason.to_string()))
+                } else if let Some(Err(busy)) =
+                    (!has_model(&model_digest)).then(|| self.reserve_push(model_bytes))
+                {
+                    Err((ErrorCode::Busy, busy))
                 } else {
                     let shapes = shapes.unwrap_or_default();
                     let known = has_model(&model_digest);
@@ -572,7 +666,7 @@ impl HandheldSession {
     /// `frame` ran at `now`: its result message ([`Self::result`]) or why
     /// it failed. Sends the result (a failure closes the connection, naming
     /// the frame), then hands out the next frame to run.
-    pub fn frame_done(&mut self, now: Instant, frame: u64, result: Result<Message, String>) -> Vec<Action> {
+    pub fn frame_done(&mut self, now: Instant, frame: u64, result: Result<Message, RunError>) -> Vec<Action> {
         if self.running != Some(frame) {
             return vec![];
         }
@@ -596,6 +690,7 @@ impl HandheldSession {
         match self.state {
             State::Loading { digest } => {
                 self.state = State::Ready { digest, last_frame: None };
+                self.push_reserved = None;
                 vec![Action::Send(Message::new(Header::ModelReady { latency }))]
             }
             _ => vec![],
@@ -625,7 +720,7 @@ impl HandheldSession {
     /// `limit` wearables (said in the plain protocol; no session is opened).
     pub fn busy(limit: usize) -> Message {
         super::error_message(
-            ErrorCode::Internal,
+            ErrorCode::Busy,
             format!("the handheld is busy: it serves at most {limit} wearables at once"),
         )
     }
@@ -636,7 +731,7 @@ impl HandheldSession {
     pub fn result(
         frame: u64,
         handheld_compute_us: u64,
-        outputs: &[(String, &Tensor)],
+        outputs: &[(String, WireTensor<'_>)],
         answer: &[Encoding],
     ) -> Result<Message, ProtocolError> {
         let packed = outputs

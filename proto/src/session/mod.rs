@@ -17,13 +17,13 @@
 mod handheld;
 mod wearable;
 
-pub use handheld::{Action, HandheldLimits, HandheldSession, MAX_MODEL_BYTES};
+pub use handheld::{Action, HandheldLimits, HandheldSession, PushBudget, RunError, MAX_MODEL_BYTES};
 pub use wearable::{
-    check_latency, check_status, WearableAction, WearableSession, WearableTimers, KEEPALIVE_ID, MAX_ASKED,
-    MAX_CANCELLED, MAX_REPORTED_S,
+    check_latency, check_status, ReportError, WearableAction, WearableSession, WearableTimers, KEEPALIVE_ID,
+    MAX_ASKED, MAX_CANCELLED, MAX_REPORTED_S,
 };
 
-use tract_onnx::prelude::Tensor;
+use tandem_types::WireTensor;
 
 use crate::protocol::{ErrorCode, Header, Message, ProtocolError, TensorMeta};
 
@@ -103,8 +103,9 @@ impl Tensors {
         self.0.body.len()
     }
 
-    /// Each tensor by name, encoded ones decoded (and checked).
-    pub fn decode(&self) -> Result<Vec<(String, Tensor)>, ProtocolError> {
+    /// Each tensor by name, encoded ones decoded (and checked), raw ones
+    /// borrowing the body.
+    pub fn decode(&self) -> Result<Vec<(String, WireTensor<'_>)>, ProtocolError> {
         self.0.tensors()
     }
 }

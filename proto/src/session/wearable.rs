@@ -19,7 +19,7 @@ use crate::protocol::{
     model_digest, Digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
     ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
 };
-use tandem_core::InputShapes;
+use tandem_types::InputShapes;
 
 /// What the wearable's I/O shell and runtime must do.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,35 +145,62 @@ pub const MAX_REPORTED_S: f64 = 3600.0;
 
 /// Checks a handheld's latency profile: one finite, non-negative time per
 /// layer (when the count is known) and a finite, non-negative overhead.
-pub fn check_latency(latency: &LatencySummary, layers: Option<usize>) -> Result<(), String> {
+pub fn check_latency(latency: &LatencySummary, layers: Option<usize>) -> Result<(), ReportError> {
     if let Some(n) = layers {
         if latency.per_layer_s.len() != n {
-            return Err(format!("{} per-layer times for a model of {n} layers", latency.per_layer_s.len()));
+            return Err(ReportError::Layers { got: latency.per_layer_s.len(), layers: n });
         }
     }
     let ok = |v: f64| v.is_finite() && (0.0..=MAX_REPORTED_S).contains(&v);
-    if let Some((i, v)) = latency.per_layer_s.iter().enumerate().find(|(_, v)| !ok(**v)) {
-        return Err(format!("layer {i}'s time is {v} s (not a time from 0 to {MAX_REPORTED_S} s)"));
+    if let Some((i, &v)) = latency.per_layer_s.iter().enumerate().find(|(_, v)| !ok(**v)) {
+        return Err(ReportError::LayerTime { layer: i, seconds: v });
     }
     if !ok(latency.overhead_s) {
-        return Err(format!(
-            "the overhead is {} s (not a time from 0 to {MAX_REPORTED_S} s)",
-            latency.overhead_s
-        ));
+        return Err(ReportError::Overhead(latency.overhead_s));
     }
     Ok(())
 }
 
 /// Checks a handheld's status: load and battery shares in [0, 1].
-pub fn check_status(s: &StatusReport) -> Result<(), String> {
+pub fn check_status(s: &StatusReport) -> Result<(), ReportError> {
     let share = |v: f32| v.is_finite() && (0.0..=1.0).contains(&v);
     if !share(s.load) {
-        return Err(format!("a load of {} (not a share from 0 to 1)", s.load));
+        return Err(ReportError::Load(s.load));
     }
     if !share(s.battery) {
-        return Err(format!("a battery level of {} (not a share from 0 to 1)", s.battery));
+        return Err(ReportError::Battery(s.battery));
     }
     Ok(())
+}
+
+/// What is wrong with a handheld's report of itself.
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum ReportError {
+    /// Not one per-layer time per layer.
+    #[error("{got} per-layer times for a model of {layers} layers")]
+    Layers {
+        /// Times given.
+        got: usize,
+        /// The model's layers.
+        layers: usize,
+    },
+    /// A layer's time is not a time.
+    #[error("layer {layer}'s time is {seconds} s (not a time from 0 to {MAX_REPORTED_S} s)")]
+    LayerTime {
+        /// The layer.
+        layer: usize,
+        /// Its reported time.
+        seconds: f64,
+    },
+    /// The overhead is not a time.
+    #[error("the overhead is {0} s (not a time from 0 to {MAX_REPORTED_S} s)")]
+    Overhead(f64),
+    /// The load is not a share.
+    #[error("a load of {0} (not a share from 0 to 1)")]
+    Load(f32),
+    /// The battery level is not a share.
+    #[error("a battery level of {0} (not a share from 0 to 1)")]
+    Battery(f32),
 }
 
 impl WearableSession {

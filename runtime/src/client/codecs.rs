@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::encoding::{
+    applies, decode, encode_with, round_trip_with, Allowed, Encoding, EncodingError, Widening,
+};
 use tandem_core::graph::Producer;
 use tandem_plan::partition::{CodecOption, LinkCodecs};
-use tandem_proto::encoding::{
-    decode, encode_with, round_trip_with, Allowed, Encoding, EncodingError, Widening,
-};
 
 use super::Accuracy;
 use crate::{Cut, Error, Model, Result, SplitExecutor, Values};
@@ -56,7 +56,7 @@ pub fn calibrate(
         let Some(value) = value else { continue };
         let widening = widenings.get(&info.name).filter(|_| matches!(info.producer, Producer::Input(_)));
         for (k, &e) in encodings.iter().enumerate() {
-            if !e.applies(value.datum_type(), value.shape()) {
+            if !applies(e, value) {
                 continue;
             }
             if e.needs_widening() && !widening.is_some_and(|w| e.fits(w, value.shape())) {
@@ -173,7 +173,7 @@ pub fn within_budget(
     for (&t, &e) in cut.up_tensors().iter().zip(encodings) {
         let name = &g.tensor(t).name;
         let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
-        if e.is_lossless() || !e.applies(v.datum_type(), v.shape()) {
+        if e.is_lossless() || !applies(e, v) {
             continue;
         }
         let (back, _) = round_trip_with(v, e, widenings.get(name))

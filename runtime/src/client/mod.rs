@@ -560,16 +560,18 @@ impl Session {
                 self.learn(f.cut.prefix_mask(), f.prefix, Some(handheld));
                 let down_bytes = tensors.body_len() as u64;
                 let decoding = Instant::now();
-                let outputs = match tensors.decode().map_err(|e| e.to_string()).and_then(|t| {
-                    check_answer(self.model.model.graph(), &f.cut, &t)?;
-                    Ok(t)
-                }) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        let _ = pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
-                        return;
-                    }
-                };
+                let outputs =
+                    match crate::encoding::received(&tensors).map_err(|e| e.to_string()).and_then(|t| {
+                        check_answer(self.model.model.graph(), &f.cut, &t)?;
+                        Ok(t)
+                    }) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            let _ =
+                                pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
+                            return;
+                        }
+                    };
                 // Decoding an encoded answer is the watch's work.
                 if tensors.metas().iter().any(|m| m.encoding != Encoding::Raw) {
                     dilate(decoding.elapsed(), self.config.dilation);
@@ -833,8 +835,10 @@ impl Session {
             let name = &g.tensor(t).name;
             let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
             raw_bytes += v.as_bytes().len() as u64;
-            let p = tandem_proto::protocol::pack_tensor(name, v, encoding, self.config.widenings.get(name))
-                .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
+            let wire = tandem_core::wire::to_wire(v)?;
+            let p =
+                tandem_proto::protocol::pack_tensor(name, &wire, encoding, self.config.widenings.get(name))
+                    .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
             packed.push(p);
         }
         dilate(encoding_started.elapsed(), self.config.dilation);

@@ -112,7 +112,8 @@ impl Keystore {
     }
 
     /// Opens the keystore in `dir`, creating it and a new key if missing
-    /// (an existing directory without a key is made owner-only first).
+    /// (an existing directory without a key is made owner-only first). A
+    /// missing key beside a peers file is refused: see [`Keystore::start_over`].
     pub fn open_or_create(dir: &Path) -> io::Result<Keystore> {
         if !dir.exists() {
             let mut builder = std::fs::DirBuilder::new();
@@ -125,6 +126,21 @@ impl Keystore {
             builder.create(dir).map_err(with_path(dir))?;
         }
         let path = dir.join(KEY_FILE);
+        let peers = dir.join(PEERS_FILE);
+        if !path.exists() && peers.exists() {
+            // A key that vanished is not a new identity: the peers recorded
+            // here paired with the old one, and would all be refused.
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is missing, but {} records peers paired with the key it held: restore the key, \
+                     or start over with a new identity (--new-identity: the old peers file is kept as {PEERS_FILE}.old \
+                     and every peer must pair again)",
+                    path.display(),
+                    peers.display()
+                ),
+            ));
+        }
         if !path.exists() {
             // A new keystore: the directory becomes the owner's alone.
             #[cfg(unix)]
@@ -138,6 +154,19 @@ impl Keystore {
             write_private(&path, text.as_bytes())?;
         }
         Keystore::open(dir)?.ok_or_else(|| invalid(&path, "vanished while being created"))
+    }
+
+    /// A new identity in `dir`: any key and peers there are set aside
+    /// (`static.key.old`, `peers.json.old`) and a new key made. Every
+    /// peer must pair again.
+    pub fn start_over(dir: &Path) -> io::Result<Keystore> {
+        for file in [KEY_FILE, PEERS_FILE] {
+            let path = dir.join(file);
+            if path.exists() {
+                std::fs::rename(&path, dir.join(format!("{file}.old"))).map_err(with_path(&path))?;
+            }
+        }
+        Self::open_or_create(dir)
     }
 
     /// Opens the keystore in `dir`; `None` if it has no key yet.

@@ -362,9 +362,14 @@ pub fn new_code() -> String {
     format!("{:06}", rand::rngs::OsRng.gen_range(0..1_000_000u32))
 }
 
+/// Most pairing attempts in progress at once; a newer one pushes the
+/// oldest out, so idle sockets cannot hold the pairing window.
+pub const MAX_PAIRING_ATTEMPTS: usize = 8;
+
 /// Pairs one wearable with this handheld: takes links from `acceptor`
+/// and serves their attempts side by side, each within its own deadline,
 /// until one proves `code` (the others are refused, and after
-/// [`MAX_PAIRING_TRIES`] wrong codes the window closes), then records the
+/// [`MAX_PAIRING_TRIES`] wrong codes the window closes); then records the
 /// wearable in `keystore` and returns its key.
 pub async fn pair_handheld(
     acceptor: &mut dyn Acceptor,
@@ -372,69 +377,86 @@ pub async fn pair_handheld(
     code: &str,
 ) -> io::Result<PublicKey> {
     let mut wrong = 0;
+    let mut attempts = tokio::task::JoinSet::new();
+    let mut oldest = std::collections::VecDeque::new();
     loop {
-        let mut link = acceptor.accept().await?;
-        let name = link.name.clone();
-        let mut state = PairHandheld::new(code, keystore.keys()).map_err(io_error)?;
-        let attempt = timed("pairing", async {
-            let (kind, first) = greet(&mut link).await?;
-            if kind != Greeting::Secure {
-                let reason =
-                    "this handheld is pairing: run `tandem-wearable pair --connect ADDR --code NNNNNN`";
-                let bytes = encode(&error_message(ErrorCode::Unpaired, reason)).unwrap_or_default();
-                let e = refuse(&mut link, bytes, reason.into()).await;
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
+        tokio::select! {
+            accepted = acceptor.accept() => {
+                let link = accepted?;
+                let name = link.name.clone();
+                let state = PairHandheld::new(code, keystore.keys()).map_err(io_error)?;
+                if oldest.len() >= MAX_PAIRING_ATTEMPTS {
+                    if let Some(handle) = oldest.pop_front() {
+                        tokio::task::AbortHandle::abort(&handle);
+                        warn!("pairing: {MAX_PAIRING_ATTEMPTS} attempts open, the oldest dropped for one from {name}");
+                    }
+                }
+                oldest.push_back(attempts.spawn(async move { (name, timed("pairing", pair_attempt(link, state)).await) }));
             }
-            let mut records = Records::new();
-            records.push(&first[MAGIC.len()..]);
-            let (kind, payload) = next_record(&mut link.rx, &mut records).await?;
-            if kind != Kind::Hello || Purpose::from_hello(&payload).ok() != Some(Purpose::Pairing) {
-                let reason = "this handheld is pairing, not serving";
-                let e = refuse(&mut link, tandem_proto::secure::refusal(reason), reason.into()).await;
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
-            }
-            loop {
-                let (kind, payload) = next_record(&mut link.rx, &mut records).await?;
-                match state.on_record(kind, &payload) {
-                    Ok(PairStep::Send(bytes)) => link.tx.send(bytes).await?,
-                    Ok(PairStep::Paired { send, peer }) => {
-                        link.tx.send(send).await?;
-                        let _ = link.tx.close().await;
+            Some(done) = attempts.join_next(), if !attempts.is_empty() => {
+                oldest.retain(|h: &tokio::task::AbortHandle| !h.is_finished());
+                let Ok((name, attempt)) = done else { continue };
+                match attempt {
+                    Ok(peer) => {
+                        keystore.add_peer(&peer, &format!("wearable on {name}"))?;
+                        info!(peer = %fingerprint(&peer), "paired");
                         return Ok(peer);
                     }
-                    Err(e) => {
-                        let reason = e.to_string();
-                        let _ = link.tx.send(tandem_proto::secure::refusal(&reason)).await;
-                        let _ = link.tx.close().await;
-                        // Only a wrong code counts against the code's tries.
-                        let kind = if e == SecureError::WrongCode {
-                            io::ErrorKind::PermissionDenied
-                        } else {
-                            io::ErrorKind::InvalidData
-                        };
-                        return Err(io::Error::new(kind, reason));
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        wrong += 1;
+                        warn!("pairing attempt from {name} failed ({wrong} of {MAX_PAIRING_TRIES}): {e}");
+                        if wrong >= MAX_PAIRING_TRIES {
+                            return Err(io::Error::new(
+                                io::ErrorKind::PermissionDenied,
+                                format!("{MAX_PAIRING_TRIES} failed pairing attempts: this code is void; run pair again for a new one"),
+                            ));
+                        }
                     }
+                    Err(e) => info!("pairing attempt from {name} failed: {e}"),
                 }
             }
-        })
-        .await;
-        match attempt {
-            Ok(peer) => {
-                keystore.add_peer(&peer, &format!("wearable on {name}"))?;
-                info!(peer = %fingerprint(&peer), "paired");
+        }
+    }
+}
+
+/// One pairing attempt on `link`: the wearable's key once it proves the code.
+async fn pair_attempt(mut link: Link, mut state: PairHandheld) -> io::Result<PublicKey> {
+    let (kind, first) = greet(&mut link).await?;
+    if kind != Greeting::Secure {
+        let reason = "this handheld is pairing: run `tandem-wearable pair --connect ADDR --code NNNNNN`";
+        let bytes = encode(&error_message(ErrorCode::Unpaired, reason)).unwrap_or_default();
+        let e = refuse(&mut link, bytes, reason.into()).await;
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
+    }
+    let mut records = Records::new();
+    records.push(&first[MAGIC.len()..]);
+    let (kind, payload) = next_record(&mut link.rx, &mut records).await?;
+    if kind != Kind::Hello || Purpose::from_hello(&payload).ok() != Some(Purpose::Pairing) {
+        let reason = "this handheld is pairing, not serving";
+        let e = refuse(&mut link, tandem_proto::secure::refusal(reason), reason.into()).await;
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
+    }
+    loop {
+        let (kind, payload) = next_record(&mut link.rx, &mut records).await?;
+        match state.on_record(kind, &payload) {
+            Ok(PairStep::Send(bytes)) => link.tx.send(bytes).await?,
+            Ok(PairStep::Paired { send, peer }) => {
+                link.tx.send(send).await?;
+                let _ = link.tx.close().await;
                 return Ok(peer);
             }
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                wrong += 1;
-                warn!("pairing attempt from {name} failed ({wrong} of {MAX_PAIRING_TRIES}): {e}");
-                if wrong >= MAX_PAIRING_TRIES {
-                    return Err(io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        format!("{MAX_PAIRING_TRIES} failed pairing attempts: this code is void; run pair again for a new one"),
-                    ));
-                }
+            Err(e) => {
+                let reason = e.to_string();
+                let _ = link.tx.send(tandem_proto::secure::refusal(&reason)).await;
+                let _ = link.tx.close().await;
+                // Only a wrong code counts against the code's tries.
+                let kind = if e == SecureError::WrongCode {
+                    io::ErrorKind::PermissionDenied
+                } else {
+                    io::ErrorKind::InvalidData
+                };
+                return Err(io::Error::new(kind, reason));
             }
-            Err(e) => warn!("pairing attempt from {name} failed: {e}"),
         }
     }
 }

@@ -12,13 +12,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use super::admission::Admission;
 use super::runner::{self, Job};
 use super::store::{Loaded, Shared};
 use super::{MAX_PREPARED_PER_CONNECTION, MAX_QUEUED_JOBS, MAX_UNSENT, WRITE_TIMEOUT};
 use crate::emulate::{self, Role};
 use crate::link::Link;
 use tandem_proto::protocol::{encode, Message};
-use tandem_proto::session::{Action, CloseReason, HandheldLimits, HandheldSession};
+use tandem_proto::session::{Action, CloseReason, HandheldLimits, HandheldSession, RunError};
 
 /// A model load finished (off the I/O threads).
 type LoadResult = Result<Arc<Loaded>, String>;
@@ -30,11 +31,13 @@ fn now() -> std::time::Instant {
 
 /// A frame running on the blocking pool, if any.
 async fn finished(
-    running: &mut Option<JoinHandle<(u64, Result<Message, String>)>>,
+    running: &mut Option<JoinHandle<(u64, Result<Message, RunError>)>>,
     frame: u64,
-) -> (u64, Result<Message, String>) {
+) -> (u64, Result<Message, RunError>) {
     match running {
-        Some(handle) => handle.await.unwrap_or_else(|e| (frame, Err(format!("the suffix panicked: {e}")))),
+        Some(handle) => {
+            handle.await.unwrap_or_else(|e| (frame, Err(format!("the suffix panicked: {e}").into())))
+        }
         None => std::future::pending().await,
     }
 }
@@ -48,7 +51,7 @@ struct Driver {
     /// Set when the peer has gone: a model still loading for it stops.
     peer_gone: Arc<AtomicBool>,
     loaded: Option<Arc<Loaded>>,
-    running: Option<JoinHandle<(u64, Result<Message, String>)>>,
+    running: Option<JoinHandle<(u64, Result<Message, RunError>)>>,
     running_frame: u64,
     /// Frames this connection counts in the shared status's queue.
     counted: u32,
@@ -106,32 +109,80 @@ impl Driver {
     ) {
         let (shared, loads, gone) = (self.shared.clone(), self.loads.clone(), self.peer_gone.clone());
         tokio::task::spawn_blocking(move || {
-            let _ = loads.send(shared.load(digest, bytes, shapes, &gone));
+            // Whatever happens in the load, the peer hears of it: a panic
+            // is a reason too, never silence.
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                shared.load(digest, bytes, shapes, &gone)
+            }))
+            .unwrap_or_else(|p| {
+                Err(format!("loading the model failed: {}", tandem_core::guard::panic_message(&*p)))
+            });
+            if let Err(reason) = &loaded {
+                info!(%reason, "a model load refused");
+            }
+            let _ = loads.send(loaded);
         });
     }
 }
 
-pub(super) async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut stop: watch::Receiver<bool>) {
+/// A connection's place in the [`Admission`]: its handshake may be
+/// evicted until it authenticates.
+pub(super) struct Admitted {
+    pub(super) admission: Arc<Admission>,
+    pub(super) evicted: tokio::sync::oneshot::Receiver<()>,
+}
+
+pub(super) async fn connection(
+    shared: Arc<Shared>,
+    link: Link,
+    id: u64,
+    admitted: Admitted,
+    mut stop: watch::Receiver<bool>,
+) {
     let link = match &shared.config.link {
         Some((profile, control)) => match emulate::wrap(link, profile, control, Role::Handheld, id) {
             Ok(l) => l,
             Err(e) => {
+                admitted.admission.abandoned(id);
                 warn!(conn = id, "cannot emulate the link: {e}");
                 return;
             }
         },
         None => link,
     };
-    let (link, paired) = match crate::secure::accept(link, &shared.config.security).await {
+    let Admitted { admission, evicted } = admitted;
+    let accepted = tokio::select! {
+        accepted = crate::secure::accept(link, &shared.config.security) => accepted,
+        _ = evicted => {
+            admission.abandoned(id);
+            info!(conn = id, "dropped in its handshake: newer handshakes need the room");
+            return;
+        }
+    };
+    let (link, paired) = match accepted {
         Ok(crate::secure::Accepted::Secure(link, _)) => (link, true),
         Ok(crate::secure::Accepted::Plain(link)) => (link, false),
         Err(e) => {
+            admission.abandoned(id);
             warn!(conn = id, "refused: {e}");
             return;
         }
     };
+    // A slot is taken only now, once the peer has authenticated.
+    let Some(_slot) = admission.authenticated(id) else {
+        let limit = shared.config.max_connections;
+        warn!(conn = id, peer = %link.name, paired, "refused: busy ({limit} wearables already served)");
+        let mut link = link;
+        // Told in the protocol the peer speaks (sealed, once paired).
+        if let Ok(bytes) = encode(&HandheldSession::busy(limit)) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), link.tx.send(bytes)).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), link.tx.close()).await;
+        return;
+    };
     let Link { mut tx, mut rx, name } = link;
-    info!(conn = id, peer = %name, paired, "connected");
+    let (handshakes, served) = admission.counts();
+    info!(conn = id, peer = %name, paired, served, handshakes, "connected");
 
     // Bounded: a peer that stops reading cannot grow this handheld's memory.
     let (out_tx, mut out_rx) = mpsc::channel::<Message>(MAX_UNSENT);
@@ -171,7 +222,8 @@ pub(super) async fn connection(shared: Arc<Shared>, link: Link, id: u64, mut sto
     };
     let mut session = HandheldSession::new(config.device.clone(), shared.status(), now())
         .limits(limits)
-        .max_push(config.max_push_bytes);
+        .max_push(config.max_push_bytes)
+        .push_budget(shared.push_budget.clone());
     if !paired && !config.plain_pushes {
         session = session.refuse_pushes(
             "this handheld takes pushed models from paired wearables only: pair \

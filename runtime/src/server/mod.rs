@@ -1,8 +1,10 @@
 //! The handheld's server: the I/O shell around [`HandheldSession`].
 //!
 //! # Layout
-//! - this file: the configuration and the accept loop (a connection
-//!   beyond the limit is told the handheld is busy);
+//! - this file: the configuration and the accept loop;
+//! - `admission`: handshakes bounded apart from served connections, a
+//!   slot taken once a peer authenticates (beyond the limit it is told the
+//!   handheld is busy);
 //! - `store`: the model store (the models directory, pushed models on disk
 //!   or in memory, loaded models shared by every connection, all bounded);
 //! - `connection`: one connection's driver, a `select!` loop that feeds
@@ -27,15 +29,16 @@ use tracing::{info, warn};
 use crate::emulate::{LinkControl, LinkProfile};
 use crate::link::Acceptor;
 use tandem_core::lru::ByteLru;
-use tandem_proto::protocol::{encode, MAX_FRAME_BYTES};
-use tandem_proto::session::HandheldSession;
+use tandem_proto::protocol::MAX_FRAME_BYTES;
 
+mod admission;
 mod connection;
 mod runner;
 mod store;
 
 pub use crate::load::LoadGenerator;
 use crate::load::LoadMeter;
+pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_ADDRESS};
 use store::{forget_pushed, scan_models, Shared, Stored};
 
 /// Where pushed models are kept, under the models directory.
@@ -68,16 +71,30 @@ pub struct ServerConfig {
     pub status_interval: Duration,
     /// Largest frame accepted.
     pub max_frame: usize,
-    /// Most connections served at once; more are told the handheld is busy and closed.
+    /// Most connections served at once (counted once authenticated); more
+    /// are told the handheld is busy and closed. Handshakes have their own
+    /// budget ([`admission::MAX_HANDSHAKES`]).
     pub max_connections: usize,
     /// Largest model a wearable may push (bytes; at most [`tandem_proto::session::MAX_MODEL_BYTES`]).
     pub max_push_bytes: u64,
+    /// Bytes of pushes in progress at once over all connections (each one
+    /// also within `max_push_bytes`); a push beyond it is refused as busy.
+    pub max_pushing_bytes: u64,
     /// Pushed models kept (in `models_dir/pushed/`, else in memory), in
     /// bytes; the least recently used are deleted first.
     pub max_pushed_bytes: u64,
-    /// Loaded models kept, in bytes of their ONNX files; the least recently
-    /// used are dropped first (a connection using one keeps it alive).
+    /// Loaded models kept, in bytes of their working sets (every tensor
+    /// of the graph: weights, inputs, intermediates, outputs); the least
+    /// recently used are dropped first (a connection using one keeps it
+    /// alive).
     pub max_loaded_bytes: u64,
+    /// What one model may cost, checked before tract allocates it: its
+    /// largest tensor and its working set (see [`tandem_core::budget`]).
+    pub model_limits: crate::ModelLimits,
+    /// Where models are loaded and profiled first, under memory and CPU
+    /// limits (`tandem-handheld serve` always sets one); `None` loads in
+    /// this process, after the size checks only.
+    pub sandbox: Option<crate::sandbox::Sandbox>,
     /// Each loaded model's built plans, in bytes of the weights they copy
     /// ([`tandem_core::split::plan_weight_bytes`]); least recently used first.
     pub max_plan_bytes: u64,
@@ -110,7 +127,10 @@ impl Default for ServerConfig {
             max_connections: 32,
             max_push_bytes: tandem_proto::session::MAX_MODEL_BYTES,
             max_pushed_bytes: 4 << 30,
+            max_pushing_bytes: 2 << 30,
             max_loaded_bytes: 2 << 30,
+            model_limits: crate::ModelLimits { max_tensor_bytes: 1 << 30, max_working_bytes: 2 << 30 },
+            sandbox: None,
             max_plan_bytes: 1 << 30,
             plain_pushes: true,
             idle_timeout: Duration::from_secs(60),
@@ -148,14 +168,17 @@ pub async fn serve(
         })
     });
     let shared = Arc::new(Shared {
+        push_budget: tandem_proto::session::PushBudget::new(config.max_pushing_bytes),
         loaded: Mutex::new(ByteLru::new(config.max_loaded_bytes)),
         config,
         files: Mutex::new(files),
         pushed: Mutex::new(pushed),
         loading: Mutex::default(),
+        load_slots: store::Slots::new(store::MAX_LOADS),
         queue,
         meter,
     });
+    let admission = admission::Admission::new(shared.config.max_connections);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -164,20 +187,12 @@ pub async fn serve(
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = acceptor.accept() => match accepted {
-                Ok(mut link) if connections.len() >= shared.config.max_connections => {
-                    let limit = shared.config.max_connections;
-                    warn!("refusing a connection: {limit} already served");
-                    // Told in the plain protocol, off the accept loop; no handshake is owed.
-                    tokio::spawn(async move {
-                        if let Ok(bytes) = encode(&HandheldSession::busy(limit)) {
-                            let _ = tokio::time::timeout(Duration::from_secs(2), link.tx.send(bytes)).await;
-                        }
-                        let _ = link.tx.close().await;
-                    });
-                }
                 Ok(link) => {
                     next_id += 1;
-                    connections.spawn(connection::connection(shared.clone(), link, next_id, stop_rx.clone()));
+                    // The handshake starts now; a slot is taken once it authenticates.
+                    let evicted = admission.begin(next_id, admission::address(&link.name));
+                    let admitted = connection::Admitted { admission: admission.clone(), evicted };
+                    connections.spawn(connection::connection(shared.clone(), link, next_id, admitted, stop_rx.clone()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
                 Err(e) => {

@@ -13,7 +13,7 @@ use crate::load::LoadMeter;
 use crate::{Cut, Sides, Values};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::Message;
-use tandem_proto::session::{HandheldSession, Tensors};
+use tandem_proto::session::{HandheldSession, RunError, Tensors};
 
 /// A frame to run: what the session's `Run` said, and the model.
 pub(super) struct Job {
@@ -26,20 +26,20 @@ pub(super) struct Job {
 
 /// Runs one suffix: the frame and its result message or a reason. Its
 /// share of a core goes to `meter`.
-pub(super) fn run(job: Job, slowdown: f64, meter: Option<&LoadMeter>) -> (u64, Result<Message, String>) {
+pub(super) fn run(job: Job, slowdown: f64, meter: Option<&LoadMeter>) -> (u64, Result<Message, RunError>) {
     (job.frame, run_job(&job, slowdown, meter))
 }
 
-fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Message, String> {
+fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
-    let cut = Cut::from_key(g, &job.cut).map_err(|e| e.to_string())?;
-    let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix).map_err(|e| e.to_string())?;
+    let cut = Cut::from_key(g, &job.cut)?;
+    let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix)?;
     let mut received = Values::new();
-    for (name, t) in job.tensors.decode().map_err(|e| e.to_string())? {
+    for (name, t) in crate::encoding::received(&job.tensors)? {
         received.insert(name, t.into());
     }
     let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
-    let out = plan.run_suffix_dilated(g, &received, slowdown).map_err(|e| e.to_string())?;
+    let out = plan.run_suffix_dilated(g, &received, slowdown)?;
     let compute_us = started.elapsed().as_micros() as u64;
     if let Some(m) = meter {
         // The dilation's sleeps stretch the run about `slowdown` times (not
@@ -56,10 +56,11 @@ fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Messag
             let name = &g.tensor(t).name;
             out.get(name)
                 .map(|v| (name.clone(), &**v))
-                .ok_or_else(|| format!("the suffix did not compute '{name}'"))
+                .ok_or_else(|| crate::Error::MissingTensor(name.clone()))
         })
         .collect::<Result<_, _>>()?;
-    HandheldSession::result(job.frame, compute_us, &outputs, &job.answer).map_err(|e| e.to_string())
+    let outputs = crate::encoding::to_send(&outputs)?;
+    Ok(HandheldSession::result(job.frame, compute_us, &outputs, &job.answer)?)
 }
 
 /// Builds these cuts' suffix plans one after the other (builds ahead

@@ -16,7 +16,6 @@ use super::ServerConfig;
 use crate::load::LoadMeter;
 use crate::{InputShapes, Model, SplitExecutor};
 use tandem_core::lru::ByteLru;
-use tandem_plan::predict::ProfiledLatency;
 use tandem_proto::protocol::{model_digest, Digest, LatencySummary, StatusReport};
 use tandem_proto::session::HandheldSession;
 
@@ -43,8 +42,12 @@ pub(super) struct Shared {
     pub(super) pushed: Mutex<ByteLru<Digest, Stored>>,
     /// Loaded models by digest and the overrides they were loaded with.
     pub(super) loaded: Mutex<ByteLru<(Digest, InputShapes), Arc<Loaded>>>,
-    /// Held while a model loads.
-    pub(super) loading: Mutex<()>,
+    /// One lock per model being loaded (its digest and overrides).
+    pub(super) loading: Mutex<HashMap<(Digest, InputShapes), Arc<Mutex<()>>>>,
+    /// Bytes of pushes in progress over every connection.
+    pub(super) push_budget: Arc<tandem_proto::session::PushBudget>,
+    /// Sandboxed loads running at once (at most [`MAX_LOADS`]).
+    pub(super) load_slots: Slots,
     /// Frames queued or running over all connections (the status's `queue`).
     pub(super) queue: Arc<AtomicU32>,
     /// The measured load, when `config.measure_load`.
@@ -53,6 +56,41 @@ pub(super) struct Shared {
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Most sandboxed loads at once: each may use the sandbox's memory.
+pub const MAX_LOADS: usize = 2;
+
+/// A counting semaphore for blocking threads.
+pub(super) struct Slots {
+    free: Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    pub(super) fn new(n: usize) -> Self {
+        Slots { free: Mutex::new(n), freed: std::sync::Condvar::new() }
+    }
+
+    /// Waits for a slot; it is given back when the guard drops.
+    pub(super) fn take(&self) -> SlotGuard<'_> {
+        let mut free = lock(&self.free);
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        SlotGuard(self)
+    }
+}
+
+/// A slot of [`Slots`], given back on drop.
+pub(super) struct SlotGuard<'a>(&'a Slots);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.free) += 1;
+        self.0.freed.notify_one();
+    }
 }
 
 fn hex(d: &Digest) -> String {
@@ -79,6 +117,15 @@ impl Shared {
     /// Loads (once) the model with this digest with the wearable's
     /// input-shape overrides; `bytes` when just pushed. Once `gone` (the
     /// peer that asked has left) it stops before each costly step.
+    ///
+    /// The model is checked against the configured [`ModelLimits`] before
+    /// tract sees it, and (with a [`Sandbox`](crate::sandbox::Sandbox))
+    /// loaded and profiled first in a child process under memory and
+    /// CPU-time limits and a deadline: what would abort or hang tract ends
+    /// the child, never the server. Only a model that passed is loaded
+    /// here. Loads of different models run side by side (at most
+    /// [`MAX_LOADS`] at once); wearables asking for the same model wait
+    /// for its one load.
     pub(super) fn load(
         &self,
         digest: Digest,
@@ -93,11 +140,28 @@ impl Shared {
         if let Some(l) = lock(&self.loaded).get(&key) {
             return Ok(l.clone());
         }
-        // One load at a time: wearables that connect together (after a
+        // One load per model: wearables that connect together (after a
         // restart, say) wait for the first load instead of each loading and
         // profiling the model again (the soak measured 850 MB for 8 at once).
-        let _one = lock(&self.loading);
-        if let Some(l) = lock(&self.loaded).get(&key) {
+        let this = lock(&self.loading).entry(key.clone()).or_default().clone();
+        let _one = lock(&this);
+        let result = self.load_once(&key, bytes, &left);
+        {
+            let mut loading = lock(&self.loading);
+            if Arc::strong_count(&this) <= 2 {
+                loading.remove(&key);
+            }
+        }
+        result
+    }
+
+    fn load_once(
+        &self,
+        key: &(Digest, InputShapes),
+        bytes: Option<Vec<u8>>,
+        left: &dyn Fn() -> Option<String>,
+    ) -> Result<Arc<Loaded>, String> {
+        if let Some(l) = lock(&self.loaded).get(key) {
             return Ok(l.clone());
         }
         if let Some(why) = left() {
@@ -124,17 +188,27 @@ impl Shared {
             return Err(format!("the stored model {} no longer matches its digest", hex(digest)));
         }
         let started = Instant::now();
-        let model = Model::from_bytes(&bytes, shapes).map_err(|e| e.to_string())?;
+        let limits = &self.config.model_limits;
+        let scale = self.config.slowdown.max(1.0) * self.config.profile_scale;
+        let latency = match &self.config.sandbox {
+            Some(sandbox) => {
+                let _slot = self.load_slots.take();
+                if let Some(why) = left() {
+                    return Err(why);
+                }
+                let (latency, _) = crate::sandbox::profile_in_child(sandbox, &bytes, shapes, limits, scale)
+                    .map_err(|e| e.to_string())?;
+                Some(latency)
+            }
+            None => None,
+        };
         if let Some(why) = left() {
             return Err(why);
         }
-        let inputs = tandem_core::check::random_inputs(&model, 1).map_err(|e| e.to_string())?;
-        let profile = tandem_core::profile::profile(&model, &inputs, 1, 3).map_err(|e| e.to_string())?;
-        let p = ProfiledLatency::from_profile(&profile);
-        let k = self.config.slowdown.max(1.0) * self.config.profile_scale;
-        let latency = LatencySummary {
-            per_layer_s: p.per_node_s.iter().map(|s| s * k).collect(),
-            overhead_s: p.overhead_s * k,
+        let model = Model::from_bytes_within(&bytes, shapes, limits).map_err(|e| e.to_string())?;
+        let latency = match latency {
+            Some(l) => l,
+            None => crate::sandbox::profile(&model, scale).map_err(|e| e.to_string())?,
         };
         // Its profile must fit one header, or ModelReady could never be sent.
         HandheldSession::check_latency_fits(&latency).map_err(|e| {
@@ -143,15 +217,17 @@ impl Shared {
                 latency.per_layer_s.len()
             )
         })?;
-        info!(model = %model.name(), digest = %hex(digest), ?shapes, took_ms = started.elapsed().as_millis() as u64, "model loaded and profiled");
+        info!(model = %model.name(), digest = %hex(digest), ?shapes, working_mb = model.working_bytes() >> 20, took_ms = started.elapsed().as_millis() as u64, sandboxed = self.config.sandbox.is_some(), "model loaded and profiled");
         // Only a model that loaded and ran is kept: a refused push leaves nothing behind.
         if pushed {
             self.store_pushed(*digest, &bytes);
         }
         let executor = SplitExecutor::with_cache_limit(model.clone(), self.config.max_plan_bytes);
+        // Counted by what running it may hold, not by its file's bytes
+        // (a 126-byte file can compute half a gigabyte).
+        let size = model.working_bytes().max(bytes.len() as u64);
         let loaded = Arc::new(Loaded { executor, model, latency });
-        let size = bytes.len() as u64;
-        for ((d, shapes), _) in lock(&self.loaded).insert(key, loaded.clone(), size) {
+        for ((d, shapes), _) in lock(&self.loaded).insert(key.clone(), loaded.clone(), size) {
             info!(digest = %hex(&d), ?shapes, "a loaded model dropped (least recently used; --max-loaded-mb)");
         }
         Ok(loaded)

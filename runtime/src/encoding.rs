@@ -1,0 +1,70 @@
+//! The link's tensor encodings ([`tandem_proto::encoding`], which works on
+//! the wire's tract-free tensors) on tract's tensors: the same names, each
+//! crossing through [`tandem_core::wire`].
+
+pub use tandem_proto::encoding::*;
+
+use tandem_core::wire::{datum_type, from_wire, to_wire, wire_type};
+use tract_onnx::prelude::{DatumType, Tensor};
+
+/// `t` as the wire's tensor, or why its type cannot cross.
+fn wire(t: &Tensor) -> Result<WireTensor<'_>, EncodingError> {
+    to_wire(t).map_err(|_| EncodingError::UnsupportedType(format!("{:?}", t.datum_type())))
+}
+
+/// A decoded wire tensor as tract's.
+fn tract(t: WireTensor<'_>, encoding: Encoding) -> Result<Tensor, EncodingError> {
+    from_wire(t).map_err(|e| EncodingError::Corrupt { encoding, reason: e.to_string() })
+}
+
+/// Whether `encoding` applies to `t` ([`Encoding::applies`] on its type and shape).
+pub fn applies(encoding: Encoding, t: &Tensor) -> bool {
+    wire_type(t.datum_type()).is_some_and(|w| encoding.applies(w, t.shape()))
+}
+
+/// Encodes `t` with `encoding` (not one that needs a widening: see [`encode_with`]).
+pub fn encode(t: &Tensor, encoding: Encoding) -> Result<Encoded, EncodingError> {
+    encode_with(t, encoding, None)
+}
+
+/// Encodes `t` with `encoding`; the narrow and JPEG encodings use `widening`.
+pub fn encode_with(
+    t: &Tensor,
+    encoding: Encoding,
+    widening: Option<&Widening>,
+) -> Result<Encoded, EncodingError> {
+    tandem_proto::encoding::encode_with(&wire(t)?, encoding, widening)
+}
+
+/// `t` encoded and decoded again (what the other side gets), and the encoded size.
+pub fn round_trip(t: &Tensor, encoding: Encoding) -> Result<(Tensor, usize), EncodingError> {
+    round_trip_with(t, encoding, None)
+}
+
+/// [`round_trip`] with the input's widening, for the narrow and JPEG encodings.
+pub fn round_trip_with(
+    t: &Tensor,
+    encoding: Encoding,
+    widening: Option<&Widening>,
+) -> Result<(Tensor, usize), EncodingError> {
+    let (back, sent) = tandem_proto::encoding::round_trip_with(&wire(t)?, encoding, widening)?;
+    Ok((tract(back, encoding)?, sent))
+}
+
+/// Decodes a tensor of type `dt` and shape `shape` ([`tandem_proto::encoding::decode`]).
+pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tensor, EncodingError> {
+    let w = wire_type(dt).ok_or_else(|| EncodingError::UnsupportedType(format!("{dt:?}")))?;
+    debug_assert_eq!(datum_type(w), dt);
+    tract(tandem_proto::encoding::decode(w, shape, encoded)?, encoded.encoding)
+}
+
+/// A message's tensors (raw ones borrowed, encoded ones decoded) as tract's.
+pub fn received(tensors: &tandem_proto::session::Tensors) -> tandem_core::Result<Vec<(String, Tensor)>> {
+    let wire = tensors.decode().map_err(|e| tandem_core::Error::Link(e.to_string()))?;
+    wire.into_iter().map(|(name, t)| Ok((name, from_wire(t)?))).collect()
+}
+
+/// Tract's tensors as the wire's, borrowing their bytes.
+pub fn to_send<'t>(tensors: &[(String, &'t Tensor)]) -> tandem_core::Result<Vec<(String, WireTensor<'t>)>> {
+    tensors.iter().map(|(name, t)| Ok((name.clone(), to_wire(t)?))).collect()
+}

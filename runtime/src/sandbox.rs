@@ -1,0 +1,254 @@
+//! Models from peers loaded where tract cannot take the server down. A
+//! child process (the handheld's own binary, `tandem-handheld
+//! sandbox-load`) sets memory and CPU-time limits on itself (rlimits),
+//! then loads, optimizes and profiles the model, and reports its latency
+//! profile as one JSON line. An allocation over the limit aborts the
+//! child, a panic ends it, a load past its deadline is killed: the server
+//! reads a reason to send the peer, and keeps serving. Catching unwinds in
+//! the server would not be enough, since a failed allocation aborts.
+//!
+//! The parent writes one JSON line (the input-shape overrides and the
+//! limits), then the model's bytes, to the child's standard input.
+
+use std::io::{self, BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{InputShapes, Model, ModelLimits};
+use tandem_plan::predict::ProfiledLatency;
+use tandem_proto::protocol::LatencySummary;
+
+/// How to run a load in a child process, and its limits.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    /// The program that runs [`child_main`]: `tandem-handheld`.
+    pub program: PathBuf,
+    /// Its arguments before the request (`sandbox-load`).
+    pub args: Vec<String>,
+    /// Memory the child may allocate (its data segment: heap and private
+    /// writable mappings), bytes.
+    pub max_memory_bytes: u64,
+    /// CPU time the child may use.
+    pub max_cpu: Duration,
+    /// Wall time before the child is killed (a peer's cap on load time).
+    pub deadline: Duration,
+}
+
+/// What the child is asked.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    shapes: Vec<String>,
+    dims: Vec<String>,
+    max_tensor_bytes: u64,
+    max_working_bytes: u64,
+    max_memory_bytes: u64,
+    max_cpu_s: u64,
+    /// The profile's seconds are multiplied by this (the handheld's slowdown).
+    scale: f64,
+}
+
+/// What the child answers.
+#[derive(Serialize, Deserialize)]
+enum Report {
+    Loaded { latency: LatencySummary, working_bytes: u64 },
+    Refused { reason: String },
+}
+
+/// Why a sandboxed load gave no profile.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The child could not be started or fed.
+    #[error("could not run the model's sandbox ({program}): {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The model was refused or failed to load (the child's reason).
+    #[error("{0}")]
+    Refused(String),
+    /// The load passed its deadline and was stopped.
+    #[error("loading the model took longer than {0:?}: stopped")]
+    Deadline(Duration),
+    /// The child ended without a report.
+    #[error("loading the model was stopped: {0}")]
+    Killed(String),
+}
+
+/// Loads and profiles `bytes` in a child process under `sandbox`'s
+/// limits: the model's latency profile (scaled by `scale`) and its working
+/// set in bytes, or why not.
+pub fn profile_in_child(
+    sandbox: &Sandbox,
+    bytes: &[u8],
+    shapes: &InputShapes,
+    limits: &ModelLimits,
+    scale: f64,
+) -> Result<(LatencySummary, u64), SandboxError> {
+    let spawn_error = |source| SandboxError::Spawn { program: sandbox.program.display().to_string(), source };
+    let (specs, dims) = shapes.to_specs();
+    let request = Request {
+        shapes: specs,
+        dims,
+        max_tensor_bytes: limits.max_tensor_bytes,
+        max_working_bytes: limits.max_working_bytes,
+        max_memory_bytes: sandbox.max_memory_bytes,
+        max_cpu_s: sandbox.max_cpu.as_secs().max(1),
+        scale,
+    };
+    let mut child = Command::new(&sandbox.program)
+        .args(&sandbox.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("RUST_LOG")
+        .spawn()
+        .map_err(spawn_error)?;
+    let started = Instant::now();
+    // Fed and read on threads of their own, so that a child that stops
+    // reading or writing cannot hold this one past the deadline.
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut line = serde_json::to_vec(&request).expect("a request serializes");
+    line.push(b'\n');
+    let model = bytes.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&line).and_then(|()| stdin.write_all(&model)));
+    let (mut stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let reader = std::thread::spawn(move || {
+        let mut out = vec![];
+        let _ = stdout.by_ref().take(64 << 20).read_to_end(&mut out);
+        out
+    });
+    let errors = std::thread::spawn(move || {
+        let mut err = vec![];
+        let _ = stderr.take(64 << 10).read_to_end(&mut err);
+        err
+    });
+    let status = loop {
+        match child.try_wait().map_err(spawn_error)? {
+            Some(status) => break status,
+            None if started.elapsed() > sandbox.deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(SandboxError::Deadline(sandbox.deadline));
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let _ = feeder.join();
+    let out = reader.join().unwrap_or_default();
+    let err = errors.join().unwrap_or_default();
+    match serde_json::from_slice::<Report>(out.trim_ascii()) {
+        Ok(Report::Loaded { latency, working_bytes }) => Ok((latency, working_bytes)),
+        Ok(Report::Refused { reason }) => Err(SandboxError::Refused(reason)),
+        Err(_) => Err(SandboxError::Killed(ended(status, &err, sandbox))),
+    }
+}
+
+/// Why a child ended without a report, in words.
+fn ended(status: std::process::ExitStatus, stderr: &[u8], sandbox: &Sandbox) -> String {
+    let last =
+        String::from_utf8_lossy(stderr).lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string);
+    let said =
+        last.map(|l| format!(" (it said: {})", l.chars().take(300).collect::<String>())).unwrap_or_default();
+    let mib = sandbox.max_memory_bytes >> 20;
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        match status.signal() {
+            Some(6) => {
+                return format!(
+                    "it aborted, which is how an allocation past the sandbox's {mib} MiB ends{said}"
+                )
+            }
+            Some(9 | 24) => {
+                return format!(
+                    "it used up the sandbox's {} s of CPU time{said}",
+                    sandbox.max_cpu.as_secs().max(1)
+                )
+            }
+            Some(s) => return format!("the sandbox's process was killed by signal {s}{said}"),
+            None => {}
+        }
+    }
+    format!("the sandbox's process ended ({status}) without a report{said}")
+}
+
+/// The child's side (`tandem-handheld sandbox-load`): limits itself, reads
+/// the request and the model from standard input, loads and profiles it,
+/// and prints its report. Exit code 0 with a report, 2 without.
+pub fn child_main() -> ExitCode {
+    let report = match child() {
+        Ok(report) => report,
+        Err(reason) => Report::Refused { reason },
+    };
+    match serde_json::to_string(&report) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: the report does not serialize: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn child() -> Result<Report, String> {
+    let mut input = io::stdin().lock();
+    let mut line = vec![];
+    input
+        .by_ref()
+        .take(1 << 20)
+        .read_until(b'\n', &mut line)
+        .map_err(|e| format!("reading the request: {e}"))?;
+    let request: Request = serde_json::from_slice(&line).map_err(|e| format!("a bad request: {e}"))?;
+    limit_self(request.max_memory_bytes, request.max_cpu_s)?;
+    let mut bytes = vec![];
+    input
+        .take(tandem_proto::session::MAX_MODEL_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("reading the model: {e}"))?;
+    let shapes = InputShapes::parse_with_dims(&request.shapes, &request.dims).map_err(|e| e.to_string())?;
+    let limits = ModelLimits {
+        max_tensor_bytes: request.max_tensor_bytes,
+        max_working_bytes: request.max_working_bytes,
+    };
+    let model = Model::from_bytes_within(&bytes, &shapes, &limits).map_err(|e| e.to_string())?;
+    let latency = profile(&model, request.scale).map_err(|e| e.to_string())?;
+    Ok(Report::Loaded { latency, working_bytes: model.working_bytes() })
+}
+
+/// The handheld's latency profile of `model`: each layer's seconds and the
+/// per-run overhead from one warm-up and three measured runs on random
+/// inputs, multiplied by `scale`.
+pub fn profile(model: &Model, scale: f64) -> crate::Result<LatencySummary> {
+    let inputs = tandem_core::check::random_inputs(model, 1)?;
+    let profile = tandem_core::profile::profile(model, &inputs, 1, 3)?;
+    let p = ProfiledLatency::from_profile(&profile);
+    Ok(LatencySummary {
+        per_layer_s: p.per_node_s.iter().map(|s| s * scale).collect(),
+        overhead_s: p.overhead_s * scale,
+    })
+}
+
+/// Sets this process's data-segment and CPU-time limits.
+#[cfg(unix)]
+fn limit_self(memory: u64, cpu_s: u64) -> Result<(), String> {
+    use rustix::process::{setrlimit, Resource, Rlimit};
+    let set = |resource, soft: u64, hard: u64| {
+        setrlimit(resource, Rlimit { current: Some(soft), maximum: Some(hard) })
+            .map_err(|e| format!("the sandbox could not limit itself ({resource:?}): {e}"))
+    };
+    set(Resource::Data, memory, memory)?;
+    // SIGXCPU at the soft limit, SIGKILL a second later.
+    set(Resource::Cpu, cpu_s, cpu_s + 1)
+}
+
+#[cfg(not(unix))]
+fn limit_self(_: u64, _: u64) -> Result<(), String> {
+    Err("the model sandbox needs rlimits (Unix)".into())
+}
