@@ -15,6 +15,7 @@
 //! A refusal ([`Error::TooLarge`]) names the tensor and the limit.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tract_onnx::pb;
 use tract_onnx::pb::tensor_shape_proto::dimension::Value as Dim;
@@ -32,16 +33,36 @@ pub struct ModelLimits {
     pub max_working_bytes: u64,
 }
 
+/// The process's default limits (see [`ModelLimits::set_default`]).
+static DEFAULT_TENSOR: AtomicU64 = AtomicU64::new(ModelLimits::TENSOR_BYTES);
+static DEFAULT_WORKING: AtomicU64 = AtomicU64::new(ModelLimits::WORKING_BYTES);
+
 impl Default for ModelLimits {
-    /// 2 GiB per tensor, 8 GiB in all: far above any model the zoo or the
-    /// wheels ship (VGG-19's largest weight is 411 MB), far below what
-    /// aborts a phone.
+    /// The process's defaults: at first 500 MiB per tensor and 4 GiB in
+    /// all, above any model the zoo or the wheels ship (VGG-19's largest
+    /// weight is 392 MiB), far below what aborts a phone or a watch.
     fn default() -> Self {
-        ModelLimits { max_tensor_bytes: 2 << 30, max_working_bytes: 8 << 30 }
+        ModelLimits {
+            max_tensor_bytes: DEFAULT_TENSOR.load(Ordering::Relaxed),
+            max_working_bytes: DEFAULT_WORKING.load(Ordering::Relaxed),
+        }
     }
 }
 
 impl ModelLimits {
+    /// The first default per tensor: 500 MiB.
+    pub const TENSOR_BYTES: u64 = 500 << 20;
+    /// The first default working set: 4 GiB.
+    pub const WORKING_BYTES: u64 = 4 << 30;
+
+    /// Sets what [`ModelLimits::default`] returns in this process (a
+    /// command-line tool's `--max-tensor-mb`, say), so that every model
+    /// loaded without limits of its own is held to them.
+    pub fn set_default(limits: ModelLimits) {
+        DEFAULT_TENSOR.store(limits.max_tensor_bytes, Ordering::Relaxed);
+        DEFAULT_WORKING.store(limits.max_working_bytes, Ordering::Relaxed);
+    }
+
     fn tensor(&self, name: &str, bytes: Option<u64>) -> Result<()> {
         match bytes {
             Some(b) if b <= self.max_tensor_bytes => Ok(()),

@@ -112,6 +112,11 @@ impl Model {
             || infer_facts(&proto, model_dir.as_deref(), input_shapes),
         )
         .map_err(|e| match e {
+            // A tensor folded while inferring shapes that cannot be allocated.
+            Error::Tract { message, .. } if message.contains("failed to allocate") => Error::Tract {
+                context: "inferring its shapes (a tensor it computes is too large to allocate)".into(),
+                message,
+            },
             Error::Tract { message, .. } => not_onnx(format!("tract could not parse it ({message})")),
             other => other,
         })?;

@@ -46,7 +46,7 @@ struct Limits {
     max_loaded_mb: u64,
     /// Largest tensor a model may declare or compute, in MB (refused by
     /// name before tract allocates it).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = tandem::ModelLimits::TENSOR_BYTES >> 20)]
     max_tensor_mb: u64,
     /// Longest a model's load and profiling may take, in seconds (and its
     /// CPU time): the sandbox is stopped past it and the wearable told why.

@@ -113,3 +113,10 @@ pub fn hostile(name: &str) -> Result<Hostile> {
         .find(|h| h.name == name)
         .ok_or_else(|| anyhow::anyhow!("no hostile model named {name:?}"))
 }
+
+/// A model within any size limit that is slow to profile: a `Cos` over a
+/// float input of `rows × 4096` (256 MiB at 16384 rows, about 0.2 s a run
+/// here). A handheld's cap on load time must stop it.
+pub fn slow_cos(rows: i64) -> Vec<u8> {
+    model(vec![node("Cos", &["x"], "y")], vec![], vec![value_info("x", DataType::Float, &[rows, 4096])])
+}

@@ -63,6 +63,31 @@ pub trait Transport: Send + Sync {
     fn describe(&self) -> String;
 }
 
+/// `link`, and a flag set once its first bytes arrive: a handheld gives
+/// way first to handshakes whose peer has said nothing yet.
+pub fn watch_first_bytes(link: Link) -> (Link, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rx = Box::new(HeardRx { inner: link.rx, heard: heard.clone() });
+    (Link { tx: link.tx, rx, name: link.name }, heard)
+}
+
+struct HeardRx {
+    inner: Box<dyn LinkRx>,
+    heard: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LinkRx for HeardRx {
+    fn recv(&mut self) -> BoxFuture<'_, io::Result<Option<Vec<u8>>>> {
+        Box::pin(async move {
+            let r = self.inner.recv().await;
+            if matches!(&r, Ok(Some(b)) if !b.is_empty()) {
+                self.heard.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            r
+        })
+    }
+}
+
 /// How the handheld takes links from wearables.
 pub trait Acceptor: Send {
     /// The next link.

@@ -252,3 +252,49 @@ fn limit_self(memory: u64, cpu_s: u64) -> Result<(), String> {
 fn limit_self(_: u64, _: u64) -> Result<(), String> {
     Err("the model sandbox needs rlimits (Unix)".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str, deadline_ms: u64) -> Sandbox {
+        Sandbox {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            max_memory_bytes: 1 << 30,
+            max_cpu: Duration::from_secs(5),
+            deadline: Duration::from_millis(deadline_ms),
+        }
+    }
+
+    fn load(s: &Sandbox) -> Result<(LatencySummary, u64), SandboxError> {
+        profile_in_child(s, b"model", &InputShapes::none(), &ModelLimits::default(), 1.0)
+    }
+
+    #[test]
+    fn a_child_that_aborts_hangs_or_refuses_is_a_reason_and_a_report_is_read() {
+        let err = load(&shell(
+            "cat >/dev/null; echo 'memory allocation of 8 bytes failed' >&2; kill -ABRT $$",
+            10_000,
+        ))
+        .expect_err("aborted");
+        let text = err.to_string();
+        assert!(matches!(err, SandboxError::Killed(_)) && text.contains("aborted"), "{text}");
+        assert!(text.contains("memory allocation of 8 bytes failed"), "{text}");
+        let started = Instant::now();
+        let err = load(&shell("sleep 30", 300)).expect_err("stopped");
+        assert!(matches!(err, SandboxError::Deadline(_)), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        let err =
+            load(&shell(r#"cat >/dev/null; echo '{"Refused":{"reason":"tensor x is too big"}}'"#, 10_000))
+                .expect_err("refused");
+        assert_eq!(err.to_string(), "tensor x is too big");
+        let ok = r#"cat >/dev/null; echo '{"Loaded":{"latency":{"per_layer_s":[0.5],"overhead_s":0.1},"working_bytes":7}}'"#;
+        let (latency, bytes) = load(&shell(ok, 10_000)).expect("a report");
+        assert_eq!((latency.per_layer_s, latency.overhead_s, bytes), (vec![0.5], 0.1, 7));
+        let err = load(&shell("exit 3", 10_000)).expect_err("no report");
+        assert!(err.to_string().contains("without a report"), "{err}");
+        let missing = Sandbox { program: "/nonexistent/tandem".into(), ..shell("", 100) };
+        assert!(matches!(load(&missing), Err(SandboxError::Spawn { .. })));
+    }
+}

@@ -37,6 +37,14 @@ use tandem::{cuts_to_check, Model};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Largest tensor a model may declare or compute, in MiB: a model past
+    /// it is refused by name before anything is allocated.
+    #[arg(long, global = true, default_value_t = tandem::ModelLimits::TENSOR_BYTES >> 20)]
+    max_tensor_mb: u64,
+    /// Largest working set a model may have (every tensor of its graph at
+    /// once), in MiB.
+    #[arg(long, global = true, default_value_t = tandem::ModelLimits::WORKING_BYTES >> 20)]
+    max_model_mb: u64,
 }
 
 #[derive(Subcommand)]
@@ -143,6 +151,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    tandem::ModelLimits::set_default(tandem::ModelLimits {
+        max_tensor_bytes: cli.max_tensor_mb.saturating_mul(1 << 20),
+        max_working_bytes: cli.max_model_mb.saturating_mul(1 << 20),
+    });
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

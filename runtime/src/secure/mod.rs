@@ -378,23 +378,30 @@ pub async fn pair_handheld(
 ) -> io::Result<PublicKey> {
     let mut wrong = 0;
     let mut attempts = tokio::task::JoinSet::new();
-    let mut oldest = std::collections::VecDeque::new();
+    // Attempts side by side, within a budget that gives way first to
+    // links that have said nothing (the handheld's own admission rule).
+    let admission =
+        crate::server::admission::Admission::with_budgets(0, MAX_PAIRING_ATTEMPTS, MAX_PAIRING_ATTEMPTS);
+    let mut next_id = 0u64;
     loop {
         tokio::select! {
             accepted = acceptor.accept() => {
-                let link = accepted?;
+                let (link, heard) = crate::link::watch_first_bytes(accepted?);
                 let name = link.name.clone();
                 let state = PairHandheld::new(code, keystore.keys()).map_err(io_error)?;
-                if oldest.len() >= MAX_PAIRING_ATTEMPTS {
-                    if let Some(handle) = oldest.pop_front() {
-                        tokio::task::AbortHandle::abort(&handle);
-                        warn!("pairing: {MAX_PAIRING_ATTEMPTS} attempts open, the oldest dropped for one from {name}");
-                    }
-                }
-                oldest.push_back(attempts.spawn(async move { (name, timed("pairing", pair_attempt(link, state)).await) }));
+                next_id += 1;
+                let (id, admission) = (next_id, admission.clone());
+                let evicted = admission.begin(id, "", heard);
+                attempts.spawn(async move {
+                    let attempt = tokio::select! {
+                        r = timed("pairing", pair_attempt(link, state)) => r,
+                        _ = evicted => Err(io::Error::new(io::ErrorKind::ConnectionAborted, "dropped: newer pairing attempts needed the room")),
+                    };
+                    admission.abandoned(id);
+                    (name, attempt)
+                });
             }
             Some(done) = attempts.join_next(), if !attempts.is_empty() => {
-                oldest.retain(|h: &tokio::task::AbortHandle| !h.is_finished());
                 let Ok((name, attempt)) = done else { continue };
                 match attempt {
                     Ok(peer) => {

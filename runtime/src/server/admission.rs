@@ -3,11 +3,14 @@
 //! wearable's encrypted handshake, or a plain link's first bytes where
 //! plain links are served); until then it is a handshake, and handshakes
 //! have a budget of their own, in all and per source address. When a
-//! budget is full the oldest handshake is dropped for the new one, so
-//! strangers holding idle sockets cannot keep a paired wearable out: they
-//! only push each other out.
+//! budget is full a handshake is dropped for the new one: the oldest whose
+//! peer has sent nothing yet, else the oldest. Strangers holding idle
+//! sockets cannot keep a paired wearable out (it speaks at once, they
+//! never do): they only push each other out. The pairing listener uses the
+//! same rule for its attempts.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -20,9 +23,11 @@ pub const MAX_HANDSHAKES: usize = 16;
 pub const MAX_HANDSHAKES_PER_ADDRESS: usize = 8;
 
 /// The handheld's handshakes and served connections.
-pub(super) struct Admission {
+pub(crate) struct Admission {
     inner: Mutex<Inner>,
     max_served: usize,
+    max_handshakes: usize,
+    per_address: usize,
 }
 
 #[derive(Default)]
@@ -35,11 +40,13 @@ struct Inner {
 struct Pending {
     id: u64,
     address: String,
+    /// Set once the peer's first bytes arrive.
+    heard: Arc<AtomicBool>,
     evict: oneshot::Sender<()>,
 }
 
 /// A served connection's slot, given back on drop.
-pub(super) struct Slot(Arc<Admission>);
+pub(crate) struct Slot(Arc<Admission>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -48,7 +55,7 @@ impl Drop for Slot {
 }
 
 /// The address part of a link's name (`1.2.3.4:5678` → `1.2.3.4`).
-pub(super) fn address(name: &str) -> &str {
+pub(crate) fn address(name: &str) -> &str {
     match name.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
         _ => name,
@@ -56,38 +63,56 @@ pub(super) fn address(name: &str) -> &str {
 }
 
 impl Admission {
-    pub(super) fn new(max_served: usize) -> Arc<Self> {
-        Arc::new(Admission { inner: Mutex::default(), max_served })
+    /// Up to `max_served` served connections, with the handshake budgets
+    /// [`MAX_HANDSHAKES`] and [`MAX_HANDSHAKES_PER_ADDRESS`].
+    pub(crate) fn new(max_served: usize) -> Arc<Self> {
+        Self::with_budgets(max_served, MAX_HANDSHAKES, MAX_HANDSHAKES_PER_ADDRESS)
     }
 
-    /// Connection `id` from `address` starts its handshake. The receiver
-    /// fires if a newer handshake pushes it out.
-    pub(super) fn begin(&self, id: u64, address: &str) -> oneshot::Receiver<()> {
+    /// Up to `max_served` served connections, `max_handshakes` handshakes,
+    /// `per_address` from one address.
+    pub(crate) fn with_budgets(max_served: usize, max_handshakes: usize, per_address: usize) -> Arc<Self> {
+        Arc::new(Admission {
+            inner: Mutex::default(),
+            max_served,
+            max_handshakes: max_handshakes.max(1),
+            per_address: per_address.max(1),
+        })
+    }
+
+    /// Connection `id` from `address` starts its handshake (`heard` is set
+    /// once its first bytes arrive). The receiver fires if a newer
+    /// handshake pushes it out.
+    pub(crate) fn begin(&self, id: u64, address: &str, heard: Arc<AtomicBool>) -> oneshot::Receiver<()> {
         let mut inner = lock(&self.inner);
         let same = inner.handshakes.iter().filter(|p| p.address == address).count();
-        let oldest = if same >= MAX_HANDSHAKES_PER_ADDRESS {
-            inner.handshakes.iter().position(|p| p.address == address)
-        } else if inner.handshakes.len() >= MAX_HANDSHAKES {
-            Some(0)
+        let among: Option<&dyn Fn(&Pending) -> bool> = if same >= self.per_address {
+            Some(&|p: &Pending| p.address == address)
+        } else if inner.handshakes.len() >= self.max_handshakes {
+            Some(&|_: &Pending| true)
         } else {
             None
         };
-        if let Some(i) = oldest.and_then(|i| inner.handshakes.remove(i)) {
-            let _ = i.evict.send(());
+        if let Some(among) = among {
+            let quiet = inner.handshakes.iter().position(|p| among(p) && !p.heard.load(Ordering::Relaxed));
+            let victim = quiet.or_else(|| inner.handshakes.iter().position(among));
+            if let Some(p) = victim.and_then(|i| inner.handshakes.remove(i)) {
+                let _ = p.evict.send(());
+            }
         }
         let (evict, evicted) = oneshot::channel();
-        inner.handshakes.push_back(Pending { id, address: address.to_string(), evict });
+        inner.handshakes.push_back(Pending { id, address: address.to_string(), heard, evict });
         evicted
     }
 
     /// Connection `id`'s handshake ended without authenticating.
-    pub(super) fn abandoned(&self, id: u64) {
+    pub(crate) fn abandoned(&self, id: u64) {
         lock(&self.inner).handshakes.retain(|p| p.id != id);
     }
 
     /// Connection `id` authenticated: its slot, or `None` when every slot
     /// is taken (the handheld is busy).
-    pub(super) fn authenticated(self: &Arc<Self>, id: u64) -> Option<Slot> {
+    pub(crate) fn authenticated(self: &Arc<Self>, id: u64) -> Option<Slot> {
         let mut inner = lock(&self.inner);
         inner.handshakes.retain(|p| p.id != id);
         if inner.served >= self.max_served {
@@ -98,7 +123,7 @@ impl Admission {
     }
 
     /// Handshakes in progress and connections served.
-    pub(super) fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let inner = lock(&self.inner);
         (inner.handshakes.len(), inner.served)
     }
@@ -111,22 +136,26 @@ mod tests {
     #[test]
     fn the_oldest_handshake_makes_way_and_slots_count_the_authenticated() {
         let a = Admission::new(2);
-        // One address fills its own budget: its oldest is pushed out.
-        let mut first = a.begin(0, "10.0.0.1");
-        for id in 1..MAX_HANDSHAKES_PER_ADDRESS as u64 {
-            let _ = a.begin(id, "10.0.0.1");
+        let quiet = || Arc::new(AtomicBool::new(false));
+        // One address fills its own budget: its oldest quiet one is pushed
+        // out, not an older one that has spoken.
+        let mut spoke = a.begin(0, "10.0.0.1", Arc::new(AtomicBool::new(true)));
+        let mut first = a.begin(1, "10.0.0.1", quiet());
+        for id in 2..MAX_HANDSHAKES_PER_ADDRESS as u64 {
+            drop(a.begin(id, "10.0.0.1", quiet()));
         }
         assert!(first.try_recv().is_err(), "not evicted while the budget holds");
-        let _ = a.begin(99, "10.0.0.1");
-        assert!(first.try_recv().is_ok(), "the oldest from the address makes way");
+        drop(a.begin(99, "10.0.0.1", quiet()));
+        assert!(first.try_recv().is_ok(), "the oldest quiet one from the address makes way");
+        assert!(spoke.try_recv().is_err(), "a peer that spoke keeps its place");
         assert_eq!(a.counts().0, MAX_HANDSHAKES_PER_ADDRESS);
         // Other addresses fill the global budget: the oldest overall goes.
         let mut others = vec![];
         for id in 100..100 + (MAX_HANDSHAKES - MAX_HANDSHAKES_PER_ADDRESS) as u64 {
-            others.push(a.begin(id, &format!("10.0.1.{id}")));
+            others.push(a.begin(id, &format!("10.0.1.{id}"), quiet()));
         }
         assert_eq!(a.counts().0, MAX_HANDSHAKES);
-        let mut newest = a.begin(200, "10.0.2.1");
+        let mut newest = a.begin(200, "10.0.2.1", quiet());
         assert_eq!(a.counts().0, MAX_HANDSHAKES);
         assert!(newest.try_recv().is_err());
         // Slots go to the authenticated only, up to the limit.

@@ -31,7 +31,7 @@ use crate::link::Acceptor;
 use tandem_core::lru::ByteLru;
 use tandem_proto::protocol::MAX_FRAME_BYTES;
 
-mod admission;
+pub(crate) mod admission;
 mod connection;
 mod runner;
 mod store;
@@ -129,7 +129,10 @@ impl Default for ServerConfig {
             max_pushed_bytes: 4 << 30,
             max_pushing_bytes: 2 << 30,
             max_loaded_bytes: 2 << 30,
-            model_limits: crate::ModelLimits { max_tensor_bytes: 1 << 30, max_working_bytes: 2 << 30 },
+            model_limits: crate::ModelLimits {
+                max_tensor_bytes: crate::ModelLimits::TENSOR_BYTES,
+                max_working_bytes: 2 << 30,
+            },
             sandbox: None,
             max_plan_bytes: 1 << 30,
             plain_pushes: true,
@@ -190,7 +193,8 @@ pub async fn serve(
                 Ok(link) => {
                     next_id += 1;
                     // The handshake starts now; a slot is taken once it authenticates.
-                    let evicted = admission.begin(next_id, admission::address(&link.name));
+                    let (link, heard) = crate::link::watch_first_bytes(link);
+                    let evicted = admission.begin(next_id, admission::address(&link.name), heard);
                     let admitted = connection::Admitted { admission: admission.clone(), evicted };
                     connections.spawn(connection::connection(shared.clone(), link, next_id, admitted, stop_rx.clone()));
                 }

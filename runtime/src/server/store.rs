@@ -33,6 +33,9 @@ pub(super) enum Stored {
     Memory(Arc<Vec<u8>>),
 }
 
+/// A loaded model's identity: its digest and the overrides it was loaded with.
+pub(super) type ModelKey = (Digest, InputShapes);
+
 /// What every connection shares: the configuration, the models, the status.
 pub(super) struct Shared {
     pub(super) config: ServerConfig,
@@ -41,9 +44,9 @@ pub(super) struct Shared {
     /// Models wearables pushed, bounded in bytes.
     pub(super) pushed: Mutex<ByteLru<Digest, Stored>>,
     /// Loaded models by digest and the overrides they were loaded with.
-    pub(super) loaded: Mutex<ByteLru<(Digest, InputShapes), Arc<Loaded>>>,
+    pub(super) loaded: Mutex<ByteLru<ModelKey, Arc<Loaded>>>,
     /// One lock per model being loaded (its digest and overrides).
-    pub(super) loading: Mutex<HashMap<(Digest, InputShapes), Arc<Mutex<()>>>>,
+    pub(super) loading: Mutex<HashMap<ModelKey, Arc<Mutex<()>>>>,
     /// Bytes of pushes in progress over every connection.
     pub(super) push_budget: Arc<tandem_proto::session::PushBudget>,
     /// Sandboxed loads running at once (at most [`MAX_LOADS`]).
@@ -157,7 +160,7 @@ impl Shared {
 
     fn load_once(
         &self,
-        key: &(Digest, InputShapes),
+        key: &ModelKey,
         bytes: Option<Vec<u8>>,
         left: &dyn Fn() -> Option<String>,
     ) -> Result<Arc<Loaded>, String> {
