@@ -2,8 +2,8 @@
 # Fuzzes Tandem's decoders and state machines with cargo-fuzz (libFuzzer,
 # on the nightly toolchain). Seeds each target's corpus from valid samples
 # (proto/examples/fuzz_seeds.rs), builds the targets once (the protocol's
-# need no tract: a small nightly build; naming device_profile, schedule or
-# model_loader builds tract and the runtime too), runs each for SECONDS
+# need no tract; onnx_graphs builds tract; naming device_profile, schedule
+# or model_loader builds the runtime too), runs each for SECONDS
 # (default 30), and prints one JSON line per target: executions, coverage
 # (libFuzzer's edge `cov` and feature `ft` counts), corpus size, crashes.
 # A crash stops the run with libFuzzer's report; its input is kept in
@@ -12,31 +12,59 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
 # Default targets: the protocol's five (frame decoder, both sessions,
-# encrypted records, pairing), which build without tract. CI runs
-# `scripts/fuzz.sh 30`. device_profile, schedule and model_loader (tract's
-# ONNX parser: slow per input) are run by name, with a nightly tract build.
+# encrypted records, pairing), which build without tract, and onnx_graphs
+# (generated graphs under the model size checks: a nightly tract build, no
+# runtime). CI runs `scripts/fuzz.sh 30`. device_profile, schedule and
+# model_loader (tract's ONNX parser on raw bytes: slow per input) are run
+# by name, with the runtime built too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PER=${1:-30}
 shift || true
-TARGETS=${*:-frame_decoder handheld_session wearable_session secure_records pairing}
+TARGETS=${*:-frame_decoder handheld_session wearable_session secure_records pairing onnx_graphs}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 cargo run --locked -q -p tandem-proto --example fuzz_seeds
 cd fuzz
 FEATURES=()
+want=()
 for t in $TARGETS; do
-  case $t in device_profile | schedule | model_loader) FEATURES=(--features heavy) ;; esac
+  case $t in
+    device_profile | schedule | model_loader) want+=(heavy) ;;
+    onnx_graphs) want+=(graphs) ;;
+  esac
 done
+if [ ${#want[@]} -gt 0 ]; then
+  FEATURES=(--features "$(printf '%s\n' "${want[@]}" | sort -u | paste -sd, -)")
+fi
 cargo +nightly fuzz build -O "${FEATURES[@]}"
 mkdir -p target/logs
-for t in $TARGETS; do
+# One target per core at a time (FUZZ_JOBS; default: the cores, at most 4).
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+[ "$JOBS" -gt 4 ] && JOBS=4
+run_one() {
+  local t=$1 log=target/logs/$1.log
   mkdir -p "corpus/$t" "artifacts/$t"
-  log=target/logs/$t.log
-  if ! cargo +nightly fuzz run -O "${FEATURES[@]}" "$t" "corpus/$t" -- -max_total_time="$PER" -rss_limit_mb=2048 \
+  if cargo +nightly fuzz run -O "${FEATURES[@]}" "$t" "corpus/$t" -- -max_total_time="$PER" -rss_limit_mb=2048 \
       -print_final_stats=1 >"$log" 2>&1; then
+    echo ok >"target/logs/$t.status"
+  else
+    echo failed >"target/logs/$t.status"
+  fi
+}
+for t in $TARGETS; do
+  rm -f "target/logs/$t.status"
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  run_one "$t" &
+done
+wait
+failed=0
+for t in $TARGETS; do
+  log=target/logs/$t.log
+  if [ "$(cat "target/logs/$t.status" 2>/dev/null)" != ok ]; then
     echo "fuzz target $t failed:" >&2
     tail -n 60 "$log" >&2
-    exit 1
+    failed=1
+    continue
   fi
   python3 - "$t" "$log" "$PER" "corpus/$t" <<'PY'
 import json, os, re, sys
@@ -49,3 +77,4 @@ print(json.dumps({"target": t, "seconds": per, "executions": int(stat.get("numbe
                   "cov": cov, "ft": ft, "corpus": len(os.listdir(corpus)), "crashes": 0}))
 PY
 done
+exit $failed

@@ -5,9 +5,14 @@
 //!
 //! Two checks, both with arithmetic that cannot overflow:
 //! - [`check_proto`], before tract sees the file: the declared inputs (with
-//!   their overrides), the initializers and constants, and the outputs of
-//!   the ops that make big tensors from small constant inputs
-//!   (`ConstantOfShape`, `Expand`, `Tile`, `Range`, `Resize`/`Upsample`).
+//!   their overrides), the initializers and constants, the outputs of the
+//!   ops that make big tensors from small constant inputs
+//!   (`ConstantOfShape`, `Expand`, `Tile`, `Range`, `Resize`/`Upsample`),
+//!   and the shapes that follow from those through broadcasting,
+//!   element-wise, `MatMul` and `Concat` nodes (which tract folds when
+//!   their inputs are constants). A size only tract's own inference finds
+//!   (a shape computed by arithmetic, say) is caught once inferred, or by
+//!   the handheld's sandbox if tract allocates it first.
 //! - [`check_graph`], once every tensor's shape is inferred: each tensor
 //!   and the working set (every tensor of the graph at once, an upper bound
 //!   of what running it holds).
@@ -150,6 +155,36 @@ fn broadcast(a: &[u64], b: &[u64]) -> Vec<u64> {
     (0..n).map(|i| at(a, i).max(at(b, i))).collect()
 }
 
+/// Element-wise ops whose output takes the broadcast of their inputs' shapes.
+const BROADCASTING: [&str; 17] = [
+    "Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "Mean", "Where", "And", "Or", "Xor", "Equal",
+    "Less", "Greater", "Mod",
+];
+
+/// Ops whose output has their first input's shape.
+const UNARY: [&str; 20] = [
+    "Relu",
+    "Cos",
+    "Sin",
+    "Exp",
+    "Log",
+    "Neg",
+    "Abs",
+    "Sigmoid",
+    "Tanh",
+    "Identity",
+    "Sqrt",
+    "Floor",
+    "Ceil",
+    "Erf",
+    "Softplus",
+    "Not",
+    "Sign",
+    "Reciprocal",
+    "LeakyRelu",
+    "Elu",
+];
+
 /// Checks what the file declares before tract parses it: every graph
 /// input (at its override), initializer and constant, and the outputs of
 /// the ops that expand small constant inputs into big tensors, against
@@ -260,6 +295,43 @@ pub fn check_proto(proto: &pb::ModelProto, overrides: &InputShapes, limits: &Mod
                     }
                     _ => continue,
                 }
+            }
+            // Shapes that carry through: broadcasting element-wise ops
+            // (folded by tract when their inputs are constants), unary
+            // ops, MatMul and Concat, where every input's shape is known.
+            op if BROADCASTING.contains(&op) => {
+                let shapes: Option<Vec<&Vec<u64>>> =
+                    (0..node.input.len()).map(|i| input(i).and_then(|k| k.shape.as_ref())).collect();
+                let Some(shapes) = shapes.filter(|s| !s.is_empty()) else { continue };
+                let shape = shapes.iter().fold(vec![], |acc, s| broadcast(&acc, s));
+                let elem = (0..node.input.len()).filter_map(|i| input(i).map(|k| k.elem)).max().unwrap_or(4);
+                Known { shape: Some(shape), elem, ints: None }
+            }
+            op if UNARY.contains(&op) => match input(0) {
+                Some(k) => Known { shape: k.shape.clone(), elem: k.elem, ints: None },
+                None => continue,
+            },
+            "MatMul" => {
+                let (Some(a), Some(b)) =
+                    (input(0).and_then(|k| k.shape.clone()), input(1).and_then(|k| k.shape.clone()))
+                else {
+                    continue;
+                };
+                let (Some(&m), Some(&n)) = (a.iter().rev().nth(1).or(a.last()), b.last()) else { continue };
+                let batch = broadcast(&a[..a.len().saturating_sub(2)], &b[..b.len().saturating_sub(2)]);
+                let shape = batch.into_iter().chain([m, n]).collect();
+                Known { shape: Some(shape), elem: input(0).map_or(4, |k| k.elem), ints: None }
+            }
+            "Concat" => {
+                let shapes: Option<Vec<Vec<u64>>> =
+                    (0..node.input.len()).map(|i| input(i).and_then(|k| k.shape.clone())).collect();
+                let Some(shapes) = shapes.filter(|s| !s.is_empty()) else { continue };
+                // A bound: every input's elements, laid end to end.
+                let n = shapes
+                    .iter()
+                    .map(|s| product(1, s.iter().copied()).unwrap_or(u64::MAX))
+                    .fold(0u64, u64::saturating_add);
+                Known { shape: Some(vec![n]), elem: input(0).map_or(4, |k| k.elem), ints: None }
             }
             _ => continue,
         };

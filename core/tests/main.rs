@@ -2,4 +2,5 @@
 //! one test binary per file cost build time).
 
 mod fuzz_found;
+mod hostile;
 mod split_tiny;

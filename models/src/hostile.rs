@@ -120,3 +120,71 @@ pub fn hostile(name: &str) -> Result<Hostile> {
 pub fn slow_cos(rows: i64) -> Vec<u8> {
     model(vec![node("Cos", &["x"], "y")], vec![], vec![value_info("x", DataType::Float, &[rows, 4096])])
 }
+
+/// A small ONNX graph built from arbitrary bytes, for fuzzing the model
+/// checks: each byte picks an op, a dimension or a constant from tables
+/// that mix ordinary values with huge ones (up to 2^40 elements), so the
+/// graphs declare, expand, tile, range and broadcast their way past any
+/// limit, or not. Every input gives a well-formed protobuf; whether it is
+/// a valid model is for the loader to say.
+pub fn graph_from_bytes(data: &[u8]) -> Vec<u8> {
+    const DIMS: [i64; 10] = [1, 2, 3, 4, 7, 64, 1000, 100_000, 1 << 20, 1 << 31];
+    const OPS: [&str; 12] = [
+        "Relu",
+        "Add",
+        "Mul",
+        "Cos",
+        "Expand",
+        "ConstantOfShape",
+        "Tile",
+        "Range",
+        "Reshape",
+        "Concat",
+        "MatMul",
+        "Sum",
+    ];
+    let mut bytes = data.iter().copied();
+    let mut next = move || bytes.next().unwrap_or(0) as usize;
+    let rank = 1 + next() % 3;
+    let x: Vec<i64> = (0..rank).map(|_| DIMS[next() % DIMS.len()]).collect();
+    let mut init = vec![];
+    let mut nodes = vec![];
+    let mut tensors = vec!["x".to_string()];
+    for i in 0..1 + next() % 5 {
+        let op = OPS[next() % OPS.len()];
+        let pick = |k: usize| tensors[k % tensors.len()].clone();
+        let (a, b) = (pick(next()), pick(next()));
+        let c = format!("c{i}");
+        let dims: Vec<i64> = (0..1 + next() % 3).map(|_| DIMS[next() % DIMS.len()]).collect();
+        let inputs: Vec<String> = match op {
+            "Relu" | "Cos" => vec![a],
+            "Add" | "Mul" | "MatMul" | "Sum" | "Concat" => vec![a, b],
+            "Expand" | "Tile" | "Reshape" => {
+                init.push(i64_tensor(&c, &[dims.len() as i64], &dims));
+                vec![a, c]
+            }
+            "ConstantOfShape" => {
+                init.push(i64_tensor(&c, &[dims.len() as i64], &dims));
+                vec![c]
+            }
+            _ => {
+                // Range(start, limit, delta) of scalar int64 constants.
+                let names: Vec<String> = (0..3).map(|k| format!("{c}_{k}")).collect();
+                for (n, v) in names.iter().zip([0, dims[0], 1 + (next() % 3) as i64]) {
+                    init.push(i64_tensor(n, &[], &[v]));
+                }
+                names
+            }
+        };
+        let out = format!("t{i}");
+        let mut n = node(op, &inputs.iter().map(String::as_str).collect::<Vec<_>>(), &out);
+        if op == "Concat" {
+            n.attribute.push(crate::builder::attr_i("axis", 0));
+        }
+        nodes.push(n);
+        tensors.push(out);
+    }
+    let last = tensors.last().cloned().unwrap_or_default();
+    nodes.push(node("Identity", &[&last], "y"));
+    model(nodes, init, vec![value_info("x", DataType::Float, &x)])
+}
