@@ -226,6 +226,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if !(limits.max_load_s.is_finite() && (1.0..=3600.0).contains(&limits.max_load_s)) {
                 anyhow::bail!("--max-load-s {}: must be from 1 to 3600 seconds", limits.max_load_s);
             }
+            if limits.max_pushing_mb < limits.max_push_mb {
+                anyhow::bail!(
+                    "--max-pushing-mb {} is below --max-push-mb {}: a push the size of the limit could never be taken",
+                    limits.max_pushing_mb,
+                    limits.max_push_mb
+                );
+            }
             if limits.max_tensor_mb == 0 || limits.max_loaded_mb == 0 {
                 anyhow::bail!("--max-tensor-mb and --max-loaded-mb must be at least 1");
             }
@@ -337,7 +344,7 @@ fn serve(
             args: vec!["sandbox-load".into()],
             // Room for tract's copies of the weights beside the working set.
             max_memory_bytes: mb(limits.max_loaded_mb).saturating_mul(2).saturating_add(512 << 20),
-            max_cpu: std::time::Duration::from_secs_f64(limits.max_load_s),
+            max_cpu: std::time::Duration::from_secs_f64(limits.max_load_s.ceil() + 1.0),
             deadline: std::time::Duration::from_secs_f64(limits.max_load_s),
         }),
         ..ServerConfig::default()

@@ -93,7 +93,15 @@ fn a_pushed_model_is_verified_loaded_and_then_suffixes_run_in_order() {
     );
     let a = s
         .on_message(Message { header: Header::ModelChunk { offset: 100 }, body: second.to_vec() }, |_| false);
-    assert_eq!(a, vec![Action::LoadPushed { digest, bytes: model.clone(), shapes: InputShapes::none() }]);
+    assert_eq!(
+        a,
+        vec![Action::LoadPushed {
+            digest,
+            bytes: model.clone(),
+            shapes: InputShapes::none(),
+            reservation: None
+        }]
+    );
     assert!(!s.is_ready());
     let a = s.model_loaded(summary());
     assert!(matches!(&a[..], [Action::Send(Message { header: Header::ModelReady { .. }, .. })]));
@@ -503,4 +511,50 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     h.on_message(hello(digest, 10), |d| *d == digest);
     let a = h.on_message(Message::new(Header::Cancel { frames: vec![1] }), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+}
+
+/// Pushes in progress share one budget over a handheld's connections: one
+/// that does not fit now is told busy, one larger than the whole budget is
+/// refused for good, and a push's share comes back once its model is
+/// loaded or refused, its connection closed and its load dropped.
+#[test]
+fn pushes_in_progress_share_one_budget_across_connections() {
+    use tandem_proto::session::PushBudget;
+    let budget = PushBudget::new(1000);
+    let session = || HandheldSession::new("pixel-8-pro", status(), t0()).push_budget(budget.clone());
+    let model = vec![7u8; 600];
+    let digest = model_digest(&model);
+    let mut first = session();
+    let a = first.on_message(hello(digest, 600), |_| false);
+    assert!(matches!(&a[..], [Action::Send(Message { header: Header::Welcome { .. }, .. })]), "{a:?}");
+    assert_eq!(budget.used(), 600);
+    // A second push of 600 does not fit beside it: busy, nothing reserved.
+    let mut second = session();
+    assert_eq!(error_code(&second.on_message(hello([1; 32], 600), |_| false)), Some(ErrorCode::Busy));
+    assert_eq!(budget.used(), 600);
+    // Larger than the whole budget: refused as a model, not as busy.
+    assert_eq!(error_code(&session().on_message(hello([2; 32], 1001), |_| false)), Some(ErrorCode::Model));
+    // A model the handheld holds needs no push and no budget.
+    let mut known = session();
+    known.on_message(hello([3; 32], 600), |_| true);
+    assert_eq!(budget.used(), 600);
+    // The pushed bytes go to the load with their share: closing the
+    // connection alone does not free it while the load holds the bytes.
+    let a = first
+        .on_message(Message { header: Header::ModelChunk { offset: 0 }, body: model.clone() }, |_| false);
+    let Some(Action::LoadPushed { reservation: Some(held), .. }) = a.into_iter().next() else {
+        panic!("no load with its reservation")
+    };
+    first.handle_link_closed(t0());
+    assert_eq!(budget.used(), 600, "the load still holds the bytes");
+    drop(held);
+    assert_eq!(budget.used(), 0);
+    // A refused load gives its share back.
+    let mut third = session();
+    third.on_message(hello(digest, 600), |_| false);
+    let a = third.on_message(Message { header: Header::ModelChunk { offset: 0 }, body: model }, |_| false);
+    drop(a);
+    assert_eq!(budget.used(), 600);
+    third.model_failed("tensor 'x' is too large");
+    assert_eq!(budget.used(), 0);
 }

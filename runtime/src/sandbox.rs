@@ -31,7 +31,9 @@ pub struct Sandbox {
     /// Memory the child may allocate (its data segment: heap and private
     /// writable mappings), bytes.
     pub max_memory_bytes: u64,
-    /// CPU time the child may use.
+    /// CPU time the child may use (above `deadline`, so that a load past
+    /// its deadline is told so; the CPU limit catches what the wall clock
+    /// cannot, such as a child that forks).
     pub max_cpu: Duration,
     /// Wall time before the child is killed (a peer's cap on load time).
     pub deadline: Duration,
@@ -128,7 +130,12 @@ pub fn profile_in_child(
         err
     });
     let status = loop {
-        match child.try_wait().map_err(spawn_error)? {
+        let waited = child.try_wait();
+        if waited.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        match waited.map_err(spawn_error)? {
             Some(status) => break status,
             None if started.elapsed() > sandbox.deadline => {
                 let _ = child.kill();
@@ -244,6 +251,8 @@ fn limit_self(memory: u64, cpu_s: u64) -> Result<(), String> {
             .map_err(|e| format!("the sandbox could not limit itself ({resource:?}): {e}"))
     };
     set(Resource::Data, memory, memory)?;
+    // An abort past the memory limit is the expected end: no core dump.
+    set(Resource::Core, 0, 0)?;
     // SIGXCPU at the soft limit, SIGKILL a second later.
     set(Resource::Cpu, cpu_s, cpu_s + 1)
 }

@@ -65,6 +65,9 @@ pub enum Action {
         bytes: Vec<u8>,
         /// The overrides the wearable loaded it with.
         shapes: InputShapes,
+        /// Its share of the handheld's push budget, when it has one: keep it
+        /// while the bytes are held.
+        reservation: Option<PushReservation>,
     },
     /// Run the suffix of the cut on these tensors, then call
     /// [`HandheldSession::frame_done`] with [`HandheldSession::result`]'s
@@ -172,7 +175,7 @@ pub struct HandheldSession {
     push_budget: Option<Arc<PushBudget>>,
     /// This connection's share of it, held from its `Hello` until its model
     /// is loaded or refused (the bytes live until then).
-    push_reserved: Option<Reservation>,
+    push_reserved: Option<PushReservation>,
 }
 
 /// Bytes of model pushes in progress, shared by every connection of one
@@ -203,6 +206,18 @@ impl PushBudget {
             })
             .ok()
             .map(|_| Reservation { budget: self.clone(), bytes })
+    }
+}
+
+/// A push's share of a [`PushBudget`], held by the session and by the
+/// load its bytes went to (`Action::LoadPushed`): given back when the last
+/// holder drops it, since the bytes live until then.
+#[derive(Clone, Debug)]
+pub struct PushReservation(Arc<Reservation>);
+
+impl PartialEq for PushReservation {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
@@ -274,18 +289,32 @@ impl HandheldSession {
         }
     }
 
-    /// Reserves `bytes` of the shared push budget for this connection's push.
-    fn reserve_push(&mut self, bytes: u64) -> Result<(), String> {
+    /// Reserves `bytes` of the shared push budget for this connection's
+    /// push: a push larger than the whole budget is refused for good, one
+    /// that does not fit now as busy.
+    fn reserve_push(&mut self, bytes: u64) -> Result<(), (ErrorCode, String)> {
         let Some(budget) = &self.push_budget else { return Ok(()) };
+        if bytes > budget.limit {
+            return Err((
+                ErrorCode::Model,
+                format!(
+                    "a pushed model of {bytes} bytes exceeds this handheld's {} bytes for all pushes",
+                    budget.limit
+                ),
+            ));
+        }
         let r = budget.reserve(bytes).ok_or_else(|| {
-            format!(
+            (
+                ErrorCode::Busy,
+                format!(
                 "the handheld is busy: pushes of {} MiB are in progress on it, and a push of {bytes} bytes \
                  would pass its {} MiB for all pushes at once; try again later",
                 budget.used() >> 20,
                 budget.limit >> 20
+            ),
             )
         })?;
-        self.push_reserved = Some(r);
+        self.push_reserved = Some(PushReservation(Arc::new(r)));
         Ok(())
     }
 
@@ -506,17 +535,19 @@ impl HandheldSession {
                 Header::Hello { version, model_digest, model_bytes, device: _, input_shapes, dims },
             ) => {
                 let shapes = overrides(&input_shapes, &dims);
+                // Asked once: a pushed model may be evicted between two asks.
+                let known = has_model(&model_digest);
                 if version != PROTOCOL_VERSION {
                     Err((
                         ErrorCode::Version,
                         format!("protocol version {version} is not supported (this handheld speaks {PROTOCOL_VERSION})"),
                     ))
-                } else if let (Some(why), false) = (&self.pushes_refused, has_model(&model_digest)) {
+                } else if let (Some(why), false) = (&self.pushes_refused, known) {
                     Err((
                         ErrorCode::Model,
                         format!("model {} is not here, and {why}", hex_digest(&model_digest)),
                     ))
-                } else if model_bytes > self.max_push && !has_model(&model_digest) {
+                } else if model_bytes > self.max_push && !known {
                     Err((
                         ErrorCode::Model,
                         format!(
@@ -526,13 +557,10 @@ impl HandheldSession {
                     ))
                 } else if let Err(reason) = &shapes {
                     Err((ErrorCode::Model, reason.to_string()))
-                } else if let Some(Err(busy)) =
-                    (!has_model(&model_digest)).then(|| self.reserve_push(model_bytes))
-                {
-                    Err((ErrorCode::Busy, busy))
+                } else if let Some(Err(refused)) = (!known).then(|| self.reserve_push(model_bytes)) {
+                    Err(refused)
                 } else {
                     let shapes = shapes.unwrap_or_default();
-                    let known = has_model(&model_digest);
                     let welcome = Message::new(Header::Welcome {
                         version: PROTOCOL_VERSION,
                         device: self.device.clone(),
@@ -571,7 +599,8 @@ impl HandheldSession {
                         let (digest, bytes, shapes) =
                             (*digest, std::mem::take(bytes), std::mem::take(shapes));
                         self.state = State::Loading { digest };
-                        Ok(vec![Action::LoadPushed { digest, bytes, shapes }])
+                        let reservation = self.push_reserved.clone();
+                        Ok(vec![Action::LoadPushed { digest, bytes, shapes, reservation }])
                     }
                 }
             }

@@ -17,7 +17,9 @@
 mod handheld;
 mod wearable;
 
-pub use handheld::{Action, HandheldLimits, HandheldSession, PushBudget, RunError, MAX_MODEL_BYTES};
+pub use handheld::{
+    Action, HandheldLimits, HandheldSession, PushBudget, PushReservation, RunError, MAX_MODEL_BYTES,
+};
 pub use wearable::{
     check_latency, check_status, ReportError, WearableAction, WearableSession, WearableTimers, KEEPALIVE_ID,
     MAX_ASKED, MAX_CANCELLED, MAX_REPORTED_S,

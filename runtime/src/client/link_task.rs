@@ -111,6 +111,7 @@ pub(super) async fn manage_link(
         };
         let reason = match link {
             Ok(Ok(link)) => {
+                let wait_after_connect = wait;
                 wait = backoff.initial;
                 let session = WearableSession::new(
                     device.clone(),
@@ -122,6 +123,16 @@ pub(super) async fn manage_link(
                 .timers(WearableTimers { silence, keepalive });
                 match run_link(link, session, &mut commands, &events, &status).await {
                     Ok(()) => return,
+                    // A busy handheld is asked again later and later, not at once.
+                    Err(
+                        reason @ CloseReason::PeerRefused {
+                            code: tandem_proto::protocol::ErrorCode::Busy,
+                            ..
+                        },
+                    ) => {
+                        wait = wait_after_connect;
+                        reason
+                    }
                     Err(reason) => reason,
                 }
             }

@@ -156,15 +156,24 @@ impl Keystore {
         Keystore::open(dir)?.ok_or_else(|| invalid(&path, "vanished while being created"))
     }
 
-    /// A new identity in `dir`: any key and peers there are set aside
-    /// (`static.key.old`, `peers.json.old`) and a new key made. Every
-    /// peer must pair again.
+    /// A new identity in `dir` when its key is gone: the peers recorded
+    /// for the old key are set aside (`peers.json.old`, or `.old.N` beside
+    /// an earlier one) and a new key made; every peer must pair again. A
+    /// key that is still there is kept (this opens it as usual).
     pub fn start_over(dir: &Path) -> io::Result<Keystore> {
-        for file in [KEY_FILE, PEERS_FILE] {
-            let path = dir.join(file);
-            if path.exists() {
-                std::fs::rename(&path, dir.join(format!("{file}.old"))).map_err(with_path(&path))?;
-            }
+        let peers = dir.join(PEERS_FILE);
+        if !dir.join(KEY_FILE).exists() && peers.exists() {
+            let aside = (0..)
+                .map(|n| {
+                    dir.join(if n == 0 {
+                        format!("{PEERS_FILE}.old")
+                    } else {
+                        format!("{PEERS_FILE}.old.{n}")
+                    })
+                })
+                .find(|p| !p.exists())
+                .unwrap_or_else(|| dir.join(format!("{PEERS_FILE}.old")));
+            std::fs::rename(&peers, &aside).map_err(with_path(&peers))?;
         }
         Self::open_or_create(dir)
     }

@@ -69,8 +69,10 @@ impl Driver {
                         session.handle_link_error(why);
                     }
                 }
-                Action::LoadKnown { digest, shapes } => self.load(digest, None, shapes),
-                Action::LoadPushed { digest, bytes, shapes } => self.load(digest, Some(bytes), shapes),
+                Action::LoadKnown { digest, shapes } => self.load(digest, None, shapes, None),
+                Action::LoadPushed { digest, bytes, shapes, reservation } => {
+                    self.load(digest, Some(bytes), shapes, reservation)
+                }
                 Action::Prepare { cuts } => {
                     if let Some(l) = self.loaded.clone() {
                         let (out, id) = (self.out_tx.clone(), self.id);
@@ -106,9 +108,12 @@ impl Driver {
         digest: tandem_proto::protocol::Digest,
         bytes: Option<Vec<u8>>,
         shapes: crate::InputShapes,
+        reservation: Option<tandem_proto::session::PushReservation>,
     ) {
         let (shared, loads, gone) = (self.shared.clone(), self.loads.clone(), self.peer_gone.clone());
         tokio::task::spawn_blocking(move || {
+            // The push's share of the budget lives as long as its bytes.
+            let _reservation = reservation;
             // Whatever happens in the load, the peer hears of it: a panic
             // is a reason too, never silence.
             let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -75,14 +75,22 @@ impl Slots {
         Slots { free: Mutex::new(n), freed: std::sync::Condvar::new() }
     }
 
-    /// Waits for a slot; it is given back when the guard drops.
-    pub(super) fn take(&self) -> SlotGuard<'_> {
+    /// Waits for a slot (given back when the guard drops), or `None`
+    /// once `give_up` says so (checked every 50 ms).
+    pub(super) fn take_unless(&self, give_up: &dyn Fn() -> bool) -> Option<SlotGuard<'_>> {
         let mut free = lock(&self.free);
         while *free == 0 {
-            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+            if give_up() {
+                return None;
+            }
+            free = self
+                .freed
+                .wait_timeout(free, std::time::Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         *free -= 1;
-        SlotGuard(self)
+        Some(SlotGuard(self))
     }
 }
 
@@ -195,10 +203,10 @@ impl Shared {
         let scale = self.config.slowdown.max(1.0) * self.config.profile_scale;
         let latency = match &self.config.sandbox {
             Some(sandbox) => {
-                let _slot = self.load_slots.take();
-                if let Some(why) = left() {
-                    return Err(why);
-                }
+                // Waiting for a sandbox ends when the peer leaves.
+                let Some(_slot) = self.load_slots.take_unless(&|| left().is_some()) else {
+                    return Err(left().unwrap_or_default());
+                };
                 let (latency, _) = crate::sandbox::profile_in_child(sandbox, &bytes, shapes, limits, scale)
                     .map_err(|e| e.to_string())?;
                 Some(latency)
