@@ -58,6 +58,26 @@ pub enum PhaseKind {
     LoadCore(usize),
 }
 
+/// What is wrong with a phase label.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    /// No `@FREQ`.
+    #[error("expected KIND@FREQ, e.g. idle@1.8GHz")]
+    NoFrequency,
+    /// `K` is not a number.
+    #[error("'{0}' is not a core index")]
+    NotACore(String),
+    /// `K` is 0.
+    #[error("core 0 is the housekeeping core; K must be 1 or more")]
+    Housekeeping,
+    /// Not a kind of the grammar.
+    #[error("unknown phase kind '{0}'; expected idle, load, idle0, idle0+K or loadK")]
+    UnknownKind(String),
+    /// The frequency does not parse.
+    #[error("{0}")]
+    Frequency(Box<super::CalibrateError>),
+}
+
 /// A phase label: what ran, at which pinned frequency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Phase {
@@ -69,12 +89,12 @@ pub struct Phase {
 
 impl Phase {
     /// Parses a label of the grammar in the module docs.
-    pub fn parse(label: &str) -> Result<Phase, String> {
-        let (kind, freq) = label.split_once('@').ok_or("expected KIND@FREQ, e.g. idle@1.8GHz")?;
-        let core = |k: &str| -> Result<usize, String> {
-            let k: usize = k.parse().map_err(|_| format!("'{k}' is not a core index"))?;
+    pub fn parse(label: &str) -> Result<Phase, PhaseError> {
+        let (kind, freq) = label.split_once('@').ok_or(PhaseError::NoFrequency)?;
+        let core = |k: &str| -> Result<usize, PhaseError> {
+            let k: usize = k.parse().map_err(|_| PhaseError::NotACore(k.to_string()))?;
             if k == 0 {
-                return Err("core 0 is the housekeeping core; K must be 1 or more".into());
+                return Err(PhaseError::Housekeeping);
             }
             Ok(k)
         };
@@ -90,13 +110,11 @@ impl Phase {
                 {
                     PhaseKind::LoadCore(core(k)?)
                 } else {
-                    return Err(format!(
-                        "unknown phase kind '{k}'; expected idle, load, idle0, idle0+K or loadK"
-                    ));
+                    return Err(PhaseError::UnknownKind(k.to_string()));
                 }
             }
         };
-        let hz = parse_frequency(freq).map_err(|e| e.to_string())?;
+        let hz = parse_frequency(freq).map_err(|e| PhaseError::Frequency(Box::new(e)))?;
         Ok(Phase { kind, f_hz: hz.round() as u64 })
     }
 }
@@ -155,7 +173,7 @@ pub fn parse_log(text: &str) -> Result<Vec<Sample>, CalibrateError> {
             let phase = Phase::parse(label).map_err(|reason| CalibrateError::BadLabel {
                 line: row.line,
                 label: label.into(),
-                reason,
+                reason: reason.to_string(),
             })?;
             Some(phase)
         };
@@ -392,7 +410,7 @@ mod tests {
             ("idle0+x@1GHz", "'x' is not a core index"),
             ("idle@fast", "bad frequency 'fast'"),
         ] {
-            let e = Phase::parse(bad).expect_err("an error");
+            let e = Phase::parse(bad).expect_err("an error").to_string();
             assert!(e.contains(needle), "{bad}: {e}");
         }
     }

@@ -210,20 +210,30 @@ struct ClusterFile {
     relative_speed: Option<f64>,
 }
 
-impl TryFrom<ClusterFile> for Cluster {
-    type Error = String;
+/// How a cluster's voltage is given wrongly in a profile file.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterVoltageError {
+    /// Neither form.
+    #[error("cluster '{0}': give its voltage as v_min and v_max, or v_table")]
+    Missing(String),
+    /// Both forms.
+    #[error("cluster '{0}': give either v_min/v_max or v_table, not both")]
+    Both(String),
+    /// Half a range.
+    #[error("cluster '{0}': give both v_min and v_max")]
+    HalfRange(String),
+}
 
-    fn try_from(f: ClusterFile) -> Result<Self, String> {
+impl TryFrom<ClusterFile> for Cluster {
+    type Error = ClusterVoltageError;
+
+    fn try_from(f: ClusterFile) -> Result<Self, ClusterVoltageError> {
         let voltage = match (f.v_min, f.v_max, f.v_table) {
             (Some(v_min), Some(v_max), None) => Voltage::Range { v_min, v_max },
             (None, None, Some(t)) => Voltage::Table(t.into_iter().map(|[f, v]| (f, v)).collect()),
-            (None, None, None) => {
-                return Err(format!("cluster '{}': give its voltage as v_min and v_max, or v_table", f.name))
-            }
-            (_, _, Some(_)) => {
-                return Err(format!("cluster '{}': give either v_min/v_max or v_table, not both", f.name))
-            }
-            _ => return Err(format!("cluster '{}': give both v_min and v_max", f.name)),
+            (None, None, None) => return Err(ClusterVoltageError::Missing(f.name)),
+            (_, _, Some(_)) => return Err(ClusterVoltageError::Both(f.name)),
+            _ => return Err(ClusterVoltageError::HalfRange(f.name)),
         };
         let mut c = Cluster {
             name: f.name,
@@ -430,16 +440,16 @@ impl DeviceProfile {
         if self.name.trim().is_empty() {
             return Err(bad("name".into(), "must not be empty".into()));
         }
-        positive(self.slowdown).map_err(|r| bad("slowdown".into(), r))?;
-        non_negative(self.idle_power_w).map_err(|r| bad("idle_power_w".into(), r))?;
-        non_negative(self.radio.tx_w).map_err(|r| bad("radio.tx_w".into(), r))?;
-        non_negative(self.radio.rx_w).map_err(|r| bad("radio.rx_w".into(), r))?;
+        positive(self.slowdown).map_err(|r| bad("slowdown".into(), r.to_string()))?;
+        non_negative(self.idle_power_w).map_err(|r| bad("idle_power_w".into(), r.to_string()))?;
+        non_negative(self.radio.tx_w).map_err(|r| bad("radio.tx_w".into(), r.to_string()))?;
+        non_negative(self.radio.rx_w).map_err(|r| bad("radio.rx_w".into(), r.to_string()))?;
         if let Some(b) = &self.battery {
             if let Some(c) = b.capacity_mah {
-                positive(c).map_err(|r| bad("battery.capacity_mah".into(), r))?;
+                positive(c).map_err(|r| bad("battery.capacity_mah".into(), r.to_string()))?;
             }
             if let Some(v) = b.nominal_voltage_v {
-                positive(v).map_err(|r| bad("battery.nominal_voltage_v".into(), r))?;
+                positive(v).map_err(|r| bad("battery.nominal_voltage_v".into(), r.to_string()))?;
             }
         }
         if self.clusters.is_empty() {
@@ -463,9 +473,9 @@ impl DeviceProfile {
                     format!("lists {} CPUs but cores is {}", c.cpus.len(), c.cores),
                 ));
             }
-            positive(c.relative_speed).map_err(|r| bad(field("relative_speed"), r))?;
-            positive(c.f_min_hz).map_err(|r| bad(field("f_min_hz"), r))?;
-            positive(c.f_max_hz).map_err(|r| bad(field("f_max_hz"), r))?;
+            positive(c.relative_speed).map_err(|r| bad(field("relative_speed"), r.to_string()))?;
+            positive(c.f_min_hz).map_err(|r| bad(field("f_min_hz"), r.to_string()))?;
+            positive(c.f_max_hz).map_err(|r| bad(field("f_max_hz"), r.to_string()))?;
             if c.f_max_hz < c.f_min_hz {
                 return Err(bad(
                     field("f_max_hz"),
@@ -474,8 +484,8 @@ impl DeviceProfile {
             }
             match &c.voltage {
                 Voltage::Range { v_min, v_max } => {
-                    positive(*v_min).map_err(|r| bad(field("v_min"), r))?;
-                    positive(*v_max).map_err(|r| bad(field("v_max"), r))?;
+                    positive(*v_min).map_err(|r| bad(field("v_min"), r.to_string()))?;
+                    positive(*v_max).map_err(|r| bad(field("v_max"), r.to_string()))?;
                     if v_max < v_min {
                         return Err(bad(field("v_max"), format!("{v_max} V is below v_min = {v_min} V")));
                     }
@@ -485,8 +495,11 @@ impl DeviceProfile {
                         return Err(bad(field("v_table"), "needs at least one [f_hz, volts] point".into()));
                     }
                     for (i, &(f, v)) in points.iter().enumerate() {
-                        positive(f).map_err(|r| bad(format!("{}[{i}] frequency", field("v_table")), r))?;
-                        positive(v).map_err(|r| bad(format!("{}[{i}] voltage", field("v_table")), r))?;
+                        positive(f).map_err(|r| {
+                            bad(format!("{}[{i}] frequency", field("v_table")), r.to_string())
+                        })?;
+                        positive(v)
+                            .map_err(|r| bad(format!("{}[{i}] voltage", field("v_table")), r.to_string()))?;
                     }
                     if let Some(i) = points.windows(2).position(|w| w[1].0 <= w[0].0) {
                         return Err(bad(
@@ -496,8 +509,8 @@ impl DeviceProfile {
                     }
                 }
             }
-            positive(c.c_eff_farads).map_err(|r| bad(field("c_eff_farads"), r))?;
-            positive(c.epsilon).map_err(|r| bad(field("epsilon"), r))?;
+            positive(c.c_eff_farads).map_err(|r| bad(field("c_eff_farads"), r.to_string()))?;
+            positive(c.epsilon).map_err(|r| bad(field("epsilon"), r.to_string()))?;
         }
         let inf = &self.inference;
         let Some(c) = self.clusters.iter().find(|c| c.name == inf.cluster) else {
@@ -510,7 +523,7 @@ impl DeviceProfile {
                 ),
             ));
         };
-        positive(inf.f_hz).map_err(|r| bad("inference.f_hz".into(), r))?;
+        positive(inf.f_hz).map_err(|r| bad("inference.f_hz".into(), r.to_string()))?;
         // A relative slack so that values rounded in a file still pass.
         let slack = 1e-6 * c.f_max_hz;
         if inf.f_hz < c.f_min_hz - slack || inf.f_hz > c.f_max_hz + slack {
@@ -630,19 +643,28 @@ impl DeviceProfile {
     }
 }
 
-fn positive(v: f64) -> Result<(), String> {
+/// A number a field cannot hold.
+#[derive(Debug, thiserror::Error)]
+enum OutOfRange {
+    #[error("must be a positive finite number, got {0}")]
+    NotPositive(f64),
+    #[error("must be a finite number >= 0, got {0}")]
+    Negative(f64),
+}
+
+fn positive(v: f64) -> Result<(), OutOfRange> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(format!("must be a positive finite number, got {v}"))
+        Err(OutOfRange::NotPositive(v))
     }
 }
 
-fn non_negative(v: f64) -> Result<(), String> {
+fn non_negative(v: f64) -> Result<(), OutOfRange> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(format!("must be a finite number >= 0, got {v}"))
+        Err(OutOfRange::Negative(v))
     }
 }
 

@@ -80,27 +80,40 @@ pub struct Dvfs<'a> {
     pub simplified: Option<&'a Simplified>,
 }
 
+/// Why settings and a cut could not be decided together.
+#[derive(Debug, thiserror::Error)]
+pub enum DvfsError {
+    /// A profile's operating points or energy cannot be priced.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A decision at one setting failed.
+    #[error(transparent)]
+    Decision(#[from] super::Error),
+    /// The profiles offer no operating point.
+    #[error("no setting to choose from")]
+    NoSetting,
+}
+
 /// Decides the cut and the settings together. `input`'s sides hold the
 /// layer times at each profile's inference setting; their energy models
 /// are replaced by each setting's.
-pub fn decide_dvfs(input: &DecisionInput, method: Method, dvfs: Dvfs) -> Result<DvfsDecision, String> {
-    let err = |e: DeviceError| e.to_string();
-    let wearable_settings = settings(dvfs.wearable).map_err(err)?;
+pub fn decide_dvfs(input: &DecisionInput, method: Method, dvfs: Dvfs) -> Result<DvfsDecision, DvfsError> {
+    let wearable_settings = settings(dvfs.wearable)?;
     let handheld_settings: Vec<Option<Setting>> = match dvfs.handheld {
-        Some(p) => settings(p).map_err(err)?.into_iter().map(Some).collect(),
+        Some(p) => settings(p)?.into_iter().map(Some).collect(),
         None => vec![None],
     };
     let mut decided: Vec<(Setting, Option<Setting>, Decision)> = vec![];
     for w in &wearable_settings {
         let w_latency = Scaled { inner: input.wearable.latency, slowdown: w.time_scale };
-        let w_energy = ClusterEnergy::at(dvfs.wearable, &w.cluster, w.f_hz, dvfs.power).map_err(err)?;
+        let w_energy = ClusterEnergy::at(dvfs.wearable, &w.cluster, w.f_hz, dvfs.power)?;
         for h in &handheld_settings {
             let h_latency;
             let h_energy;
             let handheld = match (h, dvfs.handheld) {
                 (Some(h), Some(p)) => {
                     h_latency = Scaled { inner: input.handheld.latency, slowdown: h.time_scale };
-                    h_energy = ClusterEnergy::at(p, &h.cluster, h.f_hz, dvfs.power).map_err(err)?;
+                    h_energy = ClusterEnergy::at(p, &h.cluster, h.f_hz, dvfs.power)?;
                     Side { latency: &h_latency, energy: &h_energy }
                 }
                 _ => input.handheld,
@@ -110,12 +123,12 @@ pub fn decide_dvfs(input: &DecisionInput, method: Method, dvfs: Dvfs) -> Result<
                 handheld,
                 ..*input
             };
-            let d = decide_with(&at, method, dvfs.simplified).map_err(|e| e.to_string())?;
+            let d = decide_with(&at, method, dvfs.simplified)?;
             decided.push((w.clone(), h.clone(), d));
         }
     }
     let evaluations: Vec<_> = decided.iter().map(|(_, _, d)| d.evaluation.clone()).collect();
-    let (i, why) = choose(&evaluations, input.hint, input.mode).ok_or("no setting to choose from")?;
+    let (i, why) = choose(&evaluations, input.hint, input.mode).ok_or(DvfsError::NoSetting)?;
     let n = decided.len();
     let (setting, handheld_setting, mut decision) = decided.swap_remove(i);
     let named = |s: &Setting| format!("{}@{:.0} MHz", s.cluster, s.f_hz / 1e6);

@@ -704,7 +704,10 @@ impl Planner {
                 };
                 dvfs::decide_dvfs(&input, self.config.method, spec)
                     .map(|d| Decision { setting: Some(d.setting), ..d.decision })
-                    .map_err(Error::InvalidCut)
+                    .map_err(|e| match e {
+                        dvfs::DvfsError::Decision(e) => e,
+                        device => Error::InvalidCut(device.to_string()),
+                    })
             }
             None => decide_with(&input, self.config.method, Some(&simplified)),
         };

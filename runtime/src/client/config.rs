@@ -197,11 +197,11 @@ impl Strategy {
     }
 
     /// The strategy named `name` (see [`Strategy::name`]).
-    pub fn parse(name: &str) -> std::result::Result<Strategy, String> {
-        Self::ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
-            let known: Vec<&str> = Self::ALL.iter().map(|s| s.name()).collect();
-            format!("unknown strategy '{name}' (known: {})", known.join(", "))
-        })
+    pub fn parse(name: &str) -> std::result::Result<Strategy, ConfigParseError> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| ConfigParseError::Strategy(name.to_string()))
     }
 
     /// Sets `config`'s placement, search method, objective, encodings,
@@ -256,15 +256,26 @@ pub enum Accuracy {
 
 impl Accuracy {
     /// Parses `rel:X` (X > 0) or `argmax`.
-    pub fn parse(s: &str) -> std::result::Result<Accuracy, String> {
+    pub fn parse(s: &str) -> std::result::Result<Accuracy, ConfigParseError> {
         if s == "argmax" {
             return Ok(Accuracy::Argmax);
         }
         match s.strip_prefix("rel:").map(str::parse::<f64>) {
             Some(Ok(x)) if x > 0.0 && x.is_finite() => Ok(Accuracy::MaxRelError(x)),
-            _ => Err(format!("accuracy '{s}': rel:X (a relative error above 0) or argmax")),
+            _ => Err(ConfigParseError::Accuracy(s.to_string())),
         }
     }
+}
+
+/// A strategy or accuracy named wrongly (command-line values).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigParseError {
+    /// Not a strategy's name.
+    #[error("unknown strategy '{0}' (known: {known})", known = Strategy::ALL.map(Strategy::name).join(", "))]
+    Strategy(String),
+    /// Neither `rel:X` nor `argmax`.
+    #[error("accuracy '{0}': rel:X (a relative error above 0) or argmax")]
+    Accuracy(String),
 }
 
 impl SessionConfig {

@@ -55,7 +55,7 @@ mod report;
 mod status;
 mod switch;
 
-pub use config::{Accuracy, Backoff, ModelFile, Placement, SessionConfig, Strategy};
+pub use config::{Accuracy, Backoff, ConfigParseError, ModelFile, Placement, SessionConfig, Strategy};
 use link_task::{manage_link, Command, Event};
 pub use report::{FrameReport, StreamReport};
 pub use status::{Frame, Status};
