@@ -391,7 +391,7 @@ pub async fn pair_handheld(
                 let state = PairHandheld::new(code, keystore.keys()).map_err(io_error)?;
                 next_id += 1;
                 let (id, admission) = (next_id, admission.clone());
-                let evicted = admission.begin(id, "", heard);
+                let evicted = admission.begin(id, "", heard, tokio::time::Instant::now().into_std());
                 attempts.spawn(async move {
                     let attempt = tokio::select! {
                         r = timed("pairing", pair_attempt(link, state)) => r,

@@ -194,7 +194,8 @@ pub async fn serve(
                     next_id += 1;
                     // The handshake starts now; a slot is taken once it authenticates.
                     let (link, heard) = crate::link::watch_first_bytes(link);
-                    let evicted = admission.begin(next_id, admission::address(&link.name), heard);
+                    let now = tokio::time::Instant::now().into_std();
+                    let evicted = admission.begin(next_id, admission::address(&link.name), heard, now);
                     let admitted = connection::Admitted { admission: admission.clone(), evicted };
                     connections.spawn(connection::connection(shared.clone(), link, next_id, admitted, stop_rx.clone()));
                 }
