@@ -121,35 +121,31 @@ fn assert_offloaded(o: &std::process::Output, what: &str) {
     assert_eq!(j["offloaded"], true, "{what}: {j}");
 }
 
+/// A paired handheld serving the tiny model from `--models`, taking
+/// plain pushes too (the attacker's way in), with `extra` flags: its temp
+/// dir, the wearable's keys, the tiny model's path, and the process.
+fn paired_handheld(tag: &str, extra: &[&str]) -> (PathBuf, PathBuf, PathBuf, HandheldProcess) {
+    let dir = temp_dir(tag).expect("dir");
+    let (h_keys, w_keys) = pair(&handheld_bin(), &wearable_bin(), &dir).expect("pairing");
+    let models = dir.join("models");
+    std::fs::create_dir_all(&models).expect("dir");
+    let tiny = tiny_model(&models);
+    let mut args = vec!["--keys", path(&h_keys), "--insecure", "--insecure-push", "--models", path(&models)];
+    args.extend_from_slice(extra);
+    let server = HandheldProcess::start(&handheld_bin(), &args).expect("server");
+    (dir, w_keys, tiny, server)
+}
+
 /// Findings 1–5 and 10: every hostile model pushed (and the tiny model
 /// named with a 40 GB override) is refused with a named reason, within
 /// seconds; a paired wearable is served between attacks; the handheld's
 /// own peak memory stays far below what the models ask for.
 #[test]
 fn hostile_models_are_refused_by_name_and_a_paired_wearable_is_still_served() {
-    let dir = temp_dir("hostile-models").expect("dir");
-    let (h_keys, w_keys) = pair(&handheld_bin(), &wearable_bin(), &dir).expect("pairing");
-    let models = dir.join("models");
-    std::fs::create_dir_all(&models).expect("dir");
-    let tiny = tiny_model(&models);
-    let server = HandheldProcess::start(
-        &handheld_bin(),
-        &[
-            "--keys",
-            path(&h_keys),
-            "--insecure",
-            "--insecure-push",
-            "--models",
-            path(&models),
-            "--max-loaded-mb",
-            "256",
-            "--max-tensor-mb",
-            "128",
-            "--max-load-s",
-            "20",
-        ],
-    )
-    .expect("server");
+    let (dir, w_keys, tiny, server) = paired_handheld(
+        "hostile-models",
+        &["--max-loaded-mb", "256", "--max-tensor-mb", "128", "--max-load-s", "20"],
+    );
     assert_offloaded(&paired_run(&tiny, &server.addr, &w_keys, "20"), "before");
     for h in hostile_models() {
         let started = Instant::now();
@@ -190,25 +186,7 @@ fn hostile_models_are_refused_by_name_and_a_paired_wearable_is_still_served() {
 /// loads and runs beside it (loads of different models do not queue).
 #[test]
 fn a_slow_load_is_stopped_at_its_deadline_while_another_wearable_is_served() {
-    let dir = temp_dir("slow-load").expect("dir");
-    let (h_keys, w_keys) = pair(&handheld_bin(), &wearable_bin(), &dir).expect("pairing");
-    let models = dir.join("models");
-    std::fs::create_dir_all(&models).expect("dir");
-    let tiny = tiny_model(&models);
-    let server = HandheldProcess::start(
-        &handheld_bin(),
-        &[
-            "--keys",
-            path(&h_keys),
-            "--insecure",
-            "--insecure-push",
-            "--models",
-            path(&models),
-            "--max-load-s",
-            "2",
-        ],
-    )
-    .expect("server");
+    let (dir, w_keys, tiny, server) = paired_handheld("slow-load", &["--max-load-s", "2"]);
     let slow = tandem_models::hostile::slow_cos(16384);
     let addr = server.addr.clone();
     let started = Instant::now();
