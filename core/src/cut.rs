@@ -13,6 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
 use crate::graph::{LayerGraph, NodeId, Producer, TensorId};
+pub use tandem_types::CutKey;
 
 /// A partition: the wearable's prefix (closed under predecessors); the
 /// handheld runs every other layer.
@@ -199,13 +200,8 @@ impl Cut {
     }
 
     /// A compact, stable identifier of the prefix set (hex of the mask).
-    pub fn key(&self) -> String {
-        let mut s = String::with_capacity(self.prefix.len() / 4 + 1);
-        for chunk in self.prefix.chunks(4) {
-            let v = chunk.iter().enumerate().fold(0u8, |acc, (i, &b)| acc | (u8::from(b) << i));
-            s.push(char::from_digit(u32::from(v), 16).unwrap_or('0'));
-        }
-        s
+    pub fn key(&self) -> CutKey {
+        CutKey::of_mask(&self.prefix)
     }
 
     /// The cut whose [`Cut::key`] is `key` (both peers hold the same graph).
@@ -373,7 +369,7 @@ mod tests {
         let cuts = sample_cuts(g, 100, 9);
         // 8 ideals, minus the two trivial ones the sampler never draws.
         assert_eq!(cuts.len(), 6);
-        let keys: std::collections::HashSet<String> = cuts.iter().map(Cut::key).collect();
+        let keys: std::collections::HashSet<CutKey> = cuts.iter().map(Cut::key).collect();
         assert_eq!(keys.len(), cuts.len());
     }
 

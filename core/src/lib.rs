@@ -55,7 +55,7 @@ pub mod split;
 pub mod wire;
 mod workaround;
 
-pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut};
+pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, CutKey};
 pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
 pub use model::{InputShapes, Model, ModelLimits};

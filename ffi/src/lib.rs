@@ -16,6 +16,7 @@
 //! [`tandem_set_input_shape`] can come first, as in TensorFlow Lite.
 //! One `TandemSession` must not be used from two threads at once.
 
+use std::any::Any;
 use std::ffi::{c_char, c_int, c_long, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -25,6 +26,112 @@ use tandem::client::{ModelFile, Placement, Session, SessionConfig};
 use tandem::link::{memory_transport, TcpTransport, Transport};
 use tandem::secure::Keystore;
 use tandem::{Error, InputShapes, Model};
+
+/// Why a call failed; its text is what the caller reads in `err` (or from
+/// [`tandem_last_error`]).
+#[derive(Debug, thiserror::Error)]
+enum FfiError {
+    /// A pointer argument is NULL.
+    #[error("{what} is NULL")]
+    Null {
+        /// The argument (`model_path`, `the session`, ...).
+        what: &'static str,
+    },
+    /// A string argument is not UTF-8.
+    #[error("{what} is not UTF-8")]
+    NotUtf8 {
+        /// The argument.
+        what: &'static str,
+    },
+    /// A shape has a dimension below 1.
+    #[error("shape {shape:?}: dimension {dimension} is not positive")]
+    BadDimension {
+        /// The shape given.
+        shape: Vec<i64>,
+        /// The dimension at fault.
+        dimension: i64,
+    },
+    /// A setting that only applies before the first feed came after it.
+    #[error("{what} must be set before the first feed")]
+    AfterFirstFeed {
+        /// The setting (`input shapes`, `the placement`, `the keystore`).
+        what: &'static str,
+    },
+    /// The latency hint is NaN or infinite.
+    #[error("latency hint {ms} ms is not a finite number")]
+    BadHint {
+        /// The hint given, ms.
+        ms: f64,
+    },
+    /// The placement is none of those known.
+    #[error("placement '{given}': expected auto, handheld or wearable")]
+    BadPlacement {
+        /// The placement given.
+        given: String,
+    },
+    /// The keystore cannot be read.
+    #[error("the keystore {}: {source}", dir.display())]
+    Keystore {
+        /// Its directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The keystore named by the app has no paired handheld.
+    #[error("the keystore {} has no paired handheld (pair with `tandem-wearable pair --keys`)", dir.display())]
+    Unpaired {
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// The session was opened, yet is not there.
+    #[error("the session did not open")]
+    NotOpened,
+    /// A fetch before any run.
+    #[error("nothing has run yet: fetch reads the outputs of the last run")]
+    NothingRun,
+    /// The report does not fit the caller's buffer.
+    #[error("the report needs {needed} bytes, report_len is {report_len}")]
+    ReportTooLong {
+        /// Bytes it needs with the NUL.
+        needed: usize,
+        /// Bytes the caller gave.
+        report_len: usize,
+    },
+    /// An output's rank is above the room the caller gave its shape.
+    #[error("output '{name}' has rank {rank}, but shape has room for {room}")]
+    RankTooLarge {
+        /// The output.
+        name: String,
+        /// Its rank.
+        rank: usize,
+        /// The room in `shape`.
+        room: usize,
+    },
+    /// An output's element count does not fit a C `long`.
+    #[error("the output is too large for a long")]
+    TooLarge,
+    /// The session refused or failed.
+    #[error(transparent)]
+    Tandem(#[from] Error),
+    /// The report does not serialize.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A panic inside, caught.
+    #[error("internal error in tandem (please report): {0}")]
+    Panic(String),
+}
+
+impl FfiError {
+    /// A caught panic, with its message where it has one.
+    fn panic(payload: &(dyn Any + Send)) -> FfiError {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        FfiError::Panic(what)
+    }
+}
 
 /// A wearable session, opaque to C.
 pub struct TandemSession {
@@ -40,10 +147,10 @@ pub struct TandemSession {
 
 impl TandemSession {
     /// The session, opened on first use with the shapes and settings so far.
-    fn session(&mut self) -> Result<&mut Session, String> {
+    fn session(&mut self) -> Result<&mut Session, FfiError> {
         if self.session.is_none() {
-            let model = ModelFile::load(&self.model_path, &self.shapes).map_err(|e| e.to_string())?;
-            let mut config = SessionConfig::watch_and_phone().map_err(|e| e.to_string())?;
+            let model = ModelFile::load(&self.model_path, &self.shapes)?;
+            let mut config = SessionConfig::watch_and_phone()?;
             let transport: Box<dyn Transport> = match &self.connect {
                 Some(addr) => {
                     config.placement = self.placement.clone();
@@ -51,13 +158,10 @@ impl TandemSession {
                     let dir = self.keys.clone().unwrap_or_else(|| Keystore::default_dir("wearable"));
                     let tcp: Box<dyn Transport> = Box::new(TcpTransport::new(addr.clone()));
                     let (transport, encrypted) = tandem::secure::for_wearable(tcp, &dir, addr)
-                        .map_err(|e| format!("the keystore {}: {e}", dir.display()))?;
+                        .map_err(|source| FfiError::Keystore { dir: dir.clone(), source })?;
                     // Keys named by the app must give an encrypted link: never plain by accident.
                     if self.keys.is_some() && !encrypted {
-                        return Err(format!(
-                            "the keystore {} has no paired handheld (pair with `tandem-wearable pair --keys`)",
-                            dir.display()
-                        ));
+                        return Err(FfiError::Unpaired { dir });
                     }
                     transport
                 }
@@ -66,13 +170,13 @@ impl TandemSession {
                     Box::new(memory_transport().0)
                 }
             };
-            let mut s = Session::open(model, transport, config).map_err(|e| e.to_string())?;
+            let mut s = Session::open(model, transport, config)?;
             if let Some(hint) = self.hint {
                 s.set_latency_hint(hint);
             }
             self.session = Some(s);
         }
-        self.session.as_mut().ok_or_else(|| "the session did not open".to_string())
+        self.session.as_mut().ok_or(FfiError::NotOpened)
     }
 }
 
@@ -96,20 +200,15 @@ fn write_str(buf: *mut c_char, len: usize, msg: &str) -> bool {
 }
 
 /// Runs `f`, turning its error or a panic into `fail` and a message in `err`.
-fn guard<T>(err: *mut c_char, err_len: usize, fail: T, f: impl FnOnce() -> Result<T, String>) -> T {
+fn guard<T>(err: *mut c_char, err_len: usize, fail: T, f: impl FnOnce() -> Result<T, FfiError>) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
-        Ok(Err(msg)) => {
-            write_str(err, err_len, &msg);
+        Ok(Err(e)) => {
+            write_str(err, err_len, &e.to_string());
             fail
         }
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            write_str(err, err_len, &format!("internal error in tandem (please report): {what}"));
+            write_str(err, err_len, &FfiError::panic(&*panic).to_string());
             fail
         }
     }
@@ -119,24 +218,24 @@ fn guard<T>(err: *mut c_char, err_len: usize, fail: T, f: impl FnOnce() -> Resul
 ///
 /// # Safety
 /// `p` is NULL or a NUL-terminated string that lives for `'a`.
-unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
+unsafe fn text<'a>(p: *const c_char, what: &'static str) -> Result<&'a str, FfiError> {
     if p.is_null() {
-        return Err(format!("{what} is NULL"));
+        return Err(FfiError::Null { what });
     }
     // SAFETY: non-NULL, and NUL-terminated per this function's contract.
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| format!("{what} is not UTF-8"))
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| FfiError::NotUtf8 { what })
 }
 
 /// A shape argument: `rank` dimensions, each ≥ 1.
 ///
 /// # Safety
 /// `shape` is NULL or points to `rank` readable `int64_t`.
-unsafe fn dims(shape: *const i64, rank: usize) -> Result<Vec<usize>, String> {
+unsafe fn dims(shape: *const i64, rank: usize) -> Result<Vec<usize>, FfiError> {
     if rank == 0 {
         return Ok(vec![]);
     }
     if shape.is_null() {
-        return Err("shape is NULL".into());
+        return Err(FfiError::Null { what: "shape" });
     }
     // SAFETY: non-NULL and `rank` long per this function's contract.
     let raw = unsafe { std::slice::from_raw_parts(shape, rank) };
@@ -145,7 +244,7 @@ unsafe fn dims(shape: *const i64, rank: usize) -> Result<Vec<usize>, String> {
             usize::try_from(d)
                 .ok()
                 .filter(|&d| d > 0)
-                .ok_or_else(|| format!("shape {raw:?}: dimension {d} is not positive"))
+                .ok_or_else(|| FfiError::BadDimension { shape: raw.to_vec(), dimension: d })
         })
         .collect()
 }
@@ -154,9 +253,9 @@ unsafe fn dims(shape: *const i64, rank: usize) -> Result<Vec<usize>, String> {
 ///
 /// # Safety
 /// `s` is NULL or a pointer from [`tandem_open`] not yet closed.
-unsafe fn session<'a>(s: *mut TandemSession) -> Result<&'a mut TandemSession, String> {
+unsafe fn session<'a>(s: *mut TandemSession) -> Result<&'a mut TandemSession, FfiError> {
     // SAFETY: per this function's contract.
-    unsafe { s.as_mut() }.ok_or_else(|| "the session is NULL".to_string())
+    unsafe { s.as_mut() }.ok_or(FfiError::Null { what: "the session" })
 }
 
 /// Opens a session for the ONNX model at `model_path`. `connect` is the
@@ -184,7 +283,7 @@ pub unsafe extern "C" fn tandem_open(
         // Check the file now; a symbolic input only needs its shape set.
         match Model::from_path(&path, &InputShapes::none()) {
             Ok(_) | Err(Error::SymbolicInput { .. }) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
         let s = TandemSession {
             model_path: path,
@@ -214,13 +313,13 @@ pub unsafe extern "C" fn tandem_set_input_shape(
 ) -> c_int {
     // SAFETY: per this function's contract.
     let Ok(t) = (unsafe { session(s) }) else { return -1 };
-    let set = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+    let set = catch_unwind(AssertUnwindSafe(|| -> Result<(), FfiError> {
         // SAFETY: per this function's contract.
         let name = unsafe { text(name, "name") }?;
         // SAFETY: per this function's contract.
         let d = unsafe { dims(shape, rank) }?;
         if t.session.is_some() {
-            return Err("input shapes must be set before the first feed".into());
+            return Err(FfiError::AfterFirstFeed { what: "input shapes" });
         }
         t.shapes.set(name, d);
         Ok(())
@@ -231,11 +330,11 @@ pub unsafe extern "C" fn tandem_set_input_shape(
             0
         }
         Ok(Err(e)) => {
-            t.last_error = e;
+            t.last_error = e.to_string();
             -1
         }
-        Err(_) => {
-            t.last_error = "internal error in tandem (please report)".into();
+        Err(panic) => {
+            t.last_error = FfiError::panic(&*panic).to_string();
             -1
         }
     }
@@ -251,7 +350,7 @@ pub unsafe extern "C" fn tandem_set_latency_hint_ms(s: *mut TandemSession, ms: f
     // SAFETY: per this function's contract.
     let Ok(t) = (unsafe { session(s) }) else { return -1 };
     if ms.is_nan() || ms.is_infinite() {
-        t.last_error = format!("latency hint {ms} ms is not a finite number");
+        t.last_error = FfiError::BadHint { ms }.to_string();
         return -1;
     }
     let hint = if ms < 0.0 { None } else { Some(Duration::from_secs_f64(ms / 1e3)) };
@@ -278,16 +377,16 @@ pub unsafe extern "C" fn tandem_set_placement(s: *mut TandemSession, placement: 
         Ok("handheld") => Placement::HandheldOnly,
         Ok("wearable") => Placement::WearableOnly,
         Ok(other) => {
-            t.last_error = format!("placement '{other}': expected auto, handheld or wearable");
+            t.last_error = FfiError::BadPlacement { given: other.to_string() }.to_string();
             return -1;
         }
         Err(e) => {
-            t.last_error = e;
+            t.last_error = e.to_string();
             return -1;
         }
     };
     if t.session.is_some() {
-        t.last_error = "the placement must be set before the first feed".into();
+        t.last_error = FfiError::AfterFirstFeed { what: "the placement" }.to_string();
         return -1;
     }
     t.placement = p;
@@ -313,12 +412,12 @@ pub unsafe extern "C" fn tandem_set_keys(s: *mut TandemSession, dir: *const c_ch
     let dir = match unsafe { text(dir, "dir") } {
         Ok(d) => PathBuf::from(d),
         Err(e) => {
-            t.last_error = e;
+            t.last_error = e.to_string();
             return -1;
         }
     };
     if t.session.is_some() {
-        t.last_error = "the keystore must be set before the first feed".into();
+        t.last_error = FfiError::AfterFirstFeed { what: "the keystore" }.to_string();
         return -1;
     }
     t.keys = Some(dir);
@@ -351,12 +450,12 @@ pub unsafe extern "C" fn tandem_feed_f32(
         // SAFETY: per this function's contract.
         let shape = unsafe { dims(shape, rank) }?;
         if data.is_null() {
-            return Err("data is NULL".into());
+            return Err(FfiError::Null { what: "data" });
         }
         // SAFETY: non-NULL and `len` floats long per this function's contract.
         let values = unsafe { std::slice::from_raw_parts(data, len) };
-        let tensor = tandem::tensor_f32(&shape, values).map_err(|e| e.to_string())?;
-        t.session()?.feed(name, tensor).map_err(|e| e.to_string())?;
+        let tensor = tandem::tensor_f32(&shape, values)?;
+        t.session()?.feed(name, tensor)?;
         Ok(0)
     })
 }
@@ -379,11 +478,11 @@ pub unsafe extern "C" fn tandem_run(
     guard(err, err_len, -1, || {
         // SAFETY: per this function's contract.
         let t = unsafe { session(s) }?;
-        let report = t.session()?.run().map_err(|e| e.to_string())?;
+        let report = t.session()?.run()?;
         if !report_json.is_null() {
-            let json = serde_json::to_string(&report).map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&report)?;
             if !write_str(report_json, report_len, &json) {
-                return Err(format!("the report needs {} bytes, report_len is {report_len}", json.len() + 1));
+                return Err(FfiError::ReportTooLong { needed: json.len() + 1, report_len });
             }
         }
         Ok(0)
@@ -416,19 +515,14 @@ pub unsafe extern "C" fn tandem_fetch_f32(
         // SAFETY: per this function's contract.
         let name = unsafe { text(name, "name") }?;
         // SAFETY: `rank` is NULL or valid per this function's contract.
-        let capacity = unsafe { rank.as_mut() }.ok_or("rank is NULL")?;
-        let session =
-            t.session.as_ref().ok_or("nothing has run yet: fetch reads the outputs of the last run")?;
-        let (dims, values) = session.fetch_f32(name).map_err(|e| e.to_string())?;
+        let capacity = unsafe { rank.as_mut() }.ok_or(FfiError::Null { what: "rank" })?;
+        let session = t.session.as_ref().ok_or(FfiError::NothingRun)?;
+        let (dims, values) = session.fetch_f32(name)?;
         if dims.len() > *capacity {
-            return Err(format!(
-                "output '{name}' has rank {}, but shape has room for {}",
-                dims.len(),
-                *capacity
-            ));
+            return Err(FfiError::RankTooLarge { name: name.to_string(), rank: dims.len(), room: *capacity });
         }
         if !dims.is_empty() && shape.is_null() {
-            return Err("shape is NULL".into());
+            return Err(FfiError::Null { what: "shape" });
         }
         for (i, &d) in dims.iter().enumerate() {
             // SAFETY: i < dims.len() <= *capacity, the room `shape` has.
@@ -438,12 +532,12 @@ pub unsafe extern "C" fn tandem_fetch_f32(
         let n = values.len().min(out_len);
         if n > 0 {
             if out.is_null() {
-                return Err("out is NULL".into());
+                return Err(FfiError::Null { what: "out" });
             }
             // SAFETY: `out` has `out_len >= n` floats per this function's contract.
             unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, n) };
         }
-        c_long::try_from(values.len()).map_err(|_| "the output is too large for a long".to_string())
+        c_long::try_from(values.len()).map_err(|_| FfiError::TooLarge)
     })
 }
 
@@ -462,6 +556,7 @@ pub unsafe extern "C" fn tandem_last_error(s: *mut TandemSession, err: *mut c_ch
             t.last_error.len()
         }
         Err(e) => {
+            let e = e.to_string();
             write_str(err, err_len, &e);
             e.len()
         }

@@ -327,7 +327,7 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
     // After a proper handshake: a tensor whose bytes do not match its
     // shape, then a tensor whose shape does not match the model.
     let input = g.tensor(g.inputs()[0]);
-    let handheld_only = Cut::handheld_only(g).key();
+    let handheld_only = Cut::handheld_only(g).key().into_string();
     let encoded_suffix = |shape: Vec<u64>, body: Vec<u8>, encoding: Encoding, len: u64| {
         let tensor = TensorMeta {
             name: input.name.clone(),
@@ -517,7 +517,7 @@ fn prepares_are_built_answered_and_capped_per_connection() {
         assert_eq!(got.len(), n, "{got:?}");
         got
     };
-    let key = Cut::handheld_only(g).key();
+    let key = Cut::handheld_only(g).key().into_string();
     let got = prepared(&mut s, vec![key.clone(), "not-a-cut".into()]);
     assert!(got.contains(&(key, None)), "{got:?}");
     assert!(got.iter().any(|(c, e)| c == "not-a-cut" && e.is_some()), "{got:?}");
@@ -627,7 +627,7 @@ fn cancelled_frames_that_have_not_started_are_not_run() {
     let inputs = random_inputs(&model.model, 1).expect("inputs");
     let tensors: Vec<(String, &tandem::Tensor)> = inputs.iter().map(|(n, v)| (n.clone(), &**v)).collect();
     let tensors = tandem::encoding::to_send(&tensors).expect("crosses");
-    let key = Cut::handheld_only(g).key();
+    let key = Cut::handheld_only(g).key().into_string();
     let mut bytes = vec![];
     for frame in 1..=6 {
         let m = Message::with_tensors(

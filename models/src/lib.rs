@@ -265,9 +265,11 @@ pub fn ensure_models_in(cache: &Path) -> Result<ModelPaths> {
 /// running `fetch_light.py` if `cache/light` is incomplete. Runs once per
 /// process; later calls return the same paths (or the same error).
 pub fn ensure_models() -> Result<&'static ModelPaths> {
-    static PATHS: OnceLock<std::result::Result<ModelPaths, String>> = OnceLock::new();
+    // The first error is kept whole (anyhow's is not `Clone`): each call
+    // gets a new one with its chain's text.
+    static PATHS: OnceLock<std::result::Result<ModelPaths, anyhow::Error>> = OnceLock::new();
     PATHS
-        .get_or_init(|| ensure_models_in(&cache_dir()).map_err(|e| format!("{e:#}")))
+        .get_or_init(|| ensure_models_in(&cache_dir()))
         .as_ref()
-        .map_err(|e| anyhow!("ensure_models failed: {e}"))
+        .map_err(|e| anyhow!("ensure_models failed: {e:#}"))
 }

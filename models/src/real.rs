@@ -85,11 +85,13 @@ pub fn ensure_real_models_in(cache: &Path) -> Result<RealModels> {
 
 /// [`ensure_real_models_in`] the default cache, once per process.
 pub fn ensure_real_models() -> Result<&'static RealModels> {
-    static MODELS: OnceLock<std::result::Result<RealModels, String>> = OnceLock::new();
+    // The first error is kept whole (anyhow's is not `Clone`): each call
+    // gets a new one with its chain's text.
+    static MODELS: OnceLock<std::result::Result<RealModels, anyhow::Error>> = OnceLock::new();
     MODELS
-        .get_or_init(|| ensure_real_models_in(&crate::cache_dir()).map_err(|e| format!("{e:#}")))
+        .get_or_init(|| ensure_real_models_in(&crate::cache_dir()))
         .as_ref()
-        .map_err(|e| anyhow!("ensure_real_models failed: {e}"))
+        .map_err(|e| anyhow!("ensure_real_models failed: {e:#}"))
 }
 
 /// The directory of the committed model cards (`models/cards`).

@@ -172,6 +172,28 @@ pub struct CutPrice {
 }
 
 impl CutPrice {
+    /// The price of stages whose times are known, predicted or measured:
+    /// each side's compute energy over its busy time, and its radio's over
+    /// the link time each way (the wearable sends up and receives down,
+    /// the handheld the reverse). A frame's report prices its measured
+    /// stages with this, the partitioner its predicted ones.
+    pub fn of_stages(
+        (t_wearable, t_up, t_handheld, t_down): (Duration, Duration, Duration, Duration),
+        wearable: &dyn EnergyModel,
+        handheld: &dyn EnergyModel,
+    ) -> CutPrice {
+        CutPrice {
+            t_wearable,
+            t_up,
+            t_handheld,
+            t_down,
+            wearable_compute_j: wearable.compute_energy_j(t_wearable),
+            wearable_radio_j: wearable.transmit_energy_j(t_up) + wearable.receive_energy_j(t_down),
+            handheld_compute_j: handheld.compute_energy_j(t_handheld),
+            handheld_radio_j: handheld.receive_energy_j(t_up) + handheld.transmit_energy_j(t_down),
+        }
+    }
+
     /// End-to-end latency of one inference: the four stages in sequence.
     pub fn total_latency(&self) -> Duration {
         self.t_wearable.saturating_add(self.t_up).saturating_add(self.t_handheld).saturating_add(self.t_down)
@@ -219,16 +241,7 @@ pub fn price_cut(
     let t_handheld = if cut.is_wearable_only() { Duration::ZERO } else { h_lat.predict_suffix(graph, cut) };
     let t_up = transfer_time(cut.up_bytes(), link.up_bytes_per_s);
     let t_down = transfer_time(cut.down_bytes(), link.down_bytes_per_s);
-    CutPrice {
-        t_wearable,
-        t_up,
-        t_handheld,
-        t_down,
-        wearable_compute_j: w_energy.compute_energy_j(t_wearable),
-        wearable_radio_j: w_energy.transmit_energy_j(t_up) + w_energy.receive_energy_j(t_down),
-        handheld_compute_j: h_energy.compute_energy_j(t_handheld),
-        handheld_radio_j: h_energy.receive_energy_j(t_up) + h_energy.transmit_energy_j(t_down),
-    }
+    CutPrice::of_stages((t_wearable, t_up, t_handheld, t_down), w_energy, h_energy)
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub struct Pair {
     /// Frames the handheld ran, in order.
     pub ran: Vec<u64>,
     /// Cuts the handheld was asked to build ahead, in order.
-    pub prepared: Vec<String>,
+    pub prepared: Vec<tandem_types::CutKey>,
     /// Whether each side's shell closed its end.
     pub wearable_closed: bool,
     /// See [`Pair::wearable_closed`].
@@ -124,7 +124,7 @@ impl Pair {
             .iter()
             .map(|(n, t)| pack_tensor(n, t, Encoding::Raw, None).expect("a tensor the wire carries"))
             .collect();
-        match self.wearable.offload(self.now, frame, cut.into(), packed, vec![]) {
+        match self.wearable.offload(self.now, frame, tandem_types::CutKey::from_wire(cut), packed, vec![]) {
             Some(m) => {
                 self.send_to_handheld(&m);
                 true

@@ -227,7 +227,8 @@ fn builds_ahead_are_budgeted_per_connection_and_only_asked_answers_count() {
     // 70 cuts in batches of 8: 64 built, 6 refused with the reason.
     let mut asked = 0;
     while asked < 70 {
-        let cuts: Vec<String> = (asked..(asked + 8).min(70)).map(|i| format!("{i:x}")).collect();
+        let cuts: Vec<tandem_types::CutKey> =
+            (asked..(asked + 8).min(70)).map(|i| format!("{i:x}").into()).collect();
         asked += cuts.len();
         let m = p.wearable.prepare(p.now, cuts);
         p.wearable_sends(m);

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::tract::pack_tensor;
-use tandem_core::{InputShapes, Tensor};
+use tandem_core::{CutKey, InputShapes, Tensor};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::{
     encode, model_digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, ProtocolError,
@@ -355,12 +355,12 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     assert_eq!(a.last(), Some(&WearableAction::Close));
     // A handheld error also returns what was in flight.
     let mut w = ready_wearable(vec![1]);
-    w.offload(t0(), 1, String::new(), vec![], vec![]).expect("ready");
+    w.offload(t0(), 1, CutKey::default(), vec![], vec![]).expect("ready");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
     let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    assert_eq!(w.offload(t0(), 1, String::new(), vec![], vec![]), None);
+    assert_eq!(w.offload(t0(), 1, CutKey::default(), vec![], vec![]), None);
     // Another version in the Welcome.
     w.start(t0());
     let a = w.on_message(Message::new(Header::Welcome {
@@ -422,7 +422,7 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
     w.on_message(deliver(&welcome));
     w.on_message(deliver(&Message::new(Header::ModelReady { latency: summary() })));
     assert!(w.is_ready());
-    let asked = w.prepare(t0(), (0..20).map(|i| format!("{i:x}")).collect()).expect("ready");
+    let asked = w.prepare(t0(), (0..20).map(|i| format!("{i:x}").into()).collect()).expect("ready");
     assert!(matches!(&asked.header, Header::Prepare { cuts } if cuts.len() == MAX_PREPARE), "{asked:?}");
     let answer = HandheldSession::prepared("7".into(), 1200, Some("no such cut".into()));
     assert_eq!(

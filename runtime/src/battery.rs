@@ -88,6 +88,27 @@ pub fn first_battery(dir: &Path) -> Option<PathBuf> {
         .find(|s| std::fs::read_to_string(s.join("type")).is_ok_and(|t| t.trim() == "Battery"))
 }
 
+/// Why the battery's fuel gauge cannot be read.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GaugeError {
+    /// No supply in the folder is of type `Battery`.
+    #[error("no fuel gauge: no supply of type Battery in {}", dir.display())]
+    NoBattery {
+        /// The `power_supply` folder searched.
+        dir: PathBuf,
+    },
+    /// The battery reports nothing a gauge reading can be made of.
+    #[error(
+        "no fuel gauge: {} has none of energy_now, charge_now + voltage_now, current_now + voltage_now",
+        battery.display()
+    )]
+    NoReading {
+        /// The battery's folder.
+        battery: PathBuf,
+    },
+}
+
 /// The battery's fuel gauge: found once, then read once per frame.
 #[derive(Clone, Debug)]
 pub struct FuelGauge {
@@ -97,9 +118,8 @@ pub struct FuelGauge {
 impl FuelGauge {
     /// The gauge of the first `Battery` supply in `dir` (a `power_supply`
     /// folder), if it can be read now; or why there is none.
-    pub fn find(dir: &Path) -> Result<FuelGauge, String> {
-        let battery = first_battery(dir)
-            .ok_or_else(|| format!("no fuel gauge: no supply of type Battery in {}", dir.display()))?;
+    pub fn find(dir: &Path) -> Result<FuelGauge, GaugeError> {
+        let battery = first_battery(dir).ok_or_else(|| GaugeError::NoBattery { dir: dir.to_path_buf() })?;
         let gauge = FuelGauge { battery };
         gauge.read()?;
         Ok(gauge)
@@ -107,7 +127,7 @@ impl FuelGauge {
 
     /// One reading: `energy_now`, else `charge_now` with `voltage_now`,
     /// else `current_now` with `voltage_now`; or why there is none.
-    pub fn read(&self) -> Result<tandem_plan::fuel::GaugeReading, String> {
+    pub fn read(&self) -> Result<tandem_plan::fuel::GaugeReading, GaugeError> {
         use tandem_plan::fuel::GaugeReading;
         let read = |file: &str| -> Option<f64> {
             let v: f64 = std::fs::read_to_string(self.battery.join(file)).ok()?.trim().parse().ok()?;
@@ -123,10 +143,7 @@ impl FuelGauge {
         if let (Some(ua), Some(uv)) = (read("current_now"), uv) {
             return Ok(GaugeReading::Power { ua, uv });
         }
-        Err(format!(
-            "no fuel gauge: {} has none of energy_now, charge_now + voltage_now, current_now + voltage_now",
-            self.battery.display()
-        ))
+        Err(GaugeError::NoReading { battery: self.battery.clone() })
     }
 
     /// Whether the supply says it is charging (then the gauge measures the

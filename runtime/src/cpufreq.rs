@@ -10,14 +10,144 @@
 
 use std::fmt;
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use tandem_plan::calibrate::parse_cpu_list;
+use tandem_plan::calibrate::{parse_cpu_list, CalibrateError};
 use tandem_plan::device::DeviceProfile;
 use tracing::{info, warn};
 
 /// The sysfs CPU folder on a device.
 pub const CPU_DIR: &str = "/sys/devices/system/cpu";
+
+/// Why this machine's cpufreq cannot be used, or a setting not applied.
+/// Cloned where the reason is reported again for each frame: the sources
+/// are shared.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CpuFreqError {
+    /// The CPU folder has no `cpufreq` folder, or it cannot be listed.
+    #[error("no cpufreq folder {}: {source}", path.display())]
+    NoFolder {
+        /// The `cpufreq` folder.
+        path: PathBuf,
+        /// Why it cannot be listed.
+        source: Arc<io::Error>,
+    },
+    /// The `cpufreq` folder lists no policy.
+    #[error("no cpufreq policies")]
+    NoPolicies,
+    /// A policy's folder has neither `related_cpus` nor `affected_cpus`.
+    #[error("{} has no related_cpus", dir.display())]
+    NoRelatedCpus {
+        /// The policy's folder.
+        dir: PathBuf,
+    },
+    /// A policy's CPU list is malformed.
+    #[error("{}: {source}", path.display())]
+    CpuList {
+        /// The `related_cpus` (or `affected_cpus`) file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: Arc<CalibrateError>,
+    },
+    /// A file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Arc<io::Error>,
+    },
+    /// A file (`scaling_min_freq`, `scaling_max_freq`) cannot be written
+    /// or opened for writing.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Arc<io::Error>,
+    },
+    /// A file holds something else than a frequency in kHz.
+    #[error("{} holds '{text}', not a frequency in kHz", path.display())]
+    NotKhz {
+        /// The file.
+        path: PathBuf,
+        /// The word it holds.
+        text: String,
+    },
+    /// A policy's `cpuinfo_min_freq` is above its `cpuinfo_max_freq`.
+    #[error("{}: cpuinfo_min_freq {min_khz} is above cpuinfo_max_freq {max_khz}", dir.display())]
+    InvertedRange {
+        /// The policy's folder.
+        dir: PathBuf,
+        /// `cpuinfo_min_freq`, kHz.
+        min_khz: u64,
+        /// `cpuinfo_max_freq`, kHz.
+        max_khz: u64,
+    },
+    /// No one policy clocks all the CPUs a profile's cluster lists.
+    #[error("no one cpufreq policy clocks cluster '{cluster}''s CPUs {cpus:?}")]
+    ClusterCpus {
+        /// The cluster's name.
+        cluster: String,
+        /// The CPUs it lists.
+        cpus: Vec<u32>,
+    },
+    /// Clusters without CPU lists are matched by rank, which needs as many
+    /// policies as clusters.
+    #[error("profile '{profile}' has {clusters} cluster(s), this machine {policies} cpufreq policies")]
+    ClusterCount {
+        /// The profile's name.
+        profile: String,
+        /// Its clusters.
+        clusters: usize,
+        /// This machine's policies.
+        policies: usize,
+    },
+    /// A cluster the profile matched has no such name.
+    #[error("no cluster '{cluster}' in the profile cpufreq was matched to")]
+    UnknownCluster {
+        /// The name asked for.
+        cluster: String,
+    },
+    /// This thread's CPU affinity cannot be read.
+    #[error("cannot read this thread's CPU affinity: {source}")]
+    ReadAffinity {
+        /// Why.
+        source: Arc<io::Error>,
+    },
+    /// This thread cannot be pinned to the CPUs.
+    #[error("cannot pin this thread to cpu {cpus:?}: {source}")]
+    Pin {
+        /// The CPUs.
+        cpus: Vec<usize>,
+        /// Why.
+        source: Arc<io::Error>,
+    },
+    /// This thread cannot be pinned to a cluster's CPUs, found when opening.
+    #[error("{source} (cluster '{cluster}')")]
+    Unpinnable {
+        /// The cluster.
+        cluster: String,
+        /// Why.
+        source: Box<CpuFreqError>,
+    },
+    /// Thread affinity is not set on this OS.
+    #[error("thread affinity is set on Linux and Android only")]
+    NoAffinity,
+}
+
+impl CpuFreqError {
+    fn read(path: &Path, source: io::Error) -> CpuFreqError {
+        CpuFreqError::Read { path: path.to_path_buf(), source: Arc::new(source) }
+    }
+
+    fn write(path: &Path, source: io::Error) -> CpuFreqError {
+        CpuFreqError::Write { path: path.to_path_buf(), source: Arc::new(source) }
+    }
+}
 
 /// One cpufreq policy: a cluster's CPUs and the frequencies it offers.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,9 +218,9 @@ pub fn range_writes(from: (u64, u64), to: (u64, u64)) -> [(Bound, u64); 2] {
 /// host), else by rank (clusters by peak speed, `relative_speed × f_max`,
 /// against policies by `cpuinfo_max_freq`), which needs as many policies
 /// as clusters.
-pub fn match_clusters(profile: &DeviceProfile, policies: &[Policy]) -> Result<Vec<usize>, String> {
+pub fn match_clusters(profile: &DeviceProfile, policies: &[Policy]) -> Result<Vec<usize>, CpuFreqError> {
     if policies.is_empty() {
-        return Err("no cpufreq policies".into());
+        return Err(CpuFreqError::NoPolicies);
     }
     let clusters = &profile.clusters;
     if clusters.iter().all(|c| !c.cpus.is_empty()) {
@@ -100,19 +230,19 @@ pub fn match_clusters(profile: &DeviceProfile, policies: &[Policy]) -> Result<Ve
                 policies
                     .iter()
                     .position(|p| c.cpus.iter().all(|&cpu| p.cpus.contains(&(cpu as usize))))
-                    .ok_or_else(|| {
-                        format!("no one cpufreq policy clocks cluster '{}''s CPUs {:?}", c.name, c.cpus)
+                    .ok_or_else(|| CpuFreqError::ClusterCpus {
+                        cluster: c.name.clone(),
+                        cpus: c.cpus.clone(),
                     })
             })
             .collect();
     }
     if clusters.len() != policies.len() {
-        return Err(format!(
-            "profile '{}' has {} cluster(s), this machine {} cpufreq policies",
-            profile.name,
-            clusters.len(),
-            policies.len()
-        ));
+        return Err(CpuFreqError::ClusterCount {
+            profile: profile.name.clone(),
+            clusters: clusters.len(),
+            policies: policies.len(),
+        });
     }
     let mut by_speed: Vec<usize> = (0..clusters.len()).collect();
     by_speed.sort_by(|&a, &b| {
@@ -130,9 +260,10 @@ pub fn match_clusters(profile: &DeviceProfile, policies: &[Policy]) -> Result<Ve
 
 /// The policies under `cpu_dir/cpufreq`, by name; a malformed file is an
 /// error naming it.
-pub fn read_policies(cpu_dir: &Path) -> Result<Vec<Policy>, String> {
+pub fn read_policies(cpu_dir: &Path) -> Result<Vec<Policy>, CpuFreqError> {
     let dir = cpu_dir.join("cpufreq");
-    let entries = fs::read_dir(&dir).map_err(|e| format!("no cpufreq folder {}: {e}", dir.display()))?;
+    let entries =
+        fs::read_dir(&dir).map_err(|e| CpuFreqError::NoFolder { path: dir.clone(), source: Arc::new(e) })?;
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("policy")))
@@ -141,8 +272,9 @@ pub fn read_policies(cpu_dir: &Path) -> Result<Vec<Policy>, String> {
     let mut out = vec![];
     for dir in dirs {
         let cpus_file = ["related_cpus", "affected_cpus"].iter().map(|f| dir.join(f)).find(|p| p.exists());
-        let cpus_file = cpus_file.ok_or_else(|| format!("{} has no related_cpus", dir.display()))?;
-        let cpus = parse_cpu_list(&read(&cpus_file)?).map_err(|e| format!("{}: {e}", cpus_file.display()))?;
+        let cpus_file = cpus_file.ok_or_else(|| CpuFreqError::NoRelatedCpus { dir: dir.clone() })?;
+        let cpus = parse_cpu_list(&read(&cpus_file)?)
+            .map_err(|e| CpuFreqError::CpuList { path: cpus_file.clone(), source: Arc::new(e) })?;
         let offered_file = dir.join("scaling_available_frequencies");
         let mut offered_khz = vec![];
         if offered_file.exists() {
@@ -154,38 +286,33 @@ pub fn read_policies(cpu_dir: &Path) -> Result<Vec<Policy>, String> {
         let min_khz = khz(&dir, "cpuinfo_min_freq")?;
         let max_khz = khz(&dir, "cpuinfo_max_freq")?;
         if min_khz > max_khz {
-            return Err(format!(
-                "{}: cpuinfo_min_freq {min_khz} is above cpuinfo_max_freq {max_khz}",
-                dir.display()
-            ));
+            return Err(CpuFreqError::InvertedRange { dir, min_khz, max_khz });
         }
         out.push(Policy { dir, cpus, min_khz, max_khz, offered_khz });
     }
     Ok(out)
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read(path: &Path) -> Result<String, CpuFreqError> {
+    fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|e| CpuFreqError::read(path, e))
 }
 
-fn number(path: &Path, text: &str) -> Result<u64, String> {
-    text.parse().map_err(|_| format!("{} holds '{text}', not a frequency in kHz", path.display()))
+fn number(path: &Path, text: &str) -> Result<u64, CpuFreqError> {
+    text.parse().map_err(|_| CpuFreqError::NotKhz { path: path.to_path_buf(), text: text.to_string() })
 }
 
-fn khz(dir: &Path, file: &str) -> Result<u64, String> {
+fn khz(dir: &Path, file: &str) -> Result<u64, CpuFreqError> {
     let path = dir.join(file);
     number(&path, &read(&path)?)
 }
 
 /// A policy's `(scaling_min_freq, scaling_max_freq)`, kHz.
-fn scaling_range(dir: &Path) -> Result<(u64, u64), String> {
+fn scaling_range(dir: &Path) -> Result<(u64, u64), CpuFreqError> {
     Ok((khz(dir, Bound::Min.file())?, khz(dir, Bound::Max.file())?))
 }
 
-fn write(path: &Path, khz: u64) -> Result<(), String> {
-    fs::write(path, khz.to_string()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn write(path: &Path, khz: u64) -> Result<(), CpuFreqError> {
+    fs::write(path, khz.to_string()).map_err(|e| CpuFreqError::write(path, e))
 }
 
 /// How a setting was applied: the policy held, its frequency, the CPUs
@@ -230,7 +357,7 @@ impl CpuFreq {
     /// opened for writing, nothing written) and that the calling thread,
     /// which runs the prefixes, can be pinned to each cluster's CPUs. The
     /// error is why the setting must be emulated.
-    pub fn open(cpu_dir: &Path, profile: &DeviceProfile) -> Result<CpuFreq, String> {
+    pub fn open(cpu_dir: &Path, profile: &DeviceProfile) -> Result<CpuFreq, CpuFreqError> {
         let policies = read_policies(cpu_dir)?;
         let matched = match_clusters(profile, &policies)?;
         let mut original = vec![(0, 0); policies.len()];
@@ -239,16 +366,16 @@ impl CpuFreq {
             let policy = &policies[p];
             for bound in [Bound::Min, Bound::Max] {
                 let path = policy.dir.join(bound.file());
-                fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                fs::OpenOptions::new().write(true).open(&path).map_err(|e| CpuFreqError::write(&path, e))?;
             }
             original[p] = scaling_range(&policy.dir)?;
             let cpus: Vec<usize> = policy.cpus.iter().copied().filter(|&cpu| cpu < MAX_CPU).collect();
             // This thread runs the prefixes: it must be able to go there.
             let probe = Applied { policy: policy.name(), khz: 0, cpus: cpus.clone() };
-            drop(CpuFreq::pin(&probe).map_err(|e| format!("{e} (cluster '{}')", c.name))?);
+            drop(
+                CpuFreq::pin(&probe)
+                    .map_err(|e| CpuFreqError::Unpinnable { cluster: c.name.clone(), source: Box::new(e) })?,
+            );
             clusters.push((c.name.clone(), p, cpus));
         }
         for (&p, c) in matched.iter().zip(&profile.clusters) {
@@ -269,12 +396,12 @@ impl CpuFreq {
     /// of another policy held before. Nothing is written when it is
     /// already held there. On an error the policy is still recorded as
     /// held (at no known frequency), to be given back.
-    pub fn hold(&mut self, cluster: &str, f_hz: f64) -> Result<Applied, String> {
+    pub fn hold(&mut self, cluster: &str, f_hz: f64) -> Result<Applied, CpuFreqError> {
         let (_, p, cpus) = self
             .clusters
             .iter()
             .find(|(name, ..)| name == cluster)
-            .ok_or_else(|| format!("no cluster '{cluster}' in the profile cpufreq was matched to"))?
+            .ok_or_else(|| CpuFreqError::UnknownCluster { cluster: cluster.to_string() })?
             .clone();
         let policy = &self.policies[p];
         let khz = policy.nearest_khz(f_hz);
@@ -297,7 +424,7 @@ impl CpuFreq {
 
     /// Gives the held policy the range it had when this was opened; it
     /// stays recorded as held until that went through.
-    pub fn release(&mut self) -> Result<(), String> {
+    pub fn release(&mut self) -> Result<(), CpuFreqError> {
         let Some((p, _)) = self.held else { return Ok(()) };
         let dir = &self.policies[p].dir;
         let now = scaling_range(dir)?;
@@ -317,7 +444,7 @@ impl CpuFreq {
     }
 
     /// Pins the calling thread to `applied`'s CPUs until the guard drops.
-    pub fn pin(applied: &Applied) -> Result<Pinned, String> {
+    pub fn pin(applied: &Applied) -> Result<Pinned, CpuFreqError> {
         affinity::pin(&applied.cpus)
     }
 }
@@ -333,8 +460,12 @@ pub use affinity::{Pinned, MAX_CPU};
 /// Thread affinity, where the kernel has it (Linux, Android).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod affinity {
+    use std::sync::Arc;
+
     use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
     use tracing::warn;
+
+    use super::CpuFreqError;
 
     /// CPU numbers at or above this cannot be pinned to.
     pub const MAX_CPU: usize = CpuSet::MAX_CPU;
@@ -362,14 +493,17 @@ mod affinity {
         }
     }
 
-    pub(super) fn pin(cpus: &[usize]) -> Result<Pinned, String> {
-        let before =
-            sched_getaffinity(None).map_err(|e| format!("cannot read this thread's CPU affinity: {e}"))?;
+    pub(super) fn pin(cpus: &[usize]) -> Result<Pinned, CpuFreqError> {
+        let before = sched_getaffinity(None)
+            .map_err(|e| CpuFreqError::ReadAffinity { source: Arc::new(std::io::Error::from(e)) })?;
         let mut set = CpuSet::new();
         for &cpu in cpus.iter().filter(|&&cpu| cpu < MAX_CPU) {
             set.set(cpu);
         }
-        sched_setaffinity(None, &set).map_err(|e| format!("cannot pin this thread to cpu {cpus:?}: {e}"))?;
+        sched_setaffinity(None, &set).map_err(|e| CpuFreqError::Pin {
+            cpus: cpus.to_vec(),
+            source: Arc::new(std::io::Error::from(e)),
+        })?;
         Ok(Pinned { before, _this_thread: std::marker::PhantomData })
     }
 }
@@ -390,8 +524,8 @@ mod affinity {
         }
     }
 
-    pub(super) fn pin(_: &[usize]) -> Result<Pinned, String> {
-        Err("thread affinity is set on Linux and Android only".into())
+    pub(super) fn pin(_: &[usize]) -> Result<Pinned, super::CpuFreqError> {
+        Err(super::CpuFreqError::NoAffinity)
     }
 }
 
@@ -508,7 +642,11 @@ mod tests {
         c.hold("big", 2.4e9).expect("hold big");
         assert_eq!(range(&root, "policy0"), (300_000, 1_700_000), "little's range given back");
         assert_eq!(range(&root, "policy4"), (2_400_000, 2_400_000));
-        assert!(c.hold("prime", 1e9).expect_err("an error").contains("'prime'"));
+        let err = c.hold("prime", 1e9).expect_err("an error");
+        assert!(
+            matches!(&err, CpuFreqError::UnknownCluster { .. }) && err.to_string().contains("'prime'"),
+            "{err}"
+        );
         drop(c);
         assert_eq!(range(&root, "policy4"), (400_000, 2_400_000), "big's range given back on drop");
         let _ = fs::remove_dir_all(&root);
@@ -525,7 +663,9 @@ mod tests {
         let max = root.join("cpufreq/policy4/scaling_max_freq");
         fs::remove_file(&max).expect("remove");
         fs::create_dir(&max).expect("a folder in its place");
-        assert!(c.hold("big", 2.4e9).expect_err("cannot read max").contains("scaling_max_freq"));
+        let err = c.hold("big", 2.4e9).expect_err("cannot read max");
+        assert!(matches!(&err, CpuFreqError::Read { path, .. } if path == &max), "{err}");
+        assert!(err.to_string().contains("scaling_max_freq"), "{err}");
         assert!(c.hold("big", 2.4e9).is_err(), "not taken as held");
         assert!(c.release().is_err(), "nothing to give back yet");
         fs::remove_dir(&max).expect("remove");
@@ -544,12 +684,16 @@ mod tests {
         let max = root.join("cpufreq/policy4/cpuinfo_max_freq");
         fs::write(&max, "fast").expect("write");
         let err = CpuFreq::open(&root, &p).expect_err("an error");
-        assert!(err.contains("policy4/cpuinfo_max_freq") && err.contains("'fast'"), "{err}");
+        assert!(matches!(&err, CpuFreqError::NotKhz { text, .. } if text == "fast"), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("policy4/cpuinfo_max_freq") && text.contains("'fast'"), "{text}");
         let err = CpuFreq::open(&root.join("nowhere"), &p).expect_err("an error");
-        assert!(err.contains("no cpufreq folder"), "{err}");
+        assert!(matches!(err, CpuFreqError::NoFolder { .. }), "{err}");
+        assert!(err.to_string().contains("no cpufreq folder"), "{err}");
         let one = profile(&[("big", 2.4e9, 1.0, &[])]);
         fs::write(&max, "2400000").expect("write");
-        assert!(CpuFreq::open(&root, &one).expect_err("an error").contains("1 cluster(s)"));
+        let err = CpuFreq::open(&root, &one).expect_err("an error");
+        assert!(err.to_string().contains("1 cluster(s)"), "{err}");
         let _ = fs::remove_dir_all(&root);
     }
 
@@ -563,14 +707,19 @@ mod tests {
         // Listed fastest first: matched by peak speed, not by order.
         let by_rank =
             profile(&[("prime", 2.9e9, 1.0, &[]), ("little", 1.7e9, 0.4, &[]), ("mid", 2.4e9, 0.8, &[])]);
-        assert_eq!(match_clusters(&by_rank, &policies), Ok(vec![2, 0, 1]));
+        assert_eq!(match_clusters(&by_rank, &policies).expect("matched"), vec![2, 0, 1]);
         let by_cpus = profile(&[("a", 2.9e9, 1.0, &[4, 5, 6, 7]), ("b", 1.7e9, 0.4, &[8])]);
-        assert_eq!(match_clusters(&by_cpus, &policies), Ok(vec![1, 2]));
+        assert_eq!(match_clusters(&by_cpus, &policies).expect("matched"), vec![1, 2]);
         let spans = profile(&[("a", 2.9e9, 1.0, &[3, 4])]);
-        assert!(match_clusters(&spans, &policies).expect_err("an error").contains("'a'"));
+        let err = match_clusters(&spans, &policies).expect_err("an error");
+        assert!(matches!(&err, CpuFreqError::ClusterCpus { cluster, .. } if cluster == "a"), "{err}");
+        assert!(err.to_string().contains("'a'"), "{err}");
         let two = profile(&[("big", 2.9e9, 1.0, &[]), ("little", 1.7e9, 0.4, &[])]);
         let err = match_clusters(&two, &policies).expect_err("an error");
-        assert!(err.contains("2 cluster(s)") && err.contains("3 cpufreq"), "{err}");
-        assert!(match_clusters(&two, &[]).expect_err("an error").contains("no cpufreq"));
+        assert!(matches!(err, CpuFreqError::ClusterCount { clusters: 2, policies: 3, .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("2 cluster(s)") && text.contains("3 cpufreq"), "{text}");
+        let err = match_clusters(&two, &[]).expect_err("an error");
+        assert!(matches!(err, CpuFreqError::NoPolicies) && err.to_string().contains("no cpufreq"), "{err}");
     }
 }

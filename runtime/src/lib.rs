@@ -81,8 +81,8 @@ pub use tandem_proto::{profiler, protocol, session};
 
 pub use client::{Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};
 pub use tandem_core::{
-    cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, Error, InputShapes, LayerGraph,
-    LayerKind, LayerNode, Model, ModelLimits, NodeId, Result, Sides, SplitExecutor, SplitPlan, TValue,
-    Tensor, TensorId, Values,
+    cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, CutKey, Error, InputShapes,
+    LayerGraph, LayerKind, LayerNode, Model, ModelLimits, NodeId, Result, Sides, SplitExecutor, SplitPlan,
+    TValue, Tensor, TensorId, Values,
 };
 pub use tensor::{frame, read_f32, tensor_f32, tensor_from_ndarray, tensor_from_slice, Outputs};

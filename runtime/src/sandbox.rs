@@ -81,6 +81,35 @@ pub enum SandboxError {
     Killed(String),
 }
 
+/// Why the child refused a load: its report's reason, in words.
+#[derive(Debug, thiserror::Error)]
+enum ChildError {
+    /// The request line could not be read from standard input.
+    #[error("reading the request: {0}")]
+    ReadRequest(#[source] io::Error),
+    /// The request line is not a request.
+    #[error("a bad request: {0}")]
+    BadRequest(#[source] serde_json::Error),
+    /// An rlimit could not be set.
+    #[error("the sandbox could not limit itself ({resource}): {source}")]
+    Limit {
+        /// The resource, as rustix names it.
+        resource: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// This OS has no rlimits to sandbox with.
+    #[cfg(not(unix))]
+    #[error("the model sandbox needs rlimits (Unix)")]
+    NoRlimits,
+    /// The model's bytes could not be read from standard input.
+    #[error("reading the model: {0}")]
+    ReadModel(#[source] io::Error),
+    /// The shapes, the model's load or its profile failed.
+    #[error(transparent)]
+    Model(#[from] crate::Error),
+}
+
 /// Loads and profiles `bytes` in a child process under `sandbox`'s
 /// limits: the model's latency profile (scaled by `scale`) and its working
 /// set in bytes, or why not.
@@ -190,7 +219,8 @@ fn ended(status: std::process::ExitStatus, stderr: &[u8], sandbox: &Sandbox) -> 
 pub fn child_main() -> ExitCode {
     let report = match child() {
         Ok(report) => report,
-        Err(reason) => Report::Refused { reason },
+        // The reason travels to the parent as text: its one JSON line.
+        Err(e) => Report::Refused { reason: e.to_string() },
     };
     match serde_json::to_string(&report) {
         Ok(line) => {
@@ -204,28 +234,24 @@ pub fn child_main() -> ExitCode {
     }
 }
 
-fn child() -> Result<Report, String> {
+fn child() -> Result<Report, ChildError> {
     let mut input = io::stdin().lock();
     let mut line = vec![];
-    input
-        .by_ref()
-        .take(1 << 20)
-        .read_until(b'\n', &mut line)
-        .map_err(|e| format!("reading the request: {e}"))?;
-    let request: Request = serde_json::from_slice(&line).map_err(|e| format!("a bad request: {e}"))?;
+    input.by_ref().take(1 << 20).read_until(b'\n', &mut line).map_err(ChildError::ReadRequest)?;
+    let request: Request = serde_json::from_slice(&line).map_err(ChildError::BadRequest)?;
     limit_self(request.max_memory_bytes, request.max_cpu_s)?;
     let mut bytes = vec![];
     input
         .take(tandem_proto::session::MAX_MODEL_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("reading the model: {e}"))?;
-    let shapes = InputShapes::parse_with_dims(&request.shapes, &request.dims).map_err(|e| e.to_string())?;
+        .map_err(ChildError::ReadModel)?;
+    let shapes = InputShapes::parse_with_dims(&request.shapes, &request.dims).map_err(crate::Error::from)?;
     let limits = ModelLimits {
         max_tensor_bytes: request.max_tensor_bytes,
         max_working_bytes: request.max_working_bytes,
     };
-    let model = Model::from_bytes_within(&bytes, &shapes, &limits).map_err(|e| e.to_string())?;
-    let latency = profile(&model, request.scale).map_err(|e| e.to_string())?;
+    let model = Model::from_bytes_within(&bytes, &shapes, &limits)?;
+    let latency = profile(&model, request.scale)?;
     Ok(Report::Loaded { latency, working_bytes: model.working_bytes() })
 }
 
@@ -244,11 +270,11 @@ pub fn profile(model: &Model, scale: f64) -> crate::Result<LatencySummary> {
 
 /// Sets this process's data-segment and CPU-time limits.
 #[cfg(unix)]
-fn limit_self(memory: u64, cpu_s: u64) -> Result<(), String> {
+fn limit_self(memory: u64, cpu_s: u64) -> Result<(), ChildError> {
     use rustix::process::{setrlimit, Resource, Rlimit};
-    let set = |resource, soft: u64, hard: u64| {
+    let set = |resource: Resource, soft: u64, hard: u64| {
         setrlimit(resource, Rlimit { current: Some(soft), maximum: Some(hard) })
-            .map_err(|e| format!("the sandbox could not limit itself ({resource:?}): {e}"))
+            .map_err(|e| ChildError::Limit { resource: format!("{resource:?}"), source: e.into() })
     };
     set(Resource::Data, memory, memory)?;
     // An abort past the memory limit is the expected end: no core dump.
@@ -258,8 +284,8 @@ fn limit_self(memory: u64, cpu_s: u64) -> Result<(), String> {
 }
 
 #[cfg(not(unix))]
-fn limit_self(_: u64, _: u64) -> Result<(), String> {
-    Err("the model sandbox needs rlimits (Unix)".into())
+fn limit_self(_: u64, _: u64) -> Result<(), ChildError> {
+    Err(ChildError::NoRlimits)
 }
 
 #[cfg(test)]

@@ -424,7 +424,7 @@ fn a_fuel_gauge_measures_energy_over_windows_of_frames_and_its_absence_is_said()
             .map(|i| frame([("x", tensor_f32(&[1, 4], &[i as f32 * 0.1; 4]).expect("tensor"))]))
             .collect();
         assert_eq!(s.stream(frames).expect("stream").len(), n);
-        s.measured_energy().cloned().map_err(str::to_string)
+        s.measured_energy().cloned().map_err(|why| why.to_string())
     };
     let m = stream(20).expect("a gauge");
     assert_eq!((m.windows, m.frames), (4, 20), "{m:?}");

@@ -5,16 +5,19 @@
 //! and tensors as the wire carries them (a type, a shape, bytes).
 //!
 //! # Layout
+//! - [`cut_key`]: [`CutKey`], a cut's identity.
 //! - [`link`]: [`LinkEstimate`], [`HandheldStatus`], [`EnergyWeights`].
 //! - [`sensor`]: [`SensorType`] and [`Widening`] (a sensor's values as the model's floats).
 //! - [`shapes`]: [`InputShapes`], the `NAME=D1,D2,...` overrides.
 //! - [`tensor`]: [`WireType`] and [`WireTensor`].
 
+pub mod cut_key;
 pub mod link;
 pub mod sensor;
 pub mod shapes;
 pub mod tensor;
 
+pub use cut_key::CutKey;
 pub use link::{EnergyWeights, HandheldStatus, LinkEstimate};
 pub use sensor::{SensorType, Widening, WideningError};
 pub use shapes::{InputShapes, ShapeError, MAX_OVERRIDE_DIM};

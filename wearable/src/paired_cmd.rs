@@ -485,7 +485,7 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
             }
             Err(why) => {
                 obj.insert("measured_energy".into(), serde_json::Value::Null);
-                obj.insert("measured_energy_note".into(), why.into());
+                obj.insert("measured_energy_note".into(), why.to_string().into());
             }
         }
     }

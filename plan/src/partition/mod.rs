@@ -12,11 +12,14 @@
 //! - [`Method::Chain`], Neurosurgeon's: the layers in topological order as
 //!   a chain, every prefix a candidate (a baseline for comparisons).
 //!
-//! [`Planner`] re-decides as conditions change, with hysteresis.
+//! [`Planner`] re-decides as conditions change, with hysteresis; [`rules`]
+//! holds what a session decides around it (when to tell it, offloading
+//! against running alone, stalls).
 
 pub mod codecs;
 pub mod dvfs;
 pub mod mincut;
+pub mod rules;
 pub mod simplify;
 pub mod stream;
 

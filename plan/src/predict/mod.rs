@@ -50,12 +50,26 @@ impl LayerSample {
     }
 }
 
+/// Why a sweep dataset does not parse.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DatasetError {
+    /// A line is not a [`LayerSample`].
+    #[error("line {line}: {source}")]
+    BadLine {
+        /// Its number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a dataset of JSON lines (blank lines skipped).
-pub fn parse_dataset(text: &str) -> Result<Vec<LayerSample>, String> {
+pub fn parse_dataset(text: &str) -> Result<Vec<LayerSample>, DatasetError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .map(|(i, l)| serde_json::from_str(l).map_err(|source| DatasetError::BadLine { line: i + 1, source }))
         .collect()
 }
 
@@ -283,5 +297,38 @@ impl LatencyModel for ProfiledLatency {
         let mut per_node_s = self.per_node_s.clone();
         per_node_s.resize(graph.nodes().len(), 0.0);
         NodeCosts { per_node_s, overhead_s: self.overhead_s }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dataset_skips_blank_lines_and_names_a_bad_one() {
+        let features = LayerFeatures {
+            kind: "conv".into(),
+            op: "Conv".into(),
+            kernel: 3,
+            stride: 1,
+            rank: 2,
+            grouping: "regular".into(),
+            fused: String::new(),
+            macs: 1e6,
+            in_elems: 1e3,
+            out_elems: 1e3,
+            weight_elems: 27.0,
+            channels_in: 3.0,
+            channels_out: 8.0,
+            rows: 100.0,
+        };
+        let sample = LayerSample { features, latency_us: 12.0, overhead_us: 2.0, source: "generic".into() };
+        let line = serde_json::to_string(&sample).expect("a sample serializes");
+        let samples = parse_dataset(&format!("{line}\n\n{line}\n")).expect("two samples");
+        assert_eq!(samples.len(), 2);
+        assert_eq!(samples[1].target_us(), 10.0);
+        let err = parse_dataset(&format!("{line}\n\n{{\"features\": 1}}\n")).expect_err("a bad line");
+        assert!(matches!(err, DatasetError::BadLine { line: 3, .. }), "{err}");
+        assert!(err.to_string().starts_with("line 3: "), "{err}");
     }
 }

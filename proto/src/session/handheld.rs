@@ -36,7 +36,7 @@ use crate::protocol::{
     ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE,
     PROTOCOL_VERSION,
 };
-use tandem_types::InputShapes;
+use tandem_types::{CutKey, InputShapes};
 
 /// Largest model a wearable may push (bytes).
 pub const MAX_MODEL_BYTES: u64 = 1 << 30;
@@ -76,8 +76,8 @@ pub enum Action {
     Run {
         /// The frame.
         frame: u64,
-        /// The cut's key (`tandem_core::Cut::from_key` reads it).
-        cut: String,
+        /// The cut's key as the peer sent it (`tandem_core::Cut::from_key` checks it).
+        cut: CutKey,
         /// The crossing tensors.
         tensors: Tensors,
         /// How the wearable asks for each output to be encoded.
@@ -86,8 +86,8 @@ pub enum Action {
     /// Build the suffix plans of these cuts in the background, answering
     /// each with [`HandheldSession::prepared`].
     Prepare {
-        /// The cuts' keys.
-        cuts: Vec<String>,
+        /// The cuts' keys as the peer sent them.
+        cuts: Vec<CutKey>,
     },
     /// Close the connection (after sending anything queued before it);
     /// [`HandheldSession::close_reason`] says why.
@@ -144,7 +144,7 @@ enum State {
 #[derive(Clone, Debug)]
 struct Queued {
     frame: u64,
-    cut: String,
+    cut: CutKey,
     tensors: Tensors,
     answer: Vec<Encoding>,
 }
@@ -624,7 +624,7 @@ impl HandheldSession {
                         header: Header::RunSuffix { frame, cut: String::new(), tensors, answer: vec![] },
                         body: message.body,
                     });
-                    self.queue.push_back(Queued { frame, cut, tensors, answer });
+                    self.queue.push_back(Queued { frame, cut: CutKey::from_wire(cut), tensors, answer });
                     Ok(self.next_run().into_iter().collect())
                 }
             }
@@ -660,10 +660,12 @@ impl HandheldSession {
                     let mut out: Vec<Action> = cuts
                         .split_off(allowed)
                         .into_iter()
-                        .map(|key| Action::Send(Self::prepared(key, 0, Some(reason.clone()))))
+                        .map(|key| {
+                            Action::Send(Self::prepared(CutKey::from_wire(key), 0, Some(reason.clone())))
+                        })
                         .collect();
                     if !cuts.is_empty() {
-                        out.push(Action::Prepare { cuts });
+                        out.push(Action::Prepare { cuts: cuts.into_iter().map(CutKey::from_wire).collect() });
                     }
                     Ok(out)
                 }
@@ -733,8 +735,8 @@ impl HandheldSession {
     }
 
     /// A cut's suffix plan was built (`error`: or why not): the message telling the wearable.
-    pub fn prepared(cut: String, build_us: u64, error: Option<String>) -> Message {
-        Message::new(Header::Prepared { cut, build_us, error })
+    pub fn prepared(cut: CutKey, build_us: u64, error: Option<String>) -> Message {
+        Message::new(Header::Prepared { cut: cut.into_string(), build_us, error })
     }
 
     /// The model failed to load: tell the wearable why and close.

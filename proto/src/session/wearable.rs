@@ -19,7 +19,7 @@ use crate::protocol::{
     model_digest, Digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
     ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
 };
-use tandem_types::InputShapes;
+use tandem_types::{CutKey, InputShapes};
 
 /// What the wearable's I/O shell and runtime must do.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,7 +65,7 @@ pub enum WearableAction {
     /// The handheld built a cut this side asked for ahead (or says why it could not).
     Prepared {
         /// The cut's key.
-        cut: String,
+        cut: CutKey,
         /// How long building it took (µs).
         build_us: u64,
         /// Why it could not be built, if it could not.
@@ -132,7 +132,7 @@ pub struct WearableSession {
     sent: Option<Instant>,
     /// Probes sent and cuts asked for, awaiting their answers.
     probes: VecDeque<u64>,
-    asked: VecDeque<String>,
+    asked: VecDeque<CutKey>,
     close: Option<CloseReason>,
 }
 
@@ -301,13 +301,14 @@ impl WearableSession {
         &mut self,
         now: Instant,
         frame: u64,
-        cut: String,
+        cut: CutKey,
         packed: Vec<PackedTensor>,
         answer: Vec<Encoding>,
     ) -> Option<Message> {
         if !self.is_ready() {
             return None;
         }
+        let cut = cut.into_string();
         let m = Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors, answer }, packed);
         self.in_flight.push_back(frame);
         Some(self.sent_at(now, m))
@@ -340,7 +341,7 @@ impl WearableSession {
     /// [`MAX_PREPARE`], the rest dropped): the message to send (`None`
     /// unless ready). Only the cuts asked for are answered
     /// ([`WearableAction::Prepared`]).
-    pub fn prepare(&mut self, now: Instant, mut cuts: Vec<String>) -> Option<Message> {
+    pub fn prepare(&mut self, now: Instant, mut cuts: Vec<CutKey>) -> Option<Message> {
         if !self.is_ready() || cuts.is_empty() {
             return None;
         }
@@ -349,6 +350,7 @@ impl WearableSession {
         while self.asked.len() > MAX_ASKED {
             self.asked.pop_front();
         }
+        let cuts = cuts.into_iter().map(CutKey::into_string).collect();
         Some(self.sent_at(now, Message::new(Header::Prepare { cuts })))
     }
 
@@ -530,10 +532,10 @@ impl WearableSession {
                 vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
             }
             (WearableState::Ready, Header::Prepared { cut, build_us, error }) => {
-                match self.asked.iter().position(|c| *c == cut) {
+                match self.asked.iter().position(|c| c.as_str() == cut) {
                     Some(i) => {
                         self.asked.remove(i);
-                        vec![WearableAction::Prepared { cut, build_us, error }]
+                        vec![WearableAction::Prepared { cut: CutKey::from_wire(cut), build_us, error }]
                     }
                     None => vec![],
                 }

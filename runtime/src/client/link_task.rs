@@ -12,13 +12,14 @@ use tandem_proto::protocol::{encode, LatencySummary, Message, PackedTensor, Stat
 use tandem_proto::session::{CloseReason, Tensors, WearableAction, WearableSession, WearableTimers};
 
 use super::{Backoff, ModelFile};
+use crate::CutKey;
 
 /// From the app thread to the link task.
 pub(super) enum Command {
     /// A frame's suffix, its crossing tensors packed (encoded) already.
     Offload {
         frame: u64,
-        cut: String,
+        cut: CutKey,
         packed: Vec<PackedTensor>,
         answer: Vec<tandem_proto::encoding::Encoding>,
     },
@@ -27,7 +28,7 @@ pub(super) enum Command {
         bytes: usize,
     },
     /// Ask the handheld to build these cuts' suffix plans ahead.
-    Prepare(Vec<String>),
+    Prepare(Vec<CutKey>),
     /// These frames missed their deadline and run here: the handheld need not.
     Cancel(Vec<u64>),
     /// Drop the link as lost (why), and open it again.
@@ -64,11 +65,20 @@ pub(super) enum Event {
     },
     /// The handheld built a cut's suffix plan (or could not: why).
     Prepared {
-        cut: String,
+        cut: CutKey,
         error: Option<String>,
     },
     /// The link ended (a refusal included: [`CloseReason::is_refusal`]), or could not open.
     Disconnected(CloseReason),
+}
+
+/// Why a message could not be queued for the link (the link is then lost).
+#[derive(Debug, thiserror::Error)]
+enum SendFailed {
+    #[error("encoding: {0}")]
+    Encoding(tandem_proto::protocol::ProtocolError),
+    #[error("the writer stopped")]
+    WriterStopped,
 }
 
 /// The latest status from the handheld, not yet taken by the session.
@@ -217,16 +227,16 @@ async fn run_link(
         let _ = tx.close().await;
     });
     // Queues a message for the writer; an echo is dropped while too many wait.
-    let send = |m: &Message, echo: bool| -> std::result::Result<(), String> {
+    let send = |m: &Message, echo: bool| -> std::result::Result<(), SendFailed> {
         if echo && echoes_queued.load(std::sync::atomic::Ordering::Relaxed) >= MAX_QUEUED_ECHOES {
             debug!("the handheld probes faster than it reads: an echo dropped");
             return Ok(());
         }
-        let bytes = encode(m).map_err(|e| format!("encoding: {e}"))?;
+        let bytes = encode(m).map_err(SendFailed::Encoding)?;
         if echo {
             echoes_queued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        out_tx.send((bytes, echo)).map_err(|_| "the writer stopped".to_string())
+        out_tx.send((bytes, echo)).map_err(|_| SendFailed::WriterStopped)
     };
     let mut pending = session.start(now());
     let result = 'conn: loop {
@@ -271,7 +281,7 @@ async fn run_link(
             }
         }
         if let Some(reason) = failed {
-            pending = session.handle_lost(reason);
+            pending = session.handle_lost(reason.to_string());
             continue;
         }
         let deadline = session.poll_timeout().map(tokio::time::Instant::from_std);
@@ -310,7 +320,7 @@ async fn run_link(
                     }
                 };
                 match sent.map(|m| send(&m, false)) {
-                    Some(Err(e)) => session.handle_lost(e),
+                    Some(Err(e)) => session.handle_lost(e.to_string()),
                     _ => vec![],
                 }
             }

@@ -19,46 +19,56 @@
 //! feeds it events (frame started, answer, link lost, the time) and does
 //! what it says (run a frame here, deliver).
 //!
-//! **Re-partitioning** happens between frames: the [`Planner`] is polled
+//! **Re-partitioning** happens between frames: the planner is polled
 //! before each frame starts, with the profiler's estimates; frames already
 //! in flight keep their cut (each message names its cut).
+//!
+//! **Parts**, each with one job and its own tests: the planning driver
+//! (`driver.rs`: predictions, planner and its rules: which cut next), the
+//! switch gate (`switch.rs`: a new cut once its plans are built), the link
+//! encodings (`planning.rs`, `codecs.rs`), the frame accounting
+//! (`accounting.rs`: a frame's report built in one place), the link handle
+//! (`link_handle.rs`: the link task, its commands, events and probes).
+//! This file runs frames through them.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel as cb;
-use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
 use crate::{Cut, Error, Model, Result, Sides, SplitExecutor, SplitPlan, Tensor, Values};
-use tandem_plan::device::DeviceProfile;
-use tandem_plan::energy::{ClusterEnergy, EnergyModel, PowerModel};
-use tandem_plan::partition::{
-    beats, evaluate, Conditions, Decision, EnergyWeights, Evaluation, HandheldStatus, LatencyHint,
-    LinkCodecs, LinkEstimate, Mode, NodePrices, Planner, PlannerConfig, Side,
-};
+use tandem_plan::partition::{Decision, HandheldStatus, LatencyHint, LinkCodecs, LinkEstimate, Mode};
 use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
 use tandem_proto::encoding::{Allowed, Encoding};
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
 use tandem_proto::protocol::PackedTensor;
 
+mod accounting;
 pub mod codecs;
 mod config;
+mod driver;
+mod link_handle;
 mod link_task;
 mod planning;
 mod report;
 mod status;
 mod switch;
+mod unavailable;
+
+use accounting::{Account, Ran, Stages};
+use driver::{Driver, Next};
+use link_handle::LinkHandle;
 
 pub use config::{Accuracy, Backoff, ConfigParseError, ModelFile, Placement, SessionConfig, Strategy};
-use link_task::{manage_link, Command, Event};
+pub use link_handle::LinkStopped;
+use link_task::Event;
 pub use report::{FrameReport, StreamReport};
 pub use status::{Frame, Status};
+pub use unavailable::Unavailable;
 
 use crate::tensor::Outputs;
 
@@ -70,16 +80,10 @@ struct InFlight {
     cut: Cut,
     started: Instant,
     sent_at: Instant,
-    wearable: Duration,
     /// The prefix's compute alone (no packing): what its prediction is of.
     prefix: Duration,
-    up_bytes: u64,
-    up_raw_bytes: u64,
-    predicted_ms: Option<f64>,
-    switch_wait_ms: Option<f64>,
-    plan_build_ms: f64,
-    /// How the prefix ran: the report's `dvfs` line.
-    dvfs: Option<String>,
+    /// The report so far: the wearable's stage, bytes up, prediction.
+    account: Account,
 }
 
 /// The frames started and not yet delivered: the pure state machine of
@@ -94,58 +98,29 @@ fn complete(pipe: &mut Pipe, frame: u64, done: Result<(FrameReport, Values)>) {
     }
 }
 
-/// The last check of an offloading decision against running alone: its cut
-/// key, the conditions, the mode, and `Some((local ms, why))` if running
-/// alone won.
-type OffloadCheck = (String, Conditions, Mode, Option<(f64, String)>);
-
 /// A paired inference session on the wearable.
 pub struct Session {
     model: ModelFile,
     executor: Arc<SplitExecutor>,
     config: SessionConfig,
+    /// Predictions, the planner and its rules: the cut for each frame.
+    driver: Driver,
     /// Which cuts are built where, and a switch waiting for its plans.
     switch: switch::SwitchGate,
     /// Builds prefixes ahead (`None` when [`SessionConfig::prepare_ahead`] is off).
     builder: Option<switch::Builder>,
-    /// The planner's runners-up for its last new decision, to build ahead.
-    ahead: Vec<Cut>,
-    planner: Planner,
     profiler: LinkProfiler,
-    fed_link: LinkEstimate,
-    /// This side's layer times, learning from every frame ([`OnlineLatency`]).
-    wearable_latency: OnlineLatency,
-    wearable_energy: ClusterEnergy,
-    handheld_energy: ClusterEnergy,
-    /// The handheld's, from its profile, learning from the times it reports.
-    handheld_latency: Option<OnlineLatency>,
-    /// Both sides' whole-model predictions (s) when the planner last had them.
-    fed_totals: (f64, f64),
-    handheld_device: Option<String>,
-    /// The last check of an offloading decision against running alone:
-    /// (its cut key, the conditions, the mode, `Some((local ms, why))` if running alone wins).
-    offload_check: Option<OffloadCheck>,
-    /// The first planned cut, kept when the config does not adapt.
-    kept_cut: Option<(Cut, Option<f64>, Option<String>)>,
+    /// The link task, its channels and the probes in flight.
+    link: LinkHandle,
     /// Where the session stands with the handheld; ready iff `Ready`.
     status: Status,
-    transport_name: String,
-    /// The handheld's latest status, coalesced by the link task.
-    status_slot: link_task::StatusSlot,
-    /// Runs the link task (kept alive with the session; taken on drop).
-    runtime: Option<tokio::runtime::Runtime>,
-    commands: mpsc::UnboundedSender<Command>,
-    events: cb::Receiver<Event>,
+    handheld_device: Option<String>,
     origin: Instant,
     next_frame: u64,
-    next_probe: u64,
-    /// Deadlines missed since the last answer in time.
-    missed_in_row: u32,
     /// Energy measured by the battery's fuel gauge, or why there is none.
-    fuel: Result<(tandem_plan::fuel::FuelMeter, crate::battery::FuelGauge), String>,
+    fuel: std::result::Result<(tandem_plan::fuel::FuelMeter, crate::battery::FuelGauge), Unavailable>,
     /// This machine's cpufreq for `dvfs` settings, or why they are emulated.
-    cpufreq: Result<CpuFreq, String>,
-    probes: BTreeMap<u64, (Instant, u64)>,
+    cpufreq: std::result::Result<CpuFreq, Unavailable>,
     fed: Values,
     fetched: Option<Outputs>,
     last: Option<FrameReport>,
@@ -157,8 +132,8 @@ pub struct Session {
     codecs_tried: bool,
     /// The frame lossy encodings are measured on (with `Lossy` encodings).
     calibration: Option<codecs::Calibration>,
-    /// (cut key, encodings) already measured against the accuracy budget.
-    budget_checked: std::collections::HashMap<(String, Vec<Encoding>), bool>,
+    /// (cut, encodings) already measured against the accuracy budget.
+    budget_checked: std::collections::HashMap<(crate::CutKey, Vec<Encoding>), bool>,
 }
 
 fn session_err(e: impl std::fmt::Display) -> Error {
@@ -190,35 +165,17 @@ impl Session {
                 overhead_s: host.overhead_s * k,
             },
         );
-        let wearable_energy =
-            ClusterEnergy::new(&config.wearable, PowerModel::Analytical).map_err(session_err)?;
-        let handheld_energy =
-            ClusterEnergy::new(&config.handheld_fallback, PowerModel::Analytical).map_err(session_err)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("tandem-link")
-            .enable_all()
-            .build()
-            .map_err(session_err)?;
-        let transport_name = transport.describe();
-        let (commands, command_rx) = mpsc::unbounded_channel();
-        let (event_tx, events) = cb::unbounded();
-        let status_slot = link_task::StatusSlot::default();
-        if config.placement != Placement::WearableOnly {
-            runtime.spawn(manage_link(
-                transport,
-                model.clone(),
-                config.wearable.name.clone(),
-                link_task::LinkSettings {
-                    chunk_bytes: config.chunk_bytes,
-                    backoff: config.backoff,
-                    silence: config.link_silence,
-                    keepalive: config.keepalive,
-                },
-                command_rx,
-                (event_tx, status_slot.clone()),
-            ));
-        }
+        let driver = Driver::new(&config, wearable_latency)?;
+        let settings = link_task::LinkSettings {
+            chunk_bytes: config.chunk_bytes,
+            backoff: config.backoff,
+            silence: config.link_silence,
+            keepalive: config.keepalive,
+        };
+        let connect = config.placement != Placement::WearableOnly;
+        let device = config.wearable.name.clone();
+        let link =
+            LinkHandle::open(transport, model.clone(), device, settings, connect).map_err(session_err)?;
         let mut profiler = LinkProfiler::new(config.link_default, Duration::from_secs(2));
         let battery = config.battery.map(|b| (b, false)).or_else(|| {
             crate::battery::battery_status(Path::new("/"))
@@ -227,48 +184,20 @@ impl Session {
         if let Some((level, charging)) = battery {
             profiler.on_wearable_battery(level, charging);
         }
-        let conditions = Conditions {
-            link: config.link_default,
-            status: HandheldStatus::default(),
-            weights: EnergyWeights::default(),
-            hint: config.hint,
-            mode: Mode::Single,
-        };
-        let mut planner =
-            Planner::new(PlannerConfig { margin: config.margin, method: config.method }, conditions);
-        if config.dvfs {
-            planner = planner.with_dvfs(config.wearable.clone());
-        }
         let mut s = Session {
             model,
             executor,
+            driver,
             switch: Default::default(),
             builder,
-            ahead: vec![],
-            planner,
             profiler,
-            fed_link: config.link_default,
-            wearable_latency,
-            wearable_energy,
-            handheld_energy,
-            handheld_latency: None,
-            fed_totals: (0.0, 0.0),
-            handheld_device: None,
-            offload_check: None,
-            kept_cut: None,
+            link,
             status: Status::Connecting,
-            transport_name,
-            runtime: Some(runtime),
-            status_slot,
-            commands,
-            events,
+            handheld_device: None,
             origin: Instant::now(),
             next_frame: 1,
-            next_probe: 1,
-            missed_in_row: 0,
-            fuel: Err(String::new()),
-            cpufreq: Err(String::new()),
-            probes: BTreeMap::new(),
+            fuel: Err(Unavailable::NoFuelGauge),
+            cpufreq: Err(Unavailable::NoDvfs),
             fed: Values::new(),
             fetched: None,
             last: None,
@@ -280,22 +209,22 @@ impl Session {
             config,
         };
         s.cpufreq = match (&s.config.cpufreq, s.config.dvfs) {
-            (_, false) => Err("no setting is chosen without dvfs".into()),
-            (None, true) => Err("no cpufreq folder configured".into()),
+            (_, false) => Err(Unavailable::NoDvfs),
+            (None, true) => Err(Unavailable::NoCpuFreqDir),
             // This host's clock is not the emulated watch's.
             (Some(_), true) if s.config.dilation > 1.0 => {
-                Err(format!("the watch is emulated (dilation {}): so is its clock", s.config.dilation))
+                Err(Unavailable::EmulatedWatch { dilation: s.config.dilation })
             }
-            (Some(dir), true) => CpuFreq::open(dir, &s.config.wearable),
+            (Some(dir), true) => CpuFreq::open(dir, &s.config.wearable).map_err(Unavailable::CpuFreq),
         };
         if let (Err(why), true) = (&s.cpufreq, s.config.dvfs) {
             info!("the wearable's cluster and frequency are emulated: {why}");
         }
         s.fuel = match &s.config.fuel_gauge {
-            None => Err("no fuel gauge configured: energy is model-based only".into()),
+            None => Err(Unavailable::NoFuelGauge),
             Some(dir) => crate::battery::FuelGauge::find(dir)
                 .map(|gauge| (tandem_plan::fuel::FuelMeter::new(s.config.energy_window), gauge))
-                .map_err(|e| format!("{e}; energy is model-based only")),
+                .map_err(Unavailable::Gauge),
         };
         if s.config.placement == Placement::WearableOnly {
             s.status = Status::LocalOnly;
@@ -304,18 +233,14 @@ impl Session {
         let required = s.config.require_handheld;
         let until = Instant::now() + required.unwrap_or(s.config.ready_timeout);
         while !s.is_ready() && Instant::now() < until {
-            match s.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(ev) => {
-                    let lost = matches!(ev, Event::Disconnected(_));
-                    s.on_event(ev, &mut Pipe::new(1, false));
-                    // Not required: the first failure ends the wait (frames
-                    // run here, saying why). Required: only a refusal does.
-                    let refused = matches!(s.status, Status::Refused { .. });
-                    if lost && (required.is_none() || refused) {
-                        break;
-                    }
-                }
-                Err(_) => break,
+            let Some(ev) = s.link.event_until(until) else { break };
+            let lost = matches!(ev, Event::Disconnected(_));
+            s.on_event(ev, &mut Pipe::new(1, false));
+            // Not required: the first failure ends the wait (frames run
+            // here, saying why). Required: only a refusal does.
+            let refused = matches!(s.status, Status::Refused { .. });
+            if lost && (required.is_none() || refused) {
+                break;
             }
         }
         if !s.is_ready() {
@@ -323,7 +248,7 @@ impl Session {
                 s.status = Status::Unreachable {
                     error: format!(
                         "no answer from {} within {:?}",
-                        s.transport_name,
+                        s.link.name(),
                         required.unwrap_or(s.config.ready_timeout)
                     ),
                 };
@@ -346,21 +271,16 @@ impl Session {
         let until = Instant::now() + Duration::from_secs(2);
         let mut pipe = Pipe::new(1, false);
         for bytes in [0, self.profiler.bandwidth_probe_bytes()] {
-            let id = self.next_probe;
-            self.next_probe += 1;
-            self.probes.insert(id, (Instant::now(), bytes as u64));
-            if self.commands.send(Command::Probe { id, bytes }).is_err() {
-                return;
-            }
-            while self.probes.contains_key(&id) && Instant::now() < until {
-                match self.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                    Ok(ev) => self.on_event(ev, &mut pipe),
-                    Err(_) => break,
+            let Some(id) = self.link.probe(bytes) else { return };
+            while self.link.probes.is_out(id) && Instant::now() < until {
+                match self.link.event_until(until) {
+                    Some(ev) => self.on_event(ev, &mut pipe),
+                    None => break,
                 }
             }
         }
         // An unanswered probe is dropped here rather than left to expire.
-        self.probes.clear();
+        self.link.probes.clear();
         debug!(link = ?self.profiler.estimate(), "link estimate primed");
     }
 
@@ -392,7 +312,7 @@ impl Session {
 
     /// The planner's decision in force.
     pub fn decision(&self) -> Option<&Decision> {
-        self.planner.current()
+        self.driver.current()
     }
 
     /// The handheld's last reported status, as the planner sees it.
@@ -433,7 +353,7 @@ impl Session {
             Some(d) => LatencyHint::Within(d),
         };
         self.config.hint = hint;
-        self.planner.handle_hint(hint);
+        self.driver.handle_hint(hint);
     }
 
     /// Runs one inference on the fed inputs (split with the handheld when
@@ -508,36 +428,22 @@ impl Session {
         match ev {
             Event::Ready { device, latency } => {
                 info!(handheld = %device, "the handheld is ready");
-                // A new link: the last one's misses do not count against it.
-                self.missed_in_row = 0;
-                // A name from the peer: a shipped profile or none (never a path).
-                if let Ok(p) = DeviceProfile::shipped(&device) {
-                    if let Ok(e) = ClusterEnergy::new(&p, PowerModel::Analytical) {
-                        self.handheld_energy = e;
-                    }
-                }
                 let profile =
                     ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s };
-                self.handheld_latency = Some(OnlineLatency::new(self.model.model.graph(), profile));
+                self.driver.handheld_ready(self.model.model.graph(), &device, profile);
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
-                self.offload_check = None;
                 self.switch.reconnected();
-                self.planner.handle_predictor_update();
             }
             Event::Status(first) => {
                 // The latest status since this event was queued.
-                let s = self.status_slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or(first);
-                self.profiler.on_status(s);
-                self.planner.handle_status(self.profiler.handheld_status());
-                self.planner.handle_weights(self.profiler.weights());
+                self.profiler.on_status(self.link.latest_status(first));
+                self.driver.handle_status(self.profiler.handheld_status(), self.profiler.weights());
             }
             Event::Echo { id, received, echoed, at } => {
-                if let Some((sent, bytes)) = self.probes.remove(&id) {
-                    if received == bytes {
-                        let now = self.now();
-                        self.profiler.on_echo(received, echoed, at.saturating_duration_since(sent), now);
-                    }
+                if let Some(sent) = self.link.probes.echoed(id, received) {
+                    let now = self.now();
+                    self.profiler.on_echo(received, echoed, at.saturating_duration_since(sent), now);
                 }
             }
             Event::Sent { bytes, took } => {
@@ -548,66 +454,7 @@ impl Session {
                 }
             }
             Event::Delivered { frame, handheld_us, tensors, at } => {
-                let lone = pipe.is_lone(frame);
-                let Some(f) = pipe.answer(frame) else {
-                    // Already handed back (a missed deadline): its local
-                    // run, pending or done, is the one delivered.
-                    debug!(frame, "late answer dropped");
-                    return;
-                };
-                self.missed_in_row = 0;
-                let handheld = Duration::from_micros(handheld_us);
-                self.learn(f.cut.prefix_mask(), f.prefix, Some(handheld));
-                let down_bytes = tensors.body_len() as u64;
-                let decoding = Instant::now();
-                let outputs =
-                    match crate::encoding::received(&tensors).map_err(|e| e.to_string()).and_then(|t| {
-                        check_answer(self.model.model.graph(), &f.cut, &t)?;
-                        Ok(t)
-                    }) {
-                        Ok(t) => t,
-                        Err(e) => {
-                            let _ =
-                                pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
-                            return;
-                        }
-                    };
-                // Decoding an encoded answer is the watch's work.
-                if tensors.metas().iter().any(|m| m.encoding != Encoding::Raw) {
-                    dilate(decoding.elapsed(), self.config.dilation);
-                    self.observe_answer_ratios(tensors.metas());
-                }
-                let round = at.saturating_duration_since(f.sent_at);
-                if lone {
-                    let now = self.now();
-                    self.profiler.on_round_trip(f.up_bytes, down_bytes, round, handheld, now);
-                }
-                self.switch.answered(&f.cut);
-                let mut values = f.local_outputs;
-                for (name, t) in outputs {
-                    values.insert(name, t.into());
-                }
-                let link = round.saturating_sub(handheld);
-                let report = self.report(
-                    frame,
-                    &f.cut,
-                    true,
-                    None,
-                    f.wearable,
-                    link,
-                    handheld,
-                    at.saturating_duration_since(f.started),
-                    (f.up_bytes, down_bytes),
-                    f.predicted_ms,
-                );
-                let report = FrameReport {
-                    up_raw_bytes: f.up_raw_bytes,
-                    switch_wait_ms: f.switch_wait_ms,
-                    plan_build_ms: f.plan_build_ms,
-                    dvfs: f.dvfs,
-                    ..report
-                };
-                complete(pipe, frame, Ok((report, values)));
+                self.on_answer(pipe, frame, handheld_us, tensors, at)
             }
             Event::RunLocally { frames, reason } => {
                 for frame in frames {
@@ -616,7 +463,7 @@ impl Session {
             }
             Event::Prepared { cut, error } => self.switch.handheld_prepared(cut, error),
             Event::Disconnected(closed) => {
-                self.missed_in_row = 0;
+                self.driver.reset_stall();
                 // A refusal is the status until something else happens.
                 match closed.peer_reason().filter(|_| closed.is_refusal()) {
                     Some(reason) => {
@@ -631,63 +478,75 @@ impl Session {
                         self.status = Status::Unreachable { error: reason };
                     }
                 }
-                self.probes.clear();
+                self.link.probes.clear();
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn report(
-        &self,
+    /// The handheld answered `frame` (received at `at`): checked, decoded,
+    /// learnt from and completed; a bad answer runs the frame here.
+    fn on_answer(
+        &mut self,
+        pipe: &mut Pipe,
         frame: u64,
-        cut: &Cut,
-        offloaded: bool,
-        fallback: Option<String>,
-        wearable: Duration,
-        link: Duration,
-        handheld: Duration,
-        latency: Duration,
-        (up_bytes, down_bytes): (u64, u64),
-        predicted_ms: Option<f64>,
-    ) -> FrameReport {
-        let est = self.profiler.estimate();
-        let t_up = secs(up_bytes as f64 / est.up_bytes_per_s);
-        let t_down = secs(down_bytes as f64 / est.down_bytes_per_s);
-        let setting = self.setting_for(cut);
-        let at_setting = setting.as_ref().and_then(|s| {
-            ClusterEnergy::at(&self.config.wearable, &s.cluster, s.f_hz, PowerModel::Analytical).ok()
-        });
-        let (w, h) = (at_setting.as_ref().unwrap_or(&self.wearable_energy), &self.handheld_energy);
-        FrameReport {
-            frame,
-            offloaded,
-            local_reason: if offloaded { None } else { fallback.clone() },
-            fallback,
-            cut: cut.key(),
-            prefix_layers: cut.prefix_len(),
-            layers: self.model.model.graph().nodes().len(),
-            wearable_ms: wearable.as_secs_f64() * 1e3,
-            link_ms: link.as_secs_f64() * 1e3,
-            handheld_ms: handheld.as_secs_f64() * 1e3,
-            latency_ms: latency.as_secs_f64() * 1e3,
-            up_bytes,
-            up_raw_bytes: up_bytes,
-            down_bytes,
-            predicted_ms,
-            wearable_j: w.compute_energy_j(wearable) + w.transmit_energy_j(t_up) + w.receive_energy_j(t_down),
-            handheld_j: h.compute_energy_j(handheld) + h.receive_energy_j(t_up) + h.transmit_energy_j(t_down),
-            switch_wait_ms: None,
-            plan_build_ms: 0.0,
-            // Set by the caller: how the prefix ran ([`Session::run_prefix_at_setting`]).
-            dvfs: None,
+        handheld_us: u64,
+        tensors: tandem_proto::session::Tensors,
+        at: Instant,
+    ) {
+        let lone = pipe.is_lone(frame);
+        let Some(f) = pipe.answer(frame) else {
+            // Already handed back (a missed deadline): its local run,
+            // pending or done, is the one delivered.
+            debug!(frame, "late answer dropped");
+            return;
+        };
+        self.driver.reset_stall();
+        let handheld = Duration::from_micros(handheld_us);
+        let dilation = self.profiler.handheld_status().dilation();
+        self.driver.learn(f.cut.prefix_mask(), f.prefix, Some(handheld), dilation);
+        let down_bytes = tensors.body_len() as u64;
+        let decoding = Instant::now();
+        let outputs = match crate::encoding::received(&tensors)
+            .map_err(|e| BadAnswer::Undecodable(e.to_string()))
+            .and_then(|t| check_answer(self.model.model.graph(), &f.cut, &t).map(|()| t))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
+                return;
+            }
+        };
+        // Decoding an encoded answer is the watch's work.
+        if tensors.metas().iter().any(|m| m.encoding != Encoding::Raw) {
+            dilate(decoding.elapsed(), self.config.dilation);
+            self.observe_answer_ratios(tensors.metas());
         }
+        let round = at.saturating_duration_since(f.sent_at);
+        if lone {
+            let now = self.now();
+            self.profiler.on_round_trip(f.account.up_bytes, down_bytes, round, handheld, now);
+        }
+        self.switch.answered(&f.cut);
+        let mut values = f.local_outputs;
+        for (name, t) in outputs {
+            values.insert(name, t.into());
+        }
+        let mut account = f.account;
+        account.stages.link = round.saturating_sub(handheld);
+        account.stages.handheld = handheld;
+        account.stages.latency = at.saturating_duration_since(f.started);
+        account.down_bytes = down_bytes;
+        let report = self.report(account, &f.cut);
+        complete(pipe, frame, Ok((report, values)));
     }
 
-    /// The wearable's setting for a frame at `cut`: the planner's, when it
-    /// decided this cut with one (`SessionConfig::dvfs`).
-    fn setting_for(&self, cut: &Cut) -> Option<tandem_plan::partition::dvfs::Setting> {
-        let d = self.planner.current()?;
-        (d.chosen.key() == cut.key()).then(|| d.setting.clone()).flatten()
+    /// A frame's report from its account: radio time at the link estimate,
+    /// energy model-based, the wearable's at the setting the cut ran at.
+    fn report(&self, account: Account, cut: &Cut) -> FrameReport {
+        let setting = self.driver.setting_for(cut);
+        let wearable = self.driver.wearable_energy_at(&self.config.wearable, setting.as_ref());
+        let layers = self.model.model.graph().nodes().len();
+        account.report(layers, &self.profiler.estimate(), &wearable, self.driver.handheld_energy())
     }
 
     /// Runs `cut`'s prefix (by `plan`) at the planner's setting for it,
@@ -703,7 +562,7 @@ impl Session {
         inputs: &Values,
     ) -> Result<(Values, Duration, Duration, Option<String>)> {
         let watch = self.config.dilation;
-        let setting = self.setting_for(cut);
+        let setting = self.driver.setting_for(cut);
         // Pinned for real (the policy held), or dilated; the report's line.
         let (pinned, dilation, line) = match &setting {
             None => {
@@ -717,12 +576,14 @@ impl Session {
             Some(s) => {
                 let name = format!("{}@{:.0} MHz", s.cluster, s.f_hz / 1e6);
                 let applied = match &mut self.cpufreq {
-                    Ok(c) => c.hold(&s.cluster, s.f_hz).and_then(|a| Ok((CpuFreq::pin(&a)?, a))).inspect_err(
-                        |_| {
+                    Ok(c) => c
+                        .hold(&s.cluster, s.f_hz)
+                        .and_then(|a| Ok((CpuFreq::pin(&a)?, a)))
+                        .inspect_err(|_| {
                             // Emulated instead: the policy must not slow it too.
                             c.give_back()
-                        },
-                    ),
+                        })
+                        .map_err(Unavailable::CpuFreq),
                     Err(why) => Err(why.clone()),
                 };
                 match applied {
@@ -754,35 +615,8 @@ impl Session {
         let (all, took, at_default, dvfs) = self.run_prefix_at_setting(&plan, &local, inputs)?;
         let g = self.model.model.graph();
         let outputs = tandem_core::split::model_outputs(g, &all)?;
-        self.learn(&vec![true; g.nodes().len()], at_default, None);
+        self.driver.learn(&vec![true; g.nodes().len()], at_default, None, 1.0);
         Ok((outputs, took, dvfs))
-    }
-
-    /// Feeds a measured inference back into the predictors: the layers in
-    /// `prefix` ran here in `wearable`; the others, if `handheld` is given,
-    /// on the handheld in that (as it reported). When either side's
-    /// whole-model prediction has moved past the planner's margin since it
-    /// last decided, the planner re-decides.
-    fn learn(&mut self, prefix: &[bool], wearable: Duration, handheld: Option<Duration>) {
-        self.wearable_latency.observe(prefix, wearable.as_secs_f64());
-        if let (Some(h), Some(online)) = (handheld, &mut self.handheld_latency) {
-            // Its profile is of an idle handheld: the load it reported is priced apart.
-            let idle_s = h.as_secs_f64() / self.profiler.handheld_status().dilation();
-            let suffix: Vec<bool> = prefix.iter().map(|&p| !p).collect();
-            online.observe(&suffix, idle_s);
-        }
-        let all = vec![true; prefix.len()];
-        let now = (
-            self.wearable_latency.predict_s(&all),
-            self.handheld_latency.as_ref().map_or(0.0, |h| h.predict_s(&all)),
-        );
-        let moved = |a: f64, b: f64| (a - b).abs() > self.config.margin * b.max(1e-9);
-        if moved(now.0, self.fed_totals.0) || moved(now.1, self.fed_totals.1) {
-            debug!(wearable_s = now.0, handheld_s = now.1, "the predictions moved: re-deciding");
-            self.fed_totals = now;
-            self.offload_check = None;
-            self.planner.handle_predictor_update();
-        }
     }
 
     /// Starts a frame: runs its prefix and offloads it, or runs it whole.
@@ -795,54 +629,32 @@ impl Session {
         mode: Mode,
     ) -> Result<()> {
         self.ensure_codecs(&inputs);
-        let (decided, predicted_ms, local_reason) = self.next_cut(mode);
-        let (cut, predicted_ms, local_reason, waited) = self.gate(decided, predicted_ms, local_reason);
-        let encodings = if cut.is_wearable_only() { vec![] } else { self.encodings_for(&cut) };
-        if cut.is_wearable_only() {
+        let next = self.next_cut(mode);
+        let next = self.gate(next);
+        let waited_ms = next.waited.map(|w| w.as_secs_f64() * 1e3);
+        if next.cut.is_wearable_only() {
             let (outputs, took, dvfs) = self.run_local(&inputs)?;
-            let mut report = self.report(
-                frame,
-                &cut,
-                false,
-                None,
-                took,
-                Duration::ZERO,
-                Duration::ZERO,
-                started.elapsed(),
-                (0, 0),
-                predicted_ms,
-            );
-            report.local_reason =
-                Some(local_reason.unwrap_or_else(|| "the cut runs every layer here".into()));
-            report.switch_wait_ms = waited.map(|w| w.as_secs_f64() * 1e3);
-            report.dvfs = dvfs;
+            let why = next.local_reason.unwrap_or_else(|| "the cut runs every layer here".into());
+            let mut account = Account::new(frame, next.cut.key(), next.cut.prefix_len(), Ran::Local(why));
+            account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
+            (account.predicted_ms, account.switch_wait_ms, account.dvfs) =
+                (next.predicted_ms, waited_ms, dvfs);
+            let report = self.report(account, &next.cut);
             return pipe
                 .start_done(frame, Ok((report, outputs)))
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
         }
+        let Next { cut, predicted_ms, .. } = next;
+        let encodings = self.encodings_for(&cut);
         let building = Instant::now();
         let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
         let plan = self.executor.plan_sides(&cut, Sides::Prefix)?;
         let built = if inline { building.elapsed() } else { Duration::ZERO };
         let t0 = Instant::now();
         let (up, _, prefix, dvfs) = self.run_prefix_at_setting(&plan, &cut, &inputs)?;
-        let g = self.model.model.graph();
-        // Packing (encoding) the crossing tensors is the watch's work too.
-        let mut packed = vec![];
-        let mut raw_bytes = 0u64;
-        let encoding_started = Instant::now();
-        for (&t, &encoding) in cut.up_tensors().iter().zip(&encodings) {
-            let name = &g.tensor(t).name;
-            let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
-            raw_bytes += v.as_bytes().len() as u64;
-            let wire = tandem_core::wire::to_wire(v)?;
-            let p =
-                tandem_proto::protocol::pack_tensor(name, &wire, encoding, self.config.widenings.get(name))
-                    .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
-            packed.push(p);
-        }
-        dilate(encoding_started.elapsed(), self.config.dilation);
+        let (packed, raw_bytes) = self.pack(&cut, &up, &encodings)?;
         let wearable = t0.elapsed();
+        let g = self.model.model.graph();
         let mut local_outputs = Values::new();
         for &t in g.outputs() {
             let name = &g.tensor(t).name;
@@ -857,7 +669,6 @@ impl Session {
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
         let budget = secs(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
-        let key = cut.key();
         debug!(
             frame,
             prefix = cut.prefix_len(),
@@ -868,27 +679,38 @@ impl Session {
         );
         self.observe_ratios(&cut, &encodings, &packed);
         let answer = self.answer_encodings(&cut);
-        let in_flight = Box::new(InFlight {
-            inputs,
-            local_outputs,
-            cut,
-            started,
-            sent_at,
-            wearable,
-            prefix,
-            up_bytes,
-            up_raw_bytes: raw_bytes,
-            predicted_ms,
-            switch_wait_ms: waited.map(|w| w.as_secs_f64() * 1e3),
-            plan_build_ms: built.as_secs_f64() * 1e3,
-            dvfs,
-        });
+        let key = cut.key();
+        let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded);
+        account.stages.wearable = wearable;
+        (account.up_bytes, account.up_raw_bytes, account.predicted_ms) = (up_bytes, raw_bytes, predicted_ms);
+        (account.switch_wait_ms, account.plan_build_ms, account.dvfs) =
+            (waited_ms, built.as_secs_f64() * 1e3, dvfs);
+        let in_flight = Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account });
         pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
-        if self.commands.send(Command::Offload { frame, cut: key, packed, answer }).is_err() {
-            return Err(Error::Session("the link task stopped".into()));
+        self.link.offload(frame, key, packed, answer).map_err(session_err)
+    }
+
+    /// Packs (encodes) the tensors `cut` sends up, from the prefix's values
+    /// `up`, each in its encoding: the watch's work, dilated as such.
+    /// Returns them and their raw size.
+    fn pack(&self, cut: &Cut, up: &Values, encodings: &[Encoding]) -> Result<(Vec<PackedTensor>, u64)> {
+        let g = self.model.model.graph();
+        let mut packed = vec![];
+        let mut raw_bytes = 0u64;
+        let started = Instant::now();
+        for (&t, &encoding) in cut.up_tensors().iter().zip(encodings) {
+            let name = &g.tensor(t).name;
+            let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            raw_bytes += v.as_bytes().len() as u64;
+            let wire = tandem_core::wire::to_wire(v)?;
+            let p =
+                tandem_proto::protocol::pack_tensor(name, &wire, encoding, self.config.widenings.get(name))
+                    .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
+            packed.push(p);
         }
-        Ok(())
+        dilate(started.elapsed(), self.config.dilation);
+        Ok((packed, raw_bytes))
     }
 
     /// Checks one frame's inputs against the model: every input there, no
@@ -924,7 +746,7 @@ impl Session {
         let first_release = Instant::now();
         let mut released = 0u64;
         loop {
-            while let Ok(ev) = self.events.try_recv() {
+            while let Some(ev) = self.link.try_event() {
                 self.on_event(ev, &mut pipe);
             }
             // Late answers: run those frames here.
@@ -942,20 +764,14 @@ impl Session {
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
                 let done = self.run_local(&back.inputs).map(|(outputs, took, dvfs)| {
-                    let g = self.model.model.graph();
-                    let report = self.report(
-                        f,
-                        &Cut::wearable_only(g),
-                        false,
-                        Some(reason),
-                        took,
-                        Duration::ZERO,
-                        Duration::ZERO,
-                        back.started.elapsed(),
-                        (back.up_bytes, 0),
-                        None,
-                    );
-                    (FrameReport { plan_build_ms: back.plan_build_ms, dvfs, ..report }, outputs)
+                    let here = Cut::wearable_only(self.model.model.graph());
+                    let mut account = Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason));
+                    account.stages =
+                        Stages { wearable: took, latency: back.started.elapsed(), ..Stages::default() };
+                    (account.up_bytes, account.plan_build_ms) =
+                        (back.account.up_bytes, back.account.plan_build_ms);
+                    account.dvfs = dvfs;
+                    (self.report(account, &here), outputs)
                 });
                 complete(&mut pipe, f, done);
                 continue;
@@ -1023,8 +839,8 @@ impl Session {
     /// The energy the battery's fuel gauge measured over the windows of
     /// frames closed so far (the whole device's, measured), or why there is
     /// none (then energy is model-based only).
-    pub fn measured_energy(&self) -> Result<&tandem_plan::fuel::Measured, &str> {
-        self.fuel.as_ref().map(|(m, _)| m.measured()).map_err(|e| e.as_str())
+    pub fn measured_energy(&self) -> Result<&tandem_plan::fuel::Measured, &Unavailable> {
+        self.fuel.as_ref().map(|(m, _)| m.measured())
     }
 
     /// Frames past their deadline run here: the handheld is told not to
@@ -1033,62 +849,28 @@ impl Session {
         for f in &frames {
             warn!(frame = f, "the handheld missed the deadline; running the frame here");
         }
+        self.link.cancel(frames);
         // One handheld pause can make several pipelined frames late at
         // once: it counts as one miss.
-        self.missed_in_row = self.missed_in_row.saturating_add(1);
-        let _ = self.commands.send(Command::Cancel(frames));
-        let limit = self.config.max_missed_deadlines.max(1);
-        if self.missed_in_row >= limit {
-            let reason = format!(
-                "the handheld missed {} deadlines in a row (a stall): the link is taken as lost",
-                self.missed_in_row
-            );
+        if let Some(reason) = self.driver.missed_deadline() {
             warn!("{reason}");
-            self.missed_in_row = 0;
-            let _ = self.commands.send(Command::Reset(reason));
+            self.link.reset(reason);
         }
     }
 
     /// Waits for one event until `until`.
     fn wait(&mut self, pipe: &mut Pipe, until: Instant) {
-        if let Ok(ev) = self.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        if let Some(ev) = self.link.event_until(until) {
             self.on_event(ev, pipe);
         }
     }
 
     fn maybe_probe(&mut self, idle: bool) {
-        // A probe unanswered for 5 s is lost.
-        self.probes.retain(|_, (sent, _)| sent.elapsed() < Duration::from_secs(5));
-        if !self.is_ready() || !self.probes.is_empty() {
+        if !self.link.probes.none_out(Instant::now()) || !self.is_ready() {
             return;
         }
         if let Some(p) = self.profiler.probe_due(self.now(), idle) {
-            let id = self.next_probe;
-            self.next_probe += 1;
-            self.probes.insert(id, (Instant::now(), p.bytes as u64));
-            let _ = self.commands.send(Command::Probe { id, bytes: p.bytes });
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.commands.send(Command::Shutdown);
-        // Inside an async runtime (an app's tokio task) nothing may block:
-        // the link task is left to say Bye on its own threads.
-        if tokio::runtime::Handle::try_current().is_err() {
-            // Give the link task a moment to say Bye.
-            let until = Instant::now() + Duration::from_millis(300);
-            while Instant::now() < until {
-                match self.events.recv_timeout(Duration::from_millis(20)) {
-                    Err(cb::RecvTimeoutError::Disconnected) => break,
-                    _ => continue,
-                }
-            }
-        }
-        // Dropping a runtime inside another panics; this never waits.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
+            self.link.probe(p.bytes);
         }
     }
 }
@@ -1113,6 +895,21 @@ fn secs(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
 }
 
+/// What was wrong with a handheld's answer (the frame then runs here).
+#[derive(Debug, thiserror::Error)]
+enum BadAnswer {
+    #[error("{0}")]
+    Undecodable(String),
+    #[error("{got} tensors where {want} cross back at this cut")]
+    Count { got: usize, want: usize },
+    #[error("'{0}' twice in one answer")]
+    Twice(String),
+    #[error("a tensor '{0}' that does not cross back at this cut")]
+    NotCrossing(String),
+    #[error("'{name}' is {got}, the model's is {want}")]
+    Mismatch { name: String, got: String, want: String },
+}
+
 /// Checks a handheld's answer: exactly the tensors that cross back at
 /// `cut`, each of the model's type and shape (a peer's numbers are checked
 /// even after pairing).
@@ -1120,27 +917,25 @@ fn check_answer(
     g: &crate::LayerGraph,
     cut: &Cut,
     answer: &[(String, crate::Tensor)],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), BadAnswer> {
     let want = cut.down_tensors();
     if answer.len() != want.len() {
-        return Err(format!("{} tensors where {} cross back at this cut", answer.len(), want.len()));
+        return Err(BadAnswer::Count { got: answer.len(), want: want.len() });
     }
     let mut seen = std::collections::HashSet::new();
     for (name, t) in answer {
         if !seen.insert(name.as_str()) {
-            return Err(format!("'{name}' twice in one answer"));
+            return Err(BadAnswer::Twice(name.clone()));
         }
         let Some(info) = g.tensor_id(name).filter(|id| want.contains(id)).map(|id| g.tensor(id)) else {
-            return Err(format!("a tensor '{name}' that does not cross back at this cut"));
+            return Err(BadAnswer::NotCrossing(name.clone()));
         };
         if t.datum_type() != info.dtype || (!info.shape.is_empty() && t.shape() != info.shape.as_slice()) {
-            return Err(format!(
-                "'{name}' is {:?} {:?}, the model's is {:?} {:?}",
-                t.datum_type(),
-                t.shape(),
-                info.dtype,
-                info.shape
-            ));
+            return Err(BadAnswer::Mismatch {
+                name: name.clone(),
+                got: format!("{:?} {:?}", t.datum_type(), t.shape()),
+                want: format!("{:?} {:?}", info.dtype, info.shape),
+            });
         }
     }
     Ok(())

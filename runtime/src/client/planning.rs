@@ -1,6 +1,10 @@
-//! The cut for the next frame and its link encodings: the planner polled between frames, offloading checked against running alone, lossy encodings held to the accuracy budget.
+//! The cut for the next frame and its link encodings: the planning
+//! driver asked with what the session knows now, and lossy encodings held
+//! to the accuracy budget.
 
+use super::driver::{Next, Now};
 use super::*;
+use tandem_plan::partition::rules::{moved, RATIO_CHANGE};
 use tandem_proto::protocol::TensorMeta;
 
 impl Session {
@@ -78,8 +82,7 @@ impl Session {
     fn replan_with_codecs(&mut self) {
         let planned = self.codecs.clone().map(std::sync::Arc::new);
         self.planned_codecs = planned.clone();
-        self.offload_check = None;
-        self.planner.handle_codecs(planned);
+        self.driver.handle_codecs(planned);
     }
 
     /// The encoding of each tensor `cut` sends up (`down`: brings back
@@ -87,7 +90,7 @@ impl Session {
     /// for its decided cut, else each tensor's cheapest.
     fn chosen_encodings(&self, cut: &Cut, down: bool) -> Vec<Encoding> {
         let g = self.model.model.graph();
-        match self.planner.current().filter(|d| d.chosen.key() == cut.key()) {
+        match self.driver.current().filter(|d| d.chosen.key() == cut.key()) {
             Some(d) => crossing(cut, down)
                 .iter()
                 .map(|&t| d.encodings.get(&g.tensor(t).name).map_or(Encoding::Raw, |l| parse_label(l)))
@@ -203,151 +206,46 @@ impl Session {
     /// what the planner decided with, or when `changed` already.
     fn fold_ratios(&mut self, seen: Vec<(usize, Encoding, f64)>, changed: bool) {
         let (Some(codecs), Some(planned)) = (&mut self.codecs, &self.planned_codecs) else { return };
-        let mut moved = changed;
+        let mut changed = changed;
         for (t, e, ratio) in seen {
             if let (Some(now), Some(then)) =
                 (codecs.observe(t, e.name(), ratio, codecs::RATIO_ALPHA), planned.ratio(t, e.name()))
             {
-                moved |= (now - then).abs() > 0.1 * then;
+                changed |= moved(now, then, RATIO_CHANGE);
             }
         }
-        if moved {
+        if changed {
             self.replan_with_codecs();
         }
     }
 
-    /// The predicted latency (ms) of `cut` at the current link estimate and
-    /// handheld status, its tensors in their cheapest encodings: what a
-    /// fixed placement's deadline is set from. `None` before the handheld's
-    /// layer times are known.
+    /// What prices a cut now: the link estimate, the handheld's status,
+    /// the link encodings measured.
+    fn pricing_now(&self) -> Now<'_> {
+        Now {
+            link: self.profiler.estimate(),
+            status: self.profiler.handheld_status(),
+            codecs: self.codecs.as_ref(),
+        }
+    }
+
+    /// The predicted latency (ms) of `cut` now, its tensors in their
+    /// cheapest encodings: what a fixed placement's deadline is set from.
+    /// `None` before the handheld's layer times are known.
     pub(super) fn predict_ms(&self, cut: &Cut) -> Option<f64> {
-        let g = self.model.model.graph();
-        let handheld_latency = self.handheld_latency.as_ref()?.latency();
-        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
-        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
-        let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
-        let weights = self.planner.conditions().weights;
-        let mut prices = NodePrices::new(g, wearable, handheld, &link, &status, weights);
-        if let Some(codecs) = &self.codecs {
-            prices = prices.with_codecs(g, codecs, &status);
-        }
-        Some(evaluate(g, &prices, cut, link.rtt).latency_s * 1e3)
+        self.driver.predict_ms(self.model.model.graph(), cut, self.pricing_now())
     }
 
-    /// The cut for the next frame (polling the planner between frames),
-    /// its predicted latency (ms), and why it runs every layer here when it does.
-    pub(super) fn next_cut(&mut self, mode: Mode) -> (Cut, Option<f64>, Option<String>) {
-        let g = self.model.model.graph();
-        let here = |reason: String| (Cut::wearable_only(g), None, Some(reason));
-        match &self.config.placement {
-            Placement::WearableOnly => return here("placement: wearable only".into()),
-            _ if !self.is_ready() => {
-                return here(self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()))
-            }
-            Placement::HandheldOnly => {
-                let cut = Cut::handheld_only(g);
-                let ms = self.predict_ms(&cut);
-                return (cut, ms, None);
-            }
-            Placement::Fixed(c) => {
-                let why = c.is_wearable_only().then(|| "placement: a fixed cut with every layer here".into());
-                return (c.clone(), self.predict_ms(c), why);
-            }
-            Placement::Auto => {}
-        }
-        if !self.config.adapt {
-            // Decided once (Neurosurgeon's rule): the first planned cut, kept.
-            if let Some(kept) = &self.kept_cut {
-                return kept.clone();
-            }
-        }
-        let (planned, next) = self.planned_cut(mode);
-        if planned && !self.config.adapt {
-            self.kept_cut = Some(next.clone());
-        }
-        next
-    }
-
-    /// [`Session::next_cut`] under [`Placement::Auto`]: whether a planner
-    /// decision made it (not a wait for the handheld's layer times or a
-    /// failed planner), and the cut, its prediction and why it runs here.
-    fn planned_cut(&mut self, mode: Mode) -> (bool, (Cut, Option<f64>, Option<String>)) {
-        let g = self.model.model.graph();
-        let here = |reason: String| (false, (Cut::wearable_only(g), None, Some(reason)));
-        let est = self.profiler.estimate();
-        let moved = |a: f64, b: f64| (a - b).abs() > 0.1 * b.max(1e-9);
-        if moved(est.up_bytes_per_s, self.fed_link.up_bytes_per_s)
-            || moved(est.down_bytes_per_s, self.fed_link.down_bytes_per_s)
-            || moved(est.rtt.as_secs_f64(), self.fed_link.rtt.as_secs_f64())
-        {
-            self.fed_link = est;
-            self.planner.handle_link(est);
-        }
-        self.planner.handle_mode(mode);
-        let Some(handheld_latency) = self.handheld_latency.as_ref().map(|h| h.latency()) else {
-            return here("the handheld has not sent its layer times yet".into());
+    /// The cut for the next frame: the planning driver asked.
+    pub(super) fn next_cut(&mut self, mode: Mode) -> Next {
+        let not_ready = (!self.is_ready())
+            .then(|| self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()));
+        let now = Now {
+            link: self.profiler.estimate(),
+            status: self.profiler.handheld_status(),
+            codecs: self.codecs.as_ref(),
         };
-        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
-        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
-        let mut failed = None;
-        match self.planner.poll_decision(g, wearable, handheld) {
-            Ok(Some(d)) => {
-                info!(cut = %d.chosen.describe(g), encodings = ?d.encodings, reason = %d.reason, "partition");
-                if self.builder.is_some() {
-                    self.ahead =
-                        self.planner.runners_up(g, wearable, handheld, &super::switch::AHEAD_FACTORS);
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                warn!("the planner failed ({e}); running on the wearable");
-                failed = Some(e.to_string());
-            }
-        }
-        let Some(d) = self.planner.current() else {
-            return here(format!("the planner failed: {}", failed.unwrap_or_else(|| "no decision".into())));
-        };
-        if d.chosen.is_wearable_only() {
-            let ms = d.evaluation.latency_s * 1e3;
-            let why = format!("the planner: every layer here, predicted {ms:.1} ms ({})", d.reason);
-            return (true, (d.chosen.clone(), Some(ms), Some(why)));
-        }
-        // Offloading must beat running alone by the planner's margin, with
-        // the stream's period bounded by the frames in flight (a frame's
-        // latency over the in-flight bound) as this runtime pipelines.
-        // Checked once per decision and conditions, not per frame.
-        let c = *self.planner.conditions();
-        let key = d.chosen.key();
-        if let Some((k, cond, m, local)) = &self.offload_check {
-            if *k == key && *cond == c && *m == mode {
-                return match local {
-                    None => (true, (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None)),
-                    Some((ms, why)) => (true, (Cut::wearable_only(g), Some(*ms), Some(why.clone()))),
-                };
-            }
-        }
-        let prices = NodePrices::new(g, wearable, handheld, &c.link, &c.status, c.weights);
-        let local_cut = Cut::wearable_only(g);
-        let local = evaluate(g, &prices, &local_cut, c.link.rtt);
-        let in_flight = if self.config.pipeline { self.config.max_in_flight.max(1) } else { 1 } as f64;
-        let bounded = |e: &Evaluation| {
-            let mut e = e.clone();
-            e.stream_period_s = e.stream_period_s.max(e.latency_s / in_flight);
-            e
-        };
-        if beats(&bounded(&d.evaluation), &bounded(&local), c.hint, mode, self.config.margin) {
-            self.offload_check = Some((key, c, mode, None));
-            (true, (d.chosen.clone(), Some(d.evaluation.latency_s * 1e3), None))
-        } else {
-            let (here_ms, there_ms) = (local.latency_s * 1e3, d.evaluation.latency_s * 1e3);
-            let why = format!(
-                "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms \
-                 (offloading must win by the {:.0}% margin)",
-                self.config.margin * 100.0
-            );
-            self.offload_check = Some((key, c, mode, Some((here_ms, why.clone()))));
-            (true, (local_cut, Some(here_ms), Some(why)))
-        }
+        self.driver.next(self.model.model.graph(), &self.config.placement, not_ready, mode, now)
     }
 }
 

@@ -18,7 +18,7 @@ pub struct FrameReport {
     /// Why it ran on the wearable after being offloaded (link loss, refusal, deadline).
     pub fallback: Option<String>,
     /// The cut's key (`Cut::key`) it ran under.
-    pub cut: String,
+    pub cut: crate::CutKey,
     /// Layers run on the wearable / in the model.
     pub prefix_layers: usize,
     /// Layers in the model.
@@ -115,7 +115,7 @@ pub struct StreamReport {
 /// cut it was planned at does not matter), else its cut's key.
 fn placement(f: &FrameReport) -> String {
     if f.offloaded {
-        f.cut.clone()
+        f.cut.to_string()
     } else {
         "watch".into()
     }

@@ -12,39 +12,32 @@ use std::time::Duration;
 use crossbeam_channel as cb;
 use tracing::{debug, warn};
 
-use super::link_task::Command;
+use super::driver::Next;
 use super::Session;
-use crate::{Cut, Sides, SplitExecutor};
+use crate::{Cut, CutKey, Sides, SplitExecutor};
 
 /// The link rates, as multiples of today's estimate, whose decisions are
 /// built ahead: the next likely switches when the link falls or recovers.
 pub(super) const AHEAD_FACTORS: [f64; 4] = [0.25, 0.5, 2.0, 4.0];
 
 impl Session {
-    /// The cut the next frame runs at, given the planner's `decided` one
-    /// (with its prediction and why it runs here): the decided cut once
-    /// its plans are ready on both sides, else the cut in force while they
-    /// are built in the background; and, for the first frame of a switch
-    /// that waited, how long since the decision.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn gate(
-        &mut self,
-        decided: Cut,
-        predicted_ms: Option<f64>,
-        why: Option<String>,
-    ) -> (Cut, Option<f64>, Option<String>, Option<Duration>) {
+    /// The cut the next frame runs at, given the planner's `decided` one:
+    /// the decided cut once its plans are ready on both sides, else the cut
+    /// in force while they are built in the background; and, for the first
+    /// frame of a switch that waited, how long since the decision.
+    pub(super) fn gate(&mut self, decided: Next) -> Next {
         let Some(builder) = &self.builder else {
-            return (decided, predicted_ms, why, None);
+            return decided;
         };
         for (key, e) in builder.failures() {
             self.switch.local_failed(key, e);
         }
-        let ahead = std::mem::take(&mut self.ahead);
+        let ahead = self.driver.take_ahead();
         let ahead = self.switch.unasked(ahead);
         self.prepare(ahead);
-        let local_ready = self.executor.is_cached_sides(&decided, Sides::Prefix);
-        match self.switch.choose(&decided, local_ready, self.now()) {
-            Gate::Go { waited } => (decided, predicted_ms, why, waited),
+        let local_ready = self.executor.is_cached_sides(&decided.cut, Sides::Prefix);
+        match self.switch.choose(&decided.cut, local_ready, self.now()) {
+            Gate::Go { waited } => Next { waited, ..decided },
             Gate::Hold { cut, build } => {
                 if let Some(b) = build {
                     self.prepare(vec![b]);
@@ -61,10 +54,10 @@ impl Session {
                 let why = cut.is_wearable_only().then(|| {
                     format!(
                         "switching to a cut with {} layers here once its plans are built; until then every layer here",
-                        decided.prefix_len()
+                        decided.cut.prefix_len()
                     )
                 });
-                (cut, ms, why, None)
+                Next { local_reason: why, ..Next::at(cut, ms) }
             }
         }
     }
@@ -82,7 +75,7 @@ impl Session {
                 b.build(c);
             }
         }
-        let _ = self.commands.send(Command::Prepare(keys));
+        self.link.prepare(keys);
     }
 }
 
@@ -112,11 +105,11 @@ pub(super) struct SwitchGate {
     /// A decided cut waiting for its plans, and when it was decided.
     pending: Option<(Cut, Duration)>,
     /// Cut keys whose suffix the handheld has built.
-    handheld_ready: HashSet<String>,
+    handheld_ready: HashSet<CutKey>,
     /// Cut keys asked for (either side), so each is asked once.
-    requested: HashSet<String>,
+    requested: HashSet<CutKey>,
     /// Cut keys that failed to build (either side), and why.
-    failed: HashMap<String, String>,
+    failed: HashMap<CutKey, String>,
 }
 
 impl SwitchGate {
@@ -159,7 +152,7 @@ impl SwitchGate {
     }
 
     /// The handheld built `key`'s suffix, or could not.
-    pub(super) fn handheld_prepared(&mut self, key: String, error: Option<String>) {
+    pub(super) fn handheld_prepared(&mut self, key: CutKey, error: Option<String>) {
         match error {
             None => {
                 self.handheld_ready.insert(key);
@@ -177,7 +170,7 @@ impl SwitchGate {
     }
 
     /// The wearable could not build `key`'s prefix.
-    pub(super) fn local_failed(&mut self, key: String, error: String) {
+    pub(super) fn local_failed(&mut self, key: CutKey, error: String) {
         warn!(cut = %key, "the wearable could not build the cut: {error}");
         self.failed.insert(key, error);
     }
@@ -197,7 +190,7 @@ impl SwitchGate {
 /// so that builds ahead leave the other cores to the frames.
 pub(super) struct Builder {
     jobs: cb::Sender<Cut>,
-    failures: cb::Receiver<(String, String)>,
+    failures: cb::Receiver<(CutKey, String)>,
 }
 
 impl Builder {
@@ -225,7 +218,7 @@ impl Builder {
     }
 
     /// Builds that failed since the last call: (cut key, why).
-    pub(super) fn failures(&self) -> Vec<(String, String)> {
+    pub(super) fn failures(&self) -> Vec<(CutKey, String)> {
         self.failures.try_iter().collect()
     }
 }

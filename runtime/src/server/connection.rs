@@ -14,7 +14,7 @@ use tracing::{debug, info, warn};
 
 use super::admission::Admission;
 use super::runner::{self, Job};
-use super::store::{Loaded, Shared};
+use super::store::{LoadError, Loaded, Shared};
 use super::{MAX_PREPARED_PER_CONNECTION, MAX_QUEUED_JOBS, MAX_UNSENT, WRITE_TIMEOUT};
 use crate::emulate::{self, Role};
 use crate::link::Link;
@@ -22,7 +22,7 @@ use tandem_proto::protocol::{encode, Message};
 use tandem_proto::session::{Action, CloseReason, HandheldLimits, HandheldSession, RunError};
 
 /// A model load finished (off the I/O threads).
-type LoadResult = Result<Arc<Loaded>, String>;
+type LoadResult = Result<Arc<Loaded>, LoadError>;
 
 /// The session's clock: tokio's (virtual under `tokio::time::pause`).
 fn now() -> std::time::Instant {
@@ -119,9 +119,7 @@ impl Driver {
             let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 shared.load(digest, bytes, shapes, &gone)
             }))
-            .unwrap_or_else(|p| {
-                Err(format!("loading the model failed: {}", tandem_core::guard::panic_message(&*p)))
-            });
+            .unwrap_or_else(|p| Err(LoadError::Panicked(tandem_core::guard::panic_message(&*p))));
             if let Err(reason) = &loaded {
                 info!(%reason, "a model load refused");
             }
@@ -267,7 +265,7 @@ pub(super) async fn connection(
                     d.loaded = Some(l);
                     session.model_loaded(latency)
                 }
-                Err(reason) => session.model_failed(reason),
+                Err(reason) => session.model_failed(reason.to_string()),
             },
             (frame, result) = finished(&mut d.running, d.running_frame) => {
                 d.running = None;

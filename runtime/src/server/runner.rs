@@ -18,7 +18,7 @@ use tandem_proto::session::{HandheldSession, RunError, Tensors};
 /// A frame to run: what the session's `Run` said, and the model.
 pub(super) struct Job {
     pub(super) frame: u64,
-    pub(super) cut: String,
+    pub(super) cut: crate::CutKey,
     pub(super) tensors: Tensors,
     pub(super) answer: Vec<Encoding>,
     pub(super) loaded: Arc<Loaded>,
@@ -32,7 +32,7 @@ pub(super) fn run(job: Job, slowdown: f64, meter: Option<&LoadMeter>) -> (u64, R
 
 fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
-    let cut = Cut::from_key(g, &job.cut)?;
+    let cut = Cut::from_key(g, job.cut.as_str())?;
     let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix)?;
     let mut received = Values::new();
     for (name, t) in crate::encoding::received(&job.tensors)? {
@@ -65,10 +65,10 @@ fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Messag
 
 /// Builds these cuts' suffix plans one after the other (builds ahead
 /// must not take every core from the frames), sending each answer.
-pub(super) fn prepare(loaded: &Loaded, cuts: Vec<String>, out: &mpsc::Sender<Message>, conn: u64) {
+pub(super) fn prepare(loaded: &Loaded, cuts: Vec<crate::CutKey>, out: &mpsc::Sender<Message>, conn: u64) {
     for key in cuts {
         let started = Instant::now();
-        let built = Cut::from_key(loaded.model.graph(), &key)
+        let built = Cut::from_key(loaded.model.graph(), key.as_str())
             .and_then(|cut| loaded.executor.plan_sides(&cut, Sides::Suffix));
         let build_us = started.elapsed().as_micros() as u64;
         let error = built.err().map(|e| e.to_string());

@@ -26,6 +26,51 @@ pub(super) struct Loaded {
     pub(super) latency: LatencySummary,
 }
 
+/// Why a model was not loaded; its text is the reason the peer is sent.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LoadError {
+    /// The wearable that asked left first.
+    #[error("the wearable left before its model was loaded")]
+    PeerLeft,
+    /// A stored model's file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// No model with this digest is stored.
+    #[error("no model with digest {}", hex(digest))]
+    Unknown {
+        /// The digest asked for.
+        digest: Digest,
+    },
+    /// A stored model's bytes no longer hash to its digest.
+    #[error("the stored model {} no longer matches its digest", hex(digest))]
+    Changed {
+        /// The digest it was stored under.
+        digest: Digest,
+    },
+    /// The sandboxed load refused the model, failed or was stopped.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Loading or profiling the model here failed.
+    #[error(transparent)]
+    Model(#[from] crate::Error),
+    /// The model's latency profile is too large for a `ModelReady` header.
+    #[error("the model has {layers} layers: its latency profile does not fit a message ({source})")]
+    ProfileTooLarge {
+        /// The model's layers.
+        layers: usize,
+        /// Why the header cannot be encoded.
+        source: tandem_proto::protocol::ProtocolError,
+    },
+    /// The load panicked (caught: the server keeps serving).
+    #[error("loading the model failed: {0}")]
+    Panicked(String),
+}
+
 /// Where a pushed model is kept.
 #[derive(Clone)]
 pub(super) enum Stored {
@@ -143,10 +188,8 @@ impl Shared {
         bytes: Option<Vec<u8>>,
         shapes: InputShapes,
         gone: &AtomicBool,
-    ) -> Result<Arc<Loaded>, String> {
-        let left = || {
-            gone.load(Ordering::Relaxed).then(|| "the wearable left before its model was loaded".to_string())
-        };
+    ) -> Result<Arc<Loaded>, LoadError> {
+        let left = || gone.load(Ordering::Relaxed);
         let key = (digest, shapes);
         if let Some(l) = lock(&self.loaded).get(&key) {
             return Ok(l.clone());
@@ -170,13 +213,13 @@ impl Shared {
         &self,
         key: &ModelKey,
         bytes: Option<Vec<u8>>,
-        left: &dyn Fn() -> Option<String>,
-    ) -> Result<Arc<Loaded>, String> {
+        left: &dyn Fn() -> bool,
+    ) -> Result<Arc<Loaded>, LoadError> {
         if let Some(l) = lock(&self.loaded).get(key) {
             return Ok(l.clone());
         }
-        if let Some(why) = left() {
-            return Err(why);
+        if left() {
+            return Err(LoadError::PeerLeft);
         }
         let (digest, shapes) = (&key.0, &key.1);
         let pushed = bytes.is_some();
@@ -189,14 +232,14 @@ impl Shared {
                 match (stored, path) {
                     (Some(Stored::Memory(b)), _) => b.to_vec(),
                     (Some(Stored::Disk(p)), _) | (None, Some(p)) => {
-                        std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?
+                        std::fs::read(&p).map_err(|source| LoadError::Read { path: p, source })?
                     }
-                    (None, None) => return Err(format!("no model with digest {}", hex(digest))),
+                    (None, None) => return Err(LoadError::Unknown { digest: *digest }),
                 }
             }
         };
         if model_digest(&bytes) != *digest {
-            return Err(format!("the stored model {} no longer matches its digest", hex(digest)));
+            return Err(LoadError::Changed { digest: *digest });
         }
         let started = Instant::now();
         let limits = &self.config.model_limits;
@@ -204,30 +247,25 @@ impl Shared {
         let latency = match &self.config.sandbox {
             Some(sandbox) => {
                 // Waiting for a sandbox ends when the peer leaves.
-                let Some(_slot) = self.load_slots.take_unless(&|| left().is_some()) else {
-                    return Err(left().unwrap_or_default());
+                let Some(_slot) = self.load_slots.take_unless(left) else {
+                    return Err(LoadError::PeerLeft);
                 };
-                let (latency, _) = crate::sandbox::profile_in_child(sandbox, &bytes, shapes, limits, scale)
-                    .map_err(|e| e.to_string())?;
+                let (latency, _) = crate::sandbox::profile_in_child(sandbox, &bytes, shapes, limits, scale)?;
                 Some(latency)
             }
             None => None,
         };
-        if let Some(why) = left() {
-            return Err(why);
+        if left() {
+            return Err(LoadError::PeerLeft);
         }
-        let model = Model::from_bytes_within(&bytes, shapes, limits).map_err(|e| e.to_string())?;
+        let model = Model::from_bytes_within(&bytes, shapes, limits)?;
         let latency = match latency {
             Some(l) => l,
-            None => crate::sandbox::profile(&model, scale).map_err(|e| e.to_string())?,
+            None => crate::sandbox::profile(&model, scale)?,
         };
         // Its profile must fit one header, or ModelReady could never be sent.
-        HandheldSession::check_latency_fits(&latency).map_err(|e| {
-            format!(
-                "the model has {} layers: its latency profile does not fit a message ({e})",
-                latency.per_layer_s.len()
-            )
-        })?;
+        HandheldSession::check_latency_fits(&latency)
+            .map_err(|source| LoadError::ProfileTooLarge { layers: latency.per_layer_s.len(), source })?;
         info!(model = %model.name(), digest = %hex(digest), ?shapes, working_mb = model.working_bytes() >> 20, took_ms = started.elapsed().as_millis() as u64, sandboxed = self.config.sandbox.is_some(), "model loaded and profiled");
         // Only a model that loaded and ran is kept: a refused push leaves nothing behind.
         if pushed {

@@ -1,0 +1,344 @@
+//! The rules a session applies around its [`Planner`] between frames, pure
+//! and with time passed in: when a moved link estimate or moved predictions
+//! call for a new decision ([`ChangeGate`]), whether an offloading decision
+//! beats running alone by the margin ([`OffloadCheck`]), and when missed
+//! deadlines mean the handheld has stalled ([`StallPolicy`]).
+
+use serde::Serialize;
+
+use super::{beats, evaluate, Conditions, Decision, Evaluation, Mode, NodePrices, Side};
+use tandem_core::{Cut, CutKey, LayerGraph};
+use tandem_types::LinkEstimate;
+
+/// How far the link estimate (either rate, or the round trip) must move,
+/// as a share of what the planner last decided with, before it is told:
+/// estimates jitter by a few percent between probes.
+pub const LINK_CHANGE: f64 = 0.1;
+
+/// How far a link encoding's observed ratio must move from the one the
+/// planner decided with before it re-decides.
+pub const RATIO_CHANGE: f64 = 0.1;
+
+/// Whether `now` differs from `then` by more than `share` of `then`.
+pub fn moved(now: f64, then: f64, share: f64) -> bool {
+    (now - then).abs() > share * then.max(1e-9)
+}
+
+/// Passes on a value only when it moved past a share of the one last
+/// passed on: the link estimate (at [`LINK_CHANGE`]) and both sides'
+/// whole-model predictions (at the planner's margin).
+#[derive(Clone, Debug)]
+pub struct ChangeGate<T> {
+    fed: T,
+    share: f64,
+}
+
+impl<T: Copy + Changes> ChangeGate<T> {
+    /// A gate that last passed on `fed`.
+    pub fn new(fed: T, share: f64) -> ChangeGate<T> {
+        ChangeGate { fed, share }
+    }
+
+    /// `Some(now)` when `now` moved past the share since the last value
+    /// passed on (which it then becomes), else `None`.
+    pub fn update(&mut self, now: T) -> Option<T> {
+        if !self.fed.changed(&now, self.share) {
+            return None;
+        }
+        self.fed = now;
+        Some(now)
+    }
+
+    /// The value last passed on.
+    pub fn fed(&self) -> T {
+        self.fed
+    }
+}
+
+/// A value whose parts are compared by [`moved`].
+pub trait Changes {
+    /// Whether any part of `now` moved past `share` of this one's.
+    fn changed(&self, now: &Self, share: f64) -> bool;
+}
+
+impl Changes for LinkEstimate {
+    fn changed(&self, now: &Self, share: f64) -> bool {
+        moved(now.up_bytes_per_s, self.up_bytes_per_s, share)
+            || moved(now.down_bytes_per_s, self.down_bytes_per_s, share)
+            || moved(now.rtt.as_secs_f64(), self.rtt.as_secs_f64(), share)
+    }
+}
+
+/// Both sides' whole-model predictions, in seconds (wearable, handheld).
+impl Changes for (f64, f64) {
+    fn changed(&self, now: &Self, share: f64) -> bool {
+        moved(now.0, self.0, share) || moved(now.1, self.1, share)
+    }
+}
+
+/// What the check of a decision against running alone says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Verdict {
+    /// Offload at the decided cut, predicted this latency (ms).
+    Offload {
+        /// The decision's predicted latency (ms).
+        predicted_ms: f64,
+    },
+    /// Run alone instead: predicted this latency (ms), and why.
+    Local {
+        /// Running alone's predicted latency (ms).
+        predicted_ms: f64,
+        /// The numbers that decided it, for the frame's report.
+        why: String,
+    },
+}
+
+/// Offloading must beat running every layer on the wearable by the
+/// planner's margin. For streams, a frame's latency over the frames in
+/// flight bounds the period, as a runtime that pipelines that deep
+/// achieves. The verdict is kept per (cut, conditions, mode): checked once
+/// per decision and conditions, not per frame.
+#[derive(Clone, Debug)]
+pub struct OffloadCheck {
+    margin: f64,
+    in_flight: usize,
+    last: Option<(CutKey, Conditions, Mode, Verdict)>,
+}
+
+impl OffloadCheck {
+    /// A check at `margin` (0.1 = 10%) for a runtime with up to `in_flight`
+    /// frames in flight (1 when it does not pipeline).
+    pub fn new(margin: f64, in_flight: usize) -> OffloadCheck {
+        OffloadCheck { margin, in_flight: in_flight.max(1), last: None }
+    }
+
+    /// Forgets the kept verdict (the predictions or encodings changed).
+    pub fn forget(&mut self) {
+        self.last = None;
+    }
+
+    /// The verdict on `decision` (which offloads) under `conditions`.
+    pub fn check(
+        &mut self,
+        graph: &LayerGraph,
+        decision: &Decision,
+        wearable: Side,
+        handheld: Side,
+        conditions: &Conditions,
+        mode: Mode,
+    ) -> Verdict {
+        let key = decision.chosen.key();
+        if let Some((k, c, m, verdict)) = &self.last {
+            if *k == key && c == conditions && *m == mode {
+                return verdict.clone();
+            }
+        }
+        let c = conditions;
+        let prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
+        let local = evaluate(graph, &prices, &Cut::wearable_only(graph), c.link.rtt);
+        let in_flight = self.in_flight as f64;
+        let bounded = |e: &Evaluation| {
+            let mut e = e.clone();
+            e.stream_period_s = e.stream_period_s.max(e.latency_s / in_flight);
+            e
+        };
+        let there_ms = decision.evaluation.latency_s * 1e3;
+        let verdict = if beats(&bounded(&decision.evaluation), &bounded(&local), c.hint, mode, self.margin) {
+            Verdict::Offload { predicted_ms: there_ms }
+        } else {
+            let here_ms = local.latency_s * 1e3;
+            let why = format!(
+                "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms \
+                 (offloading must win by the {:.0}% margin)",
+                self.margin * 100.0
+            );
+            Verdict::Local { predicted_ms: here_ms, why }
+        };
+        self.last = Some((key, *c, mode, verdict.clone()));
+        verdict
+    }
+}
+
+/// Deadlines missed in a row: enough of them mean the handheld stalled and
+/// the link is taken as lost. Several pipelined frames made late by one
+/// pause count as one miss.
+#[derive(Clone, Debug)]
+pub struct StallPolicy {
+    limit: u32,
+    missed_in_row: u32,
+}
+
+impl StallPolicy {
+    /// A policy that gives up after `limit` misses in a row (at least 1).
+    pub fn new(limit: u32) -> StallPolicy {
+        StallPolicy { limit: limit.max(1), missed_in_row: 0 }
+    }
+
+    /// A tick found frames past their deadline. `Some(reason)` when that
+    /// makes the limit: the link is to be dropped (and the count starts
+    /// again).
+    pub fn missed(&mut self) -> Option<String> {
+        self.missed_in_row = self.missed_in_row.saturating_add(1);
+        if self.missed_in_row < self.limit {
+            return None;
+        }
+        let reason = format!(
+            "the handheld missed {} deadlines in a row (a stall): the link is taken as lost",
+            self.missed_in_row
+        );
+        self.missed_in_row = 0;
+        Some(reason)
+    }
+
+    /// An answer came in time, or a new link began: the count starts again.
+    pub fn reset(&mut self) {
+        self.missed_in_row = 0;
+    }
+
+    /// Misses counted since the last reset.
+    pub fn missed_in_row(&self) -> u32 {
+        self.missed_in_row
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::energy::ClusterEnergy;
+    use crate::partition::{LatencyHint, Planner, PlannerConfig};
+    use crate::predict::ProfiledLatency;
+    use tandem_core::{InputShapes, Model};
+    use tandem_types::{EnergyWeights, HandheldStatus};
+
+    fn link(up: f64, rtt_ms: u64) -> LinkEstimate {
+        LinkEstimate { up_bytes_per_s: up, down_bytes_per_s: up, rtt: Duration::from_millis(rtt_ms) }
+    }
+
+    #[test]
+    fn the_link_gate_passes_on_moves_past_its_share_only() {
+        let mut gate = ChangeGate::new(link(1e6, 10), LINK_CHANGE);
+        assert_eq!(gate.update(link(1.09e6, 10)), None, "9% is jitter");
+        assert_eq!(gate.update(link(1e6, 11)), None, "so is 10% of the round trip, exactly");
+        assert_eq!(gate.update(link(1.2e6, 10)), Some(link(1.2e6, 10)));
+        assert_eq!(gate.fed(), link(1.2e6, 10), "the last passed on is what later moves are from");
+        assert_eq!(gate.update(link(1.25e6, 10)), None);
+        assert_eq!(gate.update(link(1.2e6, 12)), Some(link(1.2e6, 12)), "the round trip alone moves it");
+    }
+
+    #[test]
+    fn the_prediction_gate_watches_both_sides() {
+        let mut gate = ChangeGate::new((0.0, 0.0), 0.1);
+        assert_eq!(gate.update((0.01, 0.0)), Some((0.01, 0.0)), "the first predictions always pass");
+        assert_eq!(gate.update((0.0105, 0.0)), None);
+        assert_eq!(gate.update((0.0105, 0.002)), Some((0.0105, 0.002)), "the handheld's side moved");
+    }
+
+    #[test]
+    fn a_stall_is_so_many_misses_in_a_row() {
+        let mut p = StallPolicy::new(3);
+        assert_eq!(p.missed(), None);
+        assert_eq!(p.missed(), None);
+        p.reset();
+        assert_eq!(p.missed(), None);
+        assert_eq!(p.missed(), None);
+        let why = p.missed().expect("the third in a row");
+        assert!(why.contains("missed 3 deadlines"), "{why}");
+        assert_eq!(p.missed_in_row(), 0, "counting starts again");
+        assert!(StallPolicy::new(0).missed().is_some(), "a limit of 0 is 1");
+    }
+
+    /// The tiny MLP, each layer `per_layer_s` on the wearable and 10× faster on the handheld.
+    fn sides(per_layer_s: f64) -> (Model, ProfiledLatency, ProfiledLatency, ClusterEnergy) {
+        let model = Model::from_bytes(&tandem_models_tiny(), &InputShapes::none()).expect("tiny model");
+        let n = model.graph().nodes().len();
+        let w = ProfiledLatency { per_node_s: vec![per_layer_s; n], overhead_s: 0.0 };
+        let h = ProfiledLatency { per_node_s: vec![per_layer_s / 10.0; n], overhead_s: 0.0 };
+        let energy = ClusterEnergy::new(
+            &crate::device::DeviceProfile::shipped("watch-w5").expect("shipped profile"),
+            crate::device::PowerModel::Analytical,
+        )
+        .expect("energy");
+        (model, w, h, energy)
+    }
+
+    fn tandem_models_tiny() -> Vec<u8> {
+        tandem_models::tiny::tiny_mlp_onnx()
+    }
+
+    fn conditions(l: LinkEstimate) -> Conditions {
+        Conditions {
+            link: l,
+            status: HandheldStatus::default(),
+            weights: EnergyWeights::default(),
+            hint: LatencyHint::Fastest,
+            mode: Mode::Single,
+        }
+    }
+
+    /// The handheld-only decision, priced on `l` (the planner decides it
+    /// on a fast link whatever the check then says).
+    fn offload_decision(model: &Model, w: Side, h: Side, l: LinkEstimate) -> Decision {
+        let g = model.graph();
+        let mut planner = Planner::new(PlannerConfig::default(), conditions(l));
+        let mut d = planner.poll_decision(g, w, h).expect("decides").expect("a first decision");
+        let cut = Cut::handheld_only(g);
+        let prices = NodePrices::new(g, w, h, &l, &HandheldStatus::default(), EnergyWeights::default());
+        d.evaluation = evaluate(g, &prices, &cut, l.rtt);
+        d.chosen = cut;
+        d
+    }
+
+    #[test]
+    fn offloading_must_beat_running_alone_by_the_margin_and_the_verdict_is_kept() {
+        let (model, wl, hl, energy) = sides(0.005);
+        let g = model.graph();
+        let w = Side { latency: &wl, energy: &energy };
+        let h = Side { latency: &hl, energy: &energy };
+        let fast = link(1e9, 1);
+        let d = offload_decision(&model, w, h, fast);
+        let mut check = OffloadCheck::new(0.1, 1);
+        let Verdict::Offload { predicted_ms } = check.check(g, &d, w, h, &conditions(fast), Mode::Single)
+        else {
+            panic!("a 10× faster handheld one fast millisecond away wins");
+        };
+        assert!((predicted_ms - d.evaluation.latency_s * 1e3).abs() < 1e-9);
+        // A round trip that eats the gain: local wins, with its numbers.
+        let slow = link(1e9, 1000);
+        let d = offload_decision(&model, w, h, slow);
+        let Verdict::Local { predicted_ms, why } = check.check(g, &d, w, h, &conditions(slow), Mode::Single)
+        else {
+            panic!("a one-second round trip loses to running alone");
+        };
+        let layers = g.nodes().len() as f64;
+        assert!((predicted_ms - layers * 5.0).abs() < 1e-6, "local is every layer here: {predicted_ms}");
+        assert!(why.contains("10% margin"), "{why}");
+        // Kept per (cut, conditions, mode): the same question is not priced again.
+        let again = check.check(g, &d, w, h, &conditions(slow), Mode::Single);
+        assert!(matches!(again, Verdict::Local { .. }));
+        check.forget();
+        assert!(matches!(check.check(g, &d, w, h, &conditions(slow), Mode::Single), Verdict::Local { .. }));
+    }
+
+    #[test]
+    fn a_verdict_is_not_reused_under_other_conditions() {
+        let (model, wl, hl, energy) = sides(0.005);
+        let g = model.graph();
+        let w = Side { latency: &wl, energy: &energy };
+        let h = Side { latency: &hl, energy: &energy };
+        let fast = link(1e9, 1);
+        let d = offload_decision(&model, w, h, fast);
+        let mut check = OffloadCheck::new(0.1, 1);
+        assert!(matches!(check.check(g, &d, w, h, &conditions(fast), Mode::Single), Verdict::Offload { .. }));
+        // The same decision, now asked on a link with a one-second round trip.
+        let slow = link(1e9, 1000);
+        let mut d_slow = d.clone();
+        let prices = NodePrices::new(g, w, h, &slow, &HandheldStatus::default(), EnergyWeights::default());
+        d_slow.evaluation = evaluate(g, &prices, &d.chosen, slow.rtt);
+        assert!(matches!(
+            check.check(g, &d_slow, w, h, &conditions(slow), Mode::Single),
+            Verdict::Local { .. }
+        ));
+    }
+}
