@@ -31,6 +31,15 @@ enum Segment {
     Eof,
 }
 
+/// A frame handed to the handheld's runner.
+struct Running {
+    start: Instant,
+    done: Instant,
+    frame: u64,
+    outputs: Outputs,
+    started: bool,
+}
+
 /// Two sessions, a link and a clock.
 pub struct Pair {
     /// The virtual clock.
@@ -52,7 +61,7 @@ pub struct Pair {
     pub handheld_stalled: bool,
     /// What the wearable's shell was told (everything but sends), in order.
     pub events: Vec<WearableAction>,
-    /// Frames the handheld ran, in order.
+    /// Frames the handheld started to run, in order.
     pub ran: Vec<u64>,
     /// Cuts the handheld was asked to build ahead, in order.
     pub prepared: Vec<tandem_types::CutKey>,
@@ -62,8 +71,9 @@ pub struct Pair {
     pub handheld_closed: bool,
     latency: LatencySummary,
     runner: Runner,
-    /// The frame running on the handheld, when it is done, its outputs.
-    running: Option<(Instant, u64, Outputs)>,
+    /// Frames handed to the handheld's runner, which runs them one at a
+    /// time in order: each one's start and end, and its outputs.
+    running: VecDeque<Running>,
     to_handheld: VecDeque<(Instant, Segment)>,
     to_wearable: VecDeque<(Instant, Segment)>,
 }
@@ -100,7 +110,7 @@ impl Pair {
             runner: Box::new(|t: &Tensors| {
                 Ok(t.decode()?.into_iter().map(|(n, t)| (n, t.into_owned())).collect())
             }),
-            running: None,
+            running: VecDeque::new(),
             to_handheld: VecDeque::new(),
             to_wearable: VecDeque::new(),
         }
@@ -197,9 +207,11 @@ impl Pair {
                     self.handheld_acts(out);
                 }
                 Action::Run { frame, tensors, .. } => {
-                    self.ran.push(frame);
                     let outputs = (self.runner)(&tensors);
-                    self.running = Some((self.now + self.run_time, frame, outputs));
+                    let start = self.running.back().map_or(self.now, |r| r.done.max(self.now));
+                    let done = start + self.run_time;
+                    self.running.push_back(Running { start, done, frame, outputs, started: false });
+                    self.start_runs();
                 }
                 Action::Prepare { cuts } => {
                     for cut in cuts {
@@ -244,8 +256,9 @@ impl Pair {
                 };
                 self.handheld_acts(out);
             }
-            if self.running.as_ref().is_some_and(|(at, _, _)| *at <= self.now) {
-                if let Some((_, frame, outputs)) = self.running.take() {
+            self.start_runs();
+            if self.running.front().is_some_and(|r| r.done <= self.now) {
+                if let Some(Running { frame, outputs, .. }) = self.running.pop_front() {
                     moved = true;
                     let result = outputs.and_then(|o| {
                         let us = self.run_time.as_micros() as u64;
@@ -269,6 +282,14 @@ impl Pair {
         moved
     }
 
+    /// Marks the runs that have started by now, in order, as ran.
+    fn start_runs(&mut self) {
+        for r in self.running.iter_mut().filter(|r| !r.started && r.start <= self.now) {
+            r.started = true;
+            self.ran.push(r.frame);
+        }
+    }
+
     /// Carries out everything due by now, until nothing is.
     pub fn drive(&mut self) {
         while self.step() {}
@@ -283,7 +304,7 @@ impl Pair {
             if self.handheld.wants_bytes() {
                 times.extend(self.to_handheld.front().map(|(at, _)| *at));
             }
-            times.extend(self.running.as_ref().map(|(at, _, _)| *at));
+            times.extend(self.running.front().map(|r| r.done));
             times.extend(self.handheld.poll_timeout());
         }
         times.into_iter().min()

@@ -177,20 +177,21 @@ fn cancelled_frames_that_have_not_started_never_run() {
 #[test]
 fn a_full_run_queue_stops_reading_without_counting_as_idle() {
     let mut p = ready();
-    // 40 frames of 5 s each: the handheld takes 32 queued and one running,
+    // 40 frames of 5 s each: the handheld takes 32 queued and two handed to its runner,
     // then reads nothing for minutes (longer than its 60 s idle timeout).
     p.run_time = Duration::from_secs(5);
     for f in 1..=40 {
         p.offload(f, "1", &[("x", &x(1.0))]);
     }
     p.advance(s(100));
-    assert_eq!(p.handheld.queued(), 33, "one running and 32 queued");
+    assert_eq!(p.handheld.queued(), 34, "two handed out to run and 32 queued");
     assert!(!p.handheld.wants_bytes());
     p.advance(Duration::from_secs(200));
     assert!(!p.handheld.is_closed(), "{:?}", p.handheld.close_reason());
     assert_eq!(p.delivered(), (1..=40).collect::<Vec<_>>());
 
-    // Frames beyond the queue in one read are refused, by name.
+    // Frames beyond the queue in one read are refused, by name (two are
+    // handed out to run, two queued: the fifth is one too many).
     let digest = [1; 32];
     let t0 = p.now;
     let limits = HandheldLimits { max_queued: 2, ..HandheldLimits::default() };
@@ -206,7 +207,7 @@ fn a_full_run_queue_stops_reading_without_counting_as_idle() {
     h.handle_bytes(t0, &encode(&hello).expect("encodes"), |_| true);
     h.model_loaded(latency());
     let mut burst = vec![];
-    for frame in 1..=4 {
+    for frame in 1..=5 {
         let packed = vec![pack_tensor("x", &x(1.0), Encoding::Raw, None).expect("packs")];
         let m = Message::from_packed(
             |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![] },

@@ -488,20 +488,24 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     let mut h = HandheldSession::new("pixel-8-pro", status(), t0());
     h.on_message(hello(digest, 10), |d| *d == digest);
     h.model_loaded(summary());
-    // Frame 4 runs; 5 and 6 wait behind it.
-    assert!(matches!(&h.on_message(run(4), |_| true)[..], [Action::Run { frame: 4, .. }]));
-    for frame in [5, 6] {
+    // Frames 4 and 5 are handed out to run (two at a time); 6 and 7 wait.
+    for frame in [4, 5] {
+        let a = h.on_message(run(frame), |_| true);
+        assert!(matches!(&a[..], [Action::Run { frame: f, .. }] if *f == frame), "{a:?}");
+    }
+    for frame in [6, 7] {
         assert_eq!(h.on_message(run(frame), |_| true), vec![], "frame {frame} is queued");
     }
-    assert_eq!(h.queued(), 3);
-    // A queued frame cancelled never runs; frames never sent (7) are not
-    // cancels; the running one (4) is answered all the same.
-    let a = h.on_message(Message::new(Header::Cancel { frames: vec![5, 7, 5] }), |_| true);
+    assert_eq!(h.queued(), 4);
+    // A queued frame cancelled never runs; frames never sent (8) are not
+    // cancels; those handed out (4, 5) are answered all the same.
+    let a = h.on_message(Message::new(Header::Cancel { frames: vec![6, 8, 6, 5] }), |_| true);
     assert_eq!(a, vec![]);
-    assert_eq!(h.queued(), 2);
+    assert_eq!(h.queued(), 3);
     let answer = Message::new(Header::Bye);
+    assert_eq!(h.frame_done(t0(), 5, Ok(answer.clone())), vec![], "answers come in the order handed out");
     let a = h.frame_done(t0(), 4, Ok(answer.clone()));
-    assert!(matches!(&a[..], [Action::Send(m), Action::Run { frame: 6, .. }] if *m == answer), "{a:?}");
+    assert!(matches!(&a[..], [Action::Send(m), Action::Run { frame: 7, .. }] if *m == answer), "{a:?}");
     assert_eq!(h.on_message(Message::new(Header::Cancel { frames: vec![8] }), |_| true), vec![]);
     let a = h.on_message(Message::new(Header::Cancel { frames: (0..65).collect() }), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");

@@ -71,8 +71,10 @@ pub enum Action {
     },
     /// Run the suffix of the cut on these tensors, then call
     /// [`HandheldSession::frame_done`] with [`HandheldSession::result`]'s
-    /// message (or why it failed). One frame runs at a time, in frame
-    /// order: the next comes out of `frame_done`.
+    /// message (or why it failed). Frames are handed out in frame order,
+    /// up to [`HandheldLimits::run_ahead`] at once, to be run one at a time
+    /// in that order and answered (`frame_done`) in that order; each
+    /// `frame_done` hands out the next.
     Run {
         /// The frame.
         frame: u64,
@@ -115,6 +117,10 @@ pub struct HandheldLimits {
     pub max_prepared: usize,
     /// Largest frame accepted (bytes).
     pub max_frame: usize,
+    /// Most frames handed out to run at once (at least 1). With 2, the
+    /// runner finds the next frame waiting when one finishes: no round
+    /// trip through the shell sits between two runs.
+    pub run_ahead: usize,
 }
 
 impl Default for HandheldLimits {
@@ -127,6 +133,7 @@ impl Default for HandheldLimits {
             max_queued: 32,
             max_prepared: 64,
             max_frame: MAX_FRAME_BYTES,
+            run_ahead: 2,
         }
     }
 }
@@ -166,8 +173,8 @@ pub struct HandheldSession {
     next_status: Instant,
     /// Frames received and not yet handed out to run, in frame order.
     queue: VecDeque<Queued>,
-    /// The frame handed out to run and not yet done.
-    running: Option<u64>,
+    /// Frames handed out to run and not yet done, oldest first.
+    running: VecDeque<u64>,
     /// Cuts the peer may still have built ahead.
     prepares_left: usize,
     close: Option<CloseReason>,
@@ -280,7 +287,7 @@ impl HandheldSession {
             heard: now,
             next_status: now + limits.status_interval,
             queue: VecDeque::new(),
-            running: None,
+            running: VecDeque::new(),
             prepares_left: limits.max_prepared,
             close: None,
             push_budget: None,
@@ -380,7 +387,7 @@ impl HandheldSession {
 
     /// Frames queued or running on this connection.
     pub fn queued(&self) -> usize {
-        self.queue.len() + usize::from(self.running.is_some())
+        self.queue.len() + self.running.len()
     }
 
     /// The latest status to report in `Welcome` and `Status` messages.
@@ -625,7 +632,7 @@ impl HandheldSession {
                         body: message.body,
                     });
                     self.queue.push_back(Queued { frame, cut: CutKey::from_wire(cut), tensors, answer });
-                    Ok(self.next_run().into_iter().collect())
+                    Ok(self.next_runs())
                 }
             }
             (State::Ready { last_frame, .. }, Header::Cancel { frames }) => {
@@ -684,24 +691,25 @@ impl HandheldSession {
         out.unwrap_or_else(|(code, reason)| self.fail(code, reason))
     }
 
-    /// The next queued frame to run, if none is running.
-    fn next_run(&mut self) -> Option<Action> {
-        if self.running.is_some() || self.is_closed() {
-            return None;
+    /// The queued frames to hand out to run, up to `run_ahead` handed out.
+    fn next_runs(&mut self) -> Vec<Action> {
+        let mut out = vec![];
+        while !self.is_closed() && self.running.len() < self.limits.run_ahead.max(1) {
+            let Some(Queued { frame, cut, tensors, answer }) = self.queue.pop_front() else { break };
+            self.running.push_back(frame);
+            out.push(Action::Run { frame, cut, tensors, answer });
         }
-        let Queued { frame, cut, tensors, answer } = self.queue.pop_front()?;
-        self.running = Some(frame);
-        Some(Action::Run { frame, cut, tensors, answer })
+        out
     }
 
     /// `frame` ran at `now`: its result message ([`Self::result`]) or why
     /// it failed. Sends the result (a failure closes the connection, naming
     /// the frame), then hands out the next frame to run.
     pub fn frame_done(&mut self, now: Instant, frame: u64, result: Result<Message, RunError>) -> Vec<Action> {
-        if self.running != Some(frame) {
+        if self.running.front() != Some(&frame) {
             return vec![];
         }
-        self.running = None;
+        self.running.pop_front();
         // Not reading was this side's choice: it does not count as idle.
         if self.queue.len() >= self.limits.max_queued {
             self.heard = now;
@@ -712,7 +720,7 @@ impl HandheldSession {
             Err(_) if self.is_closed() => vec![],
             Err(reason) => return self.fail(ErrorCode::Tensor, format!("frame {frame}: {reason}")),
         };
-        out.extend(self.next_run());
+        out.extend(self.next_runs());
         out
     }
 

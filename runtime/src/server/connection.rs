@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use super::admission::Admission;
@@ -29,17 +28,41 @@ fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// A frame running on the blocking pool, if any.
-async fn finished(
-    running: &mut Option<JoinHandle<(u64, Result<Message, RunError>)>>,
-    frame: u64,
-) -> (u64, Result<Message, RunError>) {
-    match running {
-        Some(handle) => {
-            handle.await.unwrap_or_else(|e| (frame, Err(format!("the suffix panicked: {e}").into())))
+/// A frame's run: its number and result message, or why it failed.
+type Ran = (u64, Result<Message, RunError>);
+
+/// The connection's runner: one thread that runs the frames handed to it
+/// one at a time, in order (the session hands out the next before one
+/// finishes, so no round trip through this task sits between two runs).
+/// It ends when the connection drops its sender; once the peer is gone,
+/// frames still waiting are answered with an error, not run.
+fn spawn_runner(
+    id: u64,
+    shared: Arc<Shared>,
+    peer_gone: Arc<AtomicBool>,
+    done: mpsc::UnboundedSender<Ran>,
+) -> std::io::Result<std::sync::mpsc::Sender<Job>> {
+    let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+    std::thread::Builder::new().name(format!("tandem-runner-{id}")).spawn(move || {
+        for job in queue {
+            let frame = job.frame;
+            let ran = if peer_gone.load(Ordering::Relaxed) {
+                (frame, Err("the connection closed".to_string().into()))
+            } else {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    runner::run(job, shared.config.slowdown, shared.meter.as_ref())
+                }))
+                .unwrap_or_else(|p| {
+                    let why = tandem_core::guard::panic_message(&*p);
+                    (frame, Err(format!("the suffix panicked: {why}").into()))
+                })
+            };
+            if done.send(ran).is_err() {
+                return;
+            }
         }
-        None => std::future::pending().await,
-    }
+    })?;
+    Ok(jobs)
 }
 
 /// What one connection holds besides its session.
@@ -51,8 +74,11 @@ struct Driver {
     /// Set when the peer has gone: a model still loading for it stops.
     peer_gone: Arc<AtomicBool>,
     loaded: Option<Arc<Loaded>>,
-    running: Option<JoinHandle<(u64, Result<Message, RunError>)>>,
-    running_frame: u64,
+    /// The runner's queue (started with the first frame), and its results.
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    done_tx: mpsc::UnboundedSender<Ran>,
+    /// Frames handed to the runner and not yet finished.
+    handed: usize,
     /// Frames this connection counts in the shared status's queue.
     counted: u32,
 }
@@ -82,12 +108,7 @@ impl Driver {
                 Action::Run { frame, cut, tensors, answer } => {
                     // The session runs frames only once the model is loaded.
                     if let Some(loaded) = self.loaded.clone() {
-                        let job = Job { frame, cut, tensors, answer, loaded };
-                        let shared = self.shared.clone();
-                        self.running_frame = frame;
-                        self.running = Some(tokio::task::spawn_blocking(move || {
-                            runner::run(job, shared.config.slowdown, shared.meter.as_ref())
-                        }));
+                        self.run(Job { frame, cut, tensors, answer, loaded });
                     }
                 }
                 Action::Close => {}
@@ -101,6 +122,26 @@ impl Driver {
             self.shared.queue.fetch_sub(self.counted - now, Ordering::Relaxed);
         }
         self.counted = now;
+    }
+
+    /// Hands `job` to the runner, starting it with the first frame; a
+    /// runner that cannot start answers the frame with why.
+    fn run(&mut self, job: Job) {
+        let frame = job.frame;
+        if self.jobs.is_none() {
+            let (shared, gone, done) = (self.shared.clone(), self.peer_gone.clone(), self.done_tx.clone());
+            match spawn_runner(self.id, shared, gone, done) {
+                Ok(jobs) => self.jobs = Some(jobs),
+                Err(e) => warn!(conn = self.id, "cannot start a runner thread: {e}"),
+            }
+        }
+        self.handed += 1;
+        let sent = self.jobs.as_ref().map(|jobs| jobs.send(job).is_ok()).unwrap_or(false);
+        if !sent {
+            let _ = self
+                .done_tx
+                .send((frame, Err("this handheld cannot run frames now (no runner)".to_string().into())));
+        }
     }
 
     fn load(
@@ -222,6 +263,7 @@ pub(super) async fn connection(
         max_queued: MAX_QUEUED_JOBS,
         max_prepared: MAX_PREPARED_PER_CONNECTION,
         max_frame: config.max_frame,
+        ..HandheldLimits::default()
     };
     let mut session = HandheldSession::new(config.device.clone(), shared.status(), now())
         .limits(limits)
@@ -235,6 +277,7 @@ pub(super) async fn connection(
         );
     }
     let (loads_tx, mut loads) = mpsc::unbounded_channel::<LoadResult>();
+    let (done_tx, mut done) = mpsc::unbounded_channel::<Ran>();
     let mut d = Driver {
         id,
         shared: shared.clone(),
@@ -242,8 +285,9 @@ pub(super) async fn connection(
         loads: loads_tx,
         peer_gone: Arc::new(AtomicBool::new(false)),
         loaded: None,
-        running: None,
-        running_frame: 0,
+        jobs: None,
+        done_tx,
+        handed: 0,
         counted: 0,
     };
     while !session.is_closed() {
@@ -267,8 +311,8 @@ pub(super) async fn connection(
                 }
                 Err(reason) => session.model_failed(reason.to_string()),
             },
-            (frame, result) = finished(&mut d.running, d.running_frame) => {
-                d.running = None;
+            Some((frame, result)) = done.recv(), if d.handed > 0 => {
+                d.handed -= 1;
                 session.frame_done(now(), frame, result)
             }
             _ = stop.changed() => session.shutdown(),
@@ -283,17 +327,17 @@ pub(super) async fn connection(
         Some(other) => debug!(conn = id, "closing: {other}"),
         None => {}
     }
-    // However it ended, a model still loading is not wanted; a frame
-    // still running is answered before the close, within bounds.
+    // However it ended, a model still loading is not wanted, nor frames
+    // not yet started; a frame still running is answered before the
+    // close, within bounds.
     d.peer_gone.store(true, Ordering::Relaxed);
-    if d.running.is_some() {
-        let frame = d.running_frame;
-        if let Ok((frame, result)) =
-            tokio::time::timeout(WRITE_TIMEOUT, finished(&mut d.running, frame)).await
-        {
-            let actions = session.frame_done(now(), frame, result);
-            d.carry(&mut session, actions);
-        }
+    d.jobs = None;
+    let until = tokio::time::Instant::now() + WRITE_TIMEOUT;
+    while d.handed > 0 {
+        let Ok(Some((frame, result))) = tokio::time::timeout_at(until, done.recv()).await else { break };
+        d.handed -= 1;
+        let actions = session.frame_done(now(), frame, result);
+        d.carry(&mut session, actions);
     }
     d.shared.queue.fetch_sub(d.counted, Ordering::Relaxed);
     drop(d);
