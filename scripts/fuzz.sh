@@ -14,9 +14,10 @@
 # Default targets: the protocol's five (frame decoder, both sessions,
 # encrypted records, pairing), which build without tract, and onnx_graphs
 # (generated graphs under the model size checks: a nightly tract build, no
-# runtime). CI runs `scripts/fuzz.sh 30`. device_profile, schedule and
-# model_loader (tract's ONNX parser on raw bytes: slow per input) are run
-# by name, with the runtime built too.
+# runtime). CI runs the protocol's five for 30 s each (onnx_graphs' tract
+# build was 9 min of CI). device_profile, schedule and model_loader
+# (tract's ONNX parser on raw bytes: slow per input) are run by name, with
+# the runtime built too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PER=${1:-30}

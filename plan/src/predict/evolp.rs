@@ -76,6 +76,37 @@ pub struct EvolutionMatrix {
     records: Vec<Record>,
     /// SGD settings.
     pub config: EvolutionConfig,
+    /// The same by index, for the refits (rebuilt after deserializing).
+    #[serde(skip)]
+    fast: Indexed,
+}
+
+/// The matrix's keys and records by index: a session refits after every
+/// frame, and by name a 150-layer suffix cost 4 passes × 32 records × 150
+/// terms of map lookups (milliseconds on the watch's own thread).
+#[derive(Clone, Debug, Default)]
+struct Indexed {
+    ids: HashMap<String, usize>,
+    keys: Vec<String>,
+    coefficients: Vec<[f64; 2]>,
+    reference_s: Vec<f64>,
+    /// Each record's (key index, T_i), in `records` order.
+    terms: std::collections::VecDeque<Vec<(usize, f64)>>,
+}
+
+impl Indexed {
+    /// The index of `key`, added with `coefficients` and `reference_s` when new.
+    fn id(&mut self, key: &str, coefficients: [f64; 2], reference_s: f64) -> usize {
+        if let Some(&i) = self.ids.get(key) {
+            return i;
+        }
+        let i = self.keys.len();
+        self.ids.insert(key.to_string(), i);
+        self.keys.push(key.to_string());
+        self.coefficients.push(coefficients);
+        self.reference_s.push(reference_s);
+        i
+    }
 }
 
 impl EvolutionMatrix {
@@ -89,16 +120,40 @@ impl EvolutionMatrix {
 
     /// Records a measurement and refits on all records.
     pub fn observe(&mut self, record: Record) {
+        self.index();
+        let mut terms = Vec::with_capacity(record.terms.len());
         for (key, t) in &record.terms {
-            self.reference_s.entry(key.clone()).or_insert(t.max(1e-9));
-            self.coefficients.entry(key.clone()).or_insert([0.0, 0.0]);
+            let s = *self.reference_s.entry(key.clone()).or_insert(t.max(1e-9));
+            let c = *self.coefficients.entry(key.clone()).or_insert([0.0, 0.0]);
+            terms.push((self.fast.id(key, c, s), *t));
         }
         self.records.push(record);
+        self.fast.terms.push_back(terms);
         if self.records.len() > self.config.max_records {
             let excess = self.records.len() - self.config.max_records;
             self.records.drain(..excess);
+            self.fast.terms.drain(..excess);
         }
         self.refit();
+    }
+
+    /// Builds the index from the maps and records when it does not match
+    /// them (a matrix just deserialized).
+    fn index(&mut self) {
+        if self.fast.keys.len() == self.coefficients.len() && self.fast.terms.len() == self.records.len() {
+            return;
+        }
+        let mut fast = Indexed::default();
+        for (key, &c) in &self.coefficients {
+            let s = self.reference_s.get(key).copied().unwrap_or(1e-9);
+            fast.id(key, c, s);
+        }
+        fast.terms = self
+            .records
+            .iter()
+            .map(|r| r.terms.iter().filter_map(|(k, t)| Some((*fast.ids.get(k)?, *t))).collect())
+            .collect();
+        self.fast = fast;
     }
 
     /// Number of records held.
@@ -125,37 +180,45 @@ impl EvolutionMatrix {
         self.coefficients.values().map(|c| c[1]).sum::<f64>() / self.coefficients.len() as f64
     }
 
-    /// SGD on Σ_r ((P_r − M_r)/M_r)², warm-started from the current coefficients.
+    /// SGD on Σ_r ((P_r − M_r)/M_r)², warm-started from the current
+    /// coefficients, on the keys' indices; the maps take the result.
     fn refit(&mut self) {
         let lr = self.config.learning_rate;
+        let normalized = self.config.normalized;
+        let Indexed { keys, coefficients, reference_s, terms: records_terms, .. } = &mut self.fast;
+        let correct = |c: &[f64; 2], s: f64, t: f64| (t + c[0] * s + c[1] * t).max(0.0);
         for _ in 0..self.config.epochs {
-            for r in &self.records {
+            for (terms, r) in records_terms.iter().zip(&self.records) {
                 if r.measured_s <= 0.0 {
                     continue;
                 }
-                let predicted: f64 =
-                    r.overhead_s + r.terms.iter().map(|(k, t)| self.correct(k, *t)).sum::<f64>();
+                let predicted: f64 = r.overhead_s
+                    + terms.iter().map(|&(i, t)| correct(&coefficients[i], reference_s[i], t)).sum::<f64>();
                 let rel = (predicted - r.measured_s) / r.measured_s;
-                let g = if self.config.normalized {
+                let g = if normalized {
                     // NLMS: the step that would fit this record exactly at lr = 1.
-                    let norm: f64 = r.terms.iter().map(|(_, t)| t * t).sum::<f64>().max(1e-18);
+                    let norm: f64 = terms.iter().map(|(_, t)| t * t).sum::<f64>().max(1e-18);
                     (predicted - r.measured_s) / norm
                 } else {
                     2.0 * rel / r.measured_s
                 };
-                for (key, t) in &r.terms {
-                    let s = self.reference_s.get(key).copied().unwrap_or(1e-9);
-                    if self.correct(key, *t) <= 0.0 {
+                for &(i, t) in terms {
+                    let s = reference_s[i];
+                    let c = &mut coefficients[i];
+                    if correct(c, s, t) <= 0.0 {
                         continue;
                     }
-                    if let Some(c) = self.coefficients.get_mut(key) {
-                        // The offset learns 10x slower than the slope: a slope
-                        // carries over to pruned or resized variants, an
-                        // absolute offset does not.
-                        c[0] -= 0.1 * lr * g * s;
-                        c[1] -= lr * g * t;
-                    }
+                    // The offset learns 10x slower than the slope: a slope
+                    // carries over to pruned or resized variants, an
+                    // absolute offset does not.
+                    c[0] -= 0.1 * lr * g * s;
+                    c[1] -= lr * g * t;
                 }
+            }
+        }
+        for (key, fitted) in keys.iter().zip(coefficients.iter()) {
+            if let Some(c) = self.coefficients.get_mut(key) {
+                *c = *fitted;
             }
         }
     }

@@ -44,13 +44,14 @@ fn spawn_runner(
 ) -> std::io::Result<std::sync::mpsc::Sender<Job>> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
     std::thread::Builder::new().name(format!("tandem-runner-{id}")).spawn(move || {
+        let mut last = runner::LastPlan::default();
         for job in queue {
             let frame = job.frame;
             let ran = if peer_gone.load(Ordering::Relaxed) {
                 (frame, Err("the connection closed".to_string().into()))
             } else {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    runner::run(job, shared.config.slowdown, shared.meter.as_ref())
+                    runner::run(job, &mut last, shared.config.slowdown, shared.meter.as_ref())
                 }))
                 .unwrap_or_else(|p| {
                     let why = tandem_core::guard::panic_message(&*p);

@@ -1,6 +1,7 @@
 //! The suffix runner: one frame's suffix on its crossing tensors (with the
-//! handheld's compute dilation), and the builds ahead a wearable asks for.
-//! Both run on tokio's blocking pool, off the connection's I/O.
+//! handheld's compute dilation), on the connection's runner thread, and
+//! the builds ahead a wearable asks for, on tokio's blocking pool; both off
+//! the connection's I/O.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +11,7 @@ use tracing::debug;
 
 use super::store::Loaded;
 use crate::load::LoadMeter;
-use crate::{Cut, Sides, Values};
+use crate::{Cut, Sides, SplitPlan, Values};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::Message;
 use tandem_proto::session::{HandheldSession, RunError, Tensors};
@@ -24,16 +25,52 @@ pub(super) struct Job {
     pub(super) loaded: Arc<Loaded>,
 }
 
-/// Runs one suffix: the frame and its result message or a reason. Its
-/// share of a core goes to `meter`.
-pub(super) fn run(job: Job, slowdown: f64, meter: Option<&LoadMeter>) -> (u64, Result<Message, RunError>) {
-    (job.frame, run_job(&job, slowdown, meter))
+/// A cut and its suffix plan.
+type Suffix = Arc<(Cut, Arc<SplitPlan>)>;
+
+/// The last cut a runner ran (of which model, by which key) and its
+/// suffix plan: a stream's frames share one cut, so neither is looked up
+/// again for each frame. One plan per connection is held past the
+/// executor's own eviction at most.
+#[derive(Default)]
+pub(super) struct LastPlan(Option<(Arc<Loaded>, crate::CutKey, Suffix)>);
+
+impl LastPlan {
+    /// The cut and suffix plan of `job`.
+    fn get(&mut self, job: &Job) -> crate::Result<Suffix> {
+        if let Some((loaded, key, found)) = &self.0 {
+            if Arc::ptr_eq(loaded, &job.loaded) && *key == job.cut {
+                return Ok(found.clone());
+            }
+        }
+        let cut = Cut::from_key(job.loaded.model.graph(), job.cut.as_str())?;
+        let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix)?;
+        let found = Arc::new((cut, plan));
+        self.0 = Some((job.loaded.clone(), job.cut.clone(), found.clone()));
+        Ok(found)
+    }
 }
 
-fn run_job(job: &Job, slowdown: f64, meter: Option<&LoadMeter>) -> Result<Message, RunError> {
+/// Runs one suffix: the frame and its result message or a reason. Its
+/// share of a core goes to `meter`.
+pub(super) fn run(
+    job: Job,
+    last: &mut LastPlan,
+    slowdown: f64,
+    meter: Option<&LoadMeter>,
+) -> (u64, Result<Message, RunError>) {
+    (job.frame, run_job(&job, last, slowdown, meter))
+}
+
+fn run_job(
+    job: &Job,
+    last: &mut LastPlan,
+    slowdown: f64,
+    meter: Option<&LoadMeter>,
+) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
-    let cut = Cut::from_key(g, job.cut.as_str())?;
-    let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix)?;
+    let found = last.get(job)?;
+    let (cut, plan) = (&found.0, &found.1);
     let mut received = Values::new();
     for (name, t) in crate::encoding::received(&job.tensors)? {
         received.insert(name, t.into());
