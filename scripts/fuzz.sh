@@ -24,7 +24,11 @@ PER=${1:-30}
 shift || true
 TARGETS=${*:-frame_decoder handheld_session wearable_session secure_records pairing onnx_graphs}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
-cargo run --locked -q -p tandem-proto --example fuzz_seeds
+# Built with the workspace's features, as the tests and CI's examples step
+# build them: with `-p tandem-proto` alone, the dependencies' features
+# differ and a clean CI rebuilt them for 4 minutes.
+cargo build --locked -q --workspace --examples
+"${CARGO_TARGET_DIR:-target}"/debug/examples/fuzz_seeds
 cd fuzz
 FEATURES=()
 want=()

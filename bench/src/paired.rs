@@ -247,14 +247,11 @@ struct StreamRun {
     summary: StreamReport,
     cut: Option<tandem::Cut>,
     steady_fps: f64,
-    /// Bytes the emulated link carried per frame of the measured stream
-    /// (up, down), whole messages: `None` without an emulated link.
-    air_bytes: Option<(f64, f64)>,
 }
 
 fn run_stream(
     model: &ModelFile,
-    (transport, control): (Box<dyn Transport>, Option<LinkControl>),
+    transport: Box<dyn Transport>,
     mut config: SessionConfig,
     pipeline: bool,
     frames: usize,
@@ -267,7 +264,6 @@ fn run_stream(
         .collect::<Result<_, _>>()?;
     // Two warm-up frames build the plans.
     s.stream(inputs[..2].to_vec())?;
-    let carried_before = control.as_ref().map(LinkControl::carried);
     let mut reports = vec![];
     let mut delivered = vec![];
     let started = Instant::now();
@@ -284,12 +280,7 @@ fn run_stream(
     }
     let summary = StreamReport::from_frames(&reports, started.elapsed());
     let cut = s.decision().map(|d| d.chosen.clone());
-    let n = reports.len().max(1) as f64;
-    let air_bytes = control.zip(carried_before).map(|(c, (up0, down0))| {
-        let (up, down) = c.carried();
-        ((up - up0) as f64 / n, (down - down0) as f64 / n)
-    });
-    Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered), air_bytes })
+    Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered) })
 }
 
 /// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
@@ -320,13 +311,12 @@ pub fn pipeline(
             models_dir: path.parent().map(|p| p.to_path_buf()),
             ..Default::default()
         })?;
-        let transport = || -> (Box<dyn Transport>, Option<LinkControl>) {
+        let transport = || -> Box<dyn Transport> {
             if link == "none" {
-                return (Box::new(server.clone()), None);
+                return Box::new(server.clone());
             }
             let control = LinkControl::new(&profile, Schedule::default());
-            let emulated = EmulatedTransport::new(server.clone(), profile.clone(), control.clone(), 3);
-            (Box::new(emulated), Some(control))
+            Box::new(EmulatedTransport::new(server.clone(), profile.clone(), control, 3))
         };
         let mut config = SessionConfig::watch_and_phone()?;
         config.dilation = dilation;
@@ -341,12 +331,12 @@ pub fn pipeline(
         // Stages as measured in the pipelined run itself.
         let w = mean(pipe_frames, |f| f.wearable_ms);
         let h = mean(pipe_frames, |f| f.handheld_ms);
-        // Time on the air each way: the bytes the link carried per frame,
-        // whole messages (headers, statuses and probes included), as the
-        // emulated link counted them (none for the unshaped in-memory link).
-        let (up_air, down_air) = pipe.air_bytes.unwrap_or((0.0, 0.0));
-        let air = |bytes: f64, bps: f64| bytes * 8.0 / bps * 1e3;
-        let (up, down) = (air(up_air, profile.up_bps), air(down_air, profile.down_bps));
+        // Time on the air each way: each frame's request and answer whole
+        // (headers included), over the link's rates (none for the
+        // unshaped in-memory link).
+        let air = |bytes: f64, bps: f64| if link == "none" { 0.0 } else { bytes * 8.0 / bps * 1e3 };
+        let up = air(mean(pipe_frames, |f| f.up_message_bytes as f64), profile.up_bps);
+        let down = air(mean(pipe_frames, |f| f.down_message_bytes as f64), profile.down_bps);
         let slowest = w.max(h).max(up).max(down);
         let ideal_fps = 1e3 / slowest;
         println!(
@@ -362,8 +352,8 @@ pub fn pipeline(
                 // The tensors alone on the air (what the stages were before
                 // whole messages were counted).
                 "tensors_air_ms": {
-                    "up": if link == "none" { 0.0 } else { air(mean(pipe_frames, |f| f.up_bytes as f64), profile.up_bps) },
-                    "down": if link == "none" { 0.0 } else { air(mean(pipe_frames, |f| f.down_bytes as f64), profile.down_bps) },
+                    "up": air(mean(pipe_frames, |f| f.up_bytes as f64), profile.up_bps),
+                    "down": air(mean(pipe_frames, |f| f.down_bytes as f64), profile.down_bps),
                 },
                 "frames": frames,
                 // Whole run: frames / (first start → last delivery), fill included.

@@ -353,7 +353,9 @@ pub unsafe extern "C" fn tandem_set_latency_hint_ms(s: *mut TandemSession, ms: f
         t.last_error = FfiError::BadHint { ms }.to_string();
         return -1;
     }
-    let hint = if ms < 0.0 { None } else { Some(Duration::from_secs_f64(ms / 1e3)) };
+    // Finite but huge never panics here (an abort, in an `extern "C"` function).
+    let hint =
+        if ms < 0.0 { None } else { Some(Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::MAX)) };
     t.hint = Some(hint);
     if let Some(session) = t.session.as_mut() {
         session.set_latency_hint(hint);

@@ -38,6 +38,8 @@ struct Running {
     frame: u64,
     outputs: Outputs,
     started: bool,
+    /// Cancelled before it started: never runs.
+    skip: bool,
 }
 
 /// Two sessions, a link and a clock.
@@ -210,8 +212,29 @@ impl Pair {
                     let outputs = (self.runner)(&tensors);
                     let start = self.running.back().map_or(self.now, |r| r.done.max(self.now));
                     let done = start + self.run_time;
-                    self.running.push_back(Running { start, done, frame, outputs, started: false });
+                    self.running.push_back(Running {
+                        start,
+                        done,
+                        frame,
+                        outputs,
+                        started: false,
+                        skip: false,
+                    });
                     self.start_runs();
+                }
+                Action::Skip { frames } => {
+                    // Not started: skipped, taking no time; the rest move up.
+                    let mut free = self.now;
+                    for r in self.running.iter_mut() {
+                        if r.started {
+                            free = r.done;
+                            continue;
+                        }
+                        r.skip |= frames.contains(&r.frame);
+                        r.start = free.max(self.now);
+                        r.done = if r.skip { r.start } else { r.start + self.run_time };
+                        free = r.done;
+                    }
                 }
                 Action::Prepare { cuts } => {
                     for cut in cuts {
@@ -286,7 +309,9 @@ impl Pair {
     fn start_runs(&mut self) {
         for r in self.running.iter_mut().filter(|r| !r.started && r.start <= self.now) {
             r.started = true;
-            self.ran.push(r.frame);
+            if !r.skip {
+                self.ran.push(r.frame);
+            }
         }
     }
 

@@ -523,6 +523,30 @@ pub fn encode(message: &Message) -> Result<Vec<u8>, ProtocolError> {
     Ok(out)
 }
 
+/// Bytes `message` takes on the link, as [`encode`] frames it (the two
+/// lengths, the header, the body), without building the frame.
+pub fn wire_len(message: &Message) -> usize {
+    header_wire_len(&message.header) + message.body.len()
+}
+
+/// Bytes a frame's `RunSuffix` takes on the link: its header (frame, cut,
+/// the tensors' descriptions, the answer's encodings) and the packed
+/// tensors, as [`Message::from_packed`] would build it.
+pub fn run_suffix_wire_len(frame: u64, cut: &str, packed: &[PackedTensor], answer: &[Encoding]) -> usize {
+    let header = Header::RunSuffix {
+        frame,
+        cut: cut.to_string(),
+        tensors: packed.iter().map(|p| p.meta.clone()).collect(),
+        answer: answer.to_vec(),
+    };
+    header_wire_len(&header) + packed.iter().map(|p| p.bytes.len()).sum::<usize>()
+}
+
+/// The two lengths and the encoded header.
+fn header_wire_len(header: &Header) -> usize {
+    8 + bincode::serde::encode_to_vec(header, bincode_config()).map_or(0, |h| h.len())
+}
+
 /// Checks that a body has the length its header describes.
 fn check_body(header: &Header, body: usize) -> Result<(), ProtocolError> {
     let expected = match header {

@@ -175,6 +175,26 @@ fn cancelled_frames_that_have_not_started_never_run() {
 }
 
 #[test]
+fn a_cancelled_frame_handed_out_to_run_is_skipped_and_never_answered() {
+    let mut p = ready();
+    p.run_time = s(100);
+    for f in 1..=3 {
+        p.offload(f, "1", &[("x", &x(1.0))]);
+    }
+    p.advance(s(10));
+    // 1 runs, 2 waits in the runner (two handed out), 3 is queued.
+    assert_eq!(p.ran, vec![1]);
+    assert_eq!(p.handheld.queued(), 3);
+    let cancel = p.wearable.cancel(p.now, &[2]);
+    p.wearable_sends(cancel);
+    p.advance(s(1_000));
+    assert_eq!(p.ran, vec![1, 3], "the cancelled frame never started");
+    assert_eq!(p.delivered(), vec![1, 3]);
+    assert!(!p.wearable.is_closed() && !p.handheld.is_closed());
+    assert_eq!(p.handheld.queued(), 0);
+}
+
+#[test]
 fn a_full_run_queue_stops_reading_without_counting_as_idle() {
     let mut p = ready();
     // 40 frames of 5 s each: the handheld takes 32 queued and two handed to its runner,

@@ -498,14 +498,15 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     }
     assert_eq!(h.queued(), 4);
     // A queued frame cancelled never runs; frames never sent (8) are not
-    // cancels; those handed out (4, 5) are answered all the same.
+    // cancels; one handed out (5) is skipped, its result not sent.
     let a = h.on_message(Message::new(Header::Cancel { frames: vec![6, 8, 6, 5] }), |_| true);
-    assert_eq!(a, vec![]);
-    assert_eq!(h.queued(), 3);
+    assert_eq!(a, vec![Action::Skip { frames: vec![5] }]);
+    assert_eq!(h.queued(), 3, "4 and 5 handed out, 7 queued");
     let answer = Message::new(Header::Bye);
-    assert_eq!(h.frame_done(t0(), 5, Ok(answer.clone())), vec![], "answers come in the order handed out");
     let a = h.frame_done(t0(), 4, Ok(answer.clone()));
     assert!(matches!(&a[..], [Action::Send(m), Action::Run { frame: 7, .. }] if *m == answer), "{a:?}");
+    assert_eq!(h.frame_done(t0(), 5, Ok(answer.clone())), vec![], "a cancelled frame's result is not sent");
+    assert_eq!(h.queued(), 1);
     assert_eq!(h.on_message(Message::new(Header::Cancel { frames: vec![8] }), |_| true), vec![]);
     let a = h.on_message(Message::new(Header::Cancel { frames: (0..65).collect() }), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
@@ -515,6 +516,15 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
     h.on_message(hello(digest, 10), |d| *d == digest);
     let a = h.on_message(Message::new(Header::Cancel { frames: vec![1] }), |_| true);
     assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+    // Frames are done in the order handed out; any other order closes.
+    let mut h = HandheldSession::new("pixel-8-pro", status(), t0());
+    h.on_message(hello(digest, 10), |d| *d == digest);
+    h.model_loaded(summary());
+    h.on_message(run(1), |_| true);
+    h.on_message(run(2), |_| true);
+    let a = h.frame_done(t0(), 2, Ok(Message::new(Header::Bye)));
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+    assert!(h.is_closed());
 }
 
 /// Pushes in progress share one budget over a handheld's connections: one

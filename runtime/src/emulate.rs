@@ -181,8 +181,6 @@ struct ControlState {
     schedule: Schedule,
     next_step: usize,
     start: Option<Instant>,
-    /// Bytes put on the air so far (up, down): every message, headers included.
-    carried: (u64, u64),
 }
 
 /// The live rates of an emulated link, shared by its shapers; change them
@@ -200,7 +198,6 @@ impl LinkControl {
             schedule,
             next_step: 0,
             start: None,
-            carried: (0, 0),
         })))
     }
 
@@ -213,21 +210,6 @@ impl LinkControl {
         let mut s = self.lock();
         s.up_bps = up_bps.max(1.0);
         s.down_bps = down_bps.max(1.0);
-    }
-
-    /// Bytes put on the air so far by the links sharing this control, (up,
-    /// down): every message whole, headers and the protocol's own messages
-    /// included.
-    pub fn carried(&self) -> (u64, u64) {
-        self.lock().carried
-    }
-
-    fn carry(&self, direction: Direction, bytes: usize) {
-        let mut s = self.lock();
-        match direction {
-            Direction::Up => s.carried.0 += bytes as u64,
-            Direction::Down => s.carried.1 += bytes as u64,
-        }
     }
 
     /// The rates in force at `now` (bits per second), applying due schedule steps.
@@ -288,7 +270,6 @@ impl Shaper {
     /// arrival times, and when the last one has left (the air is free).
     pub fn schedule(&mut self, bytes: &[u8], now: Instant) -> (Vec<(Instant, Vec<u8>)>, Instant) {
         let mut out = Vec::with_capacity(bytes.len() / self.mtu + 1);
-        self.control.carry(self.direction, bytes.len());
         let mut free = self.free_at.map_or(now, |f| f.max(now));
         for packet in bytes.chunks(self.mtu) {
             let (up, down) = self.control.rates_at(free);

@@ -314,9 +314,18 @@ mod tests {
         let layers = g.nodes().len() as f64;
         assert!((predicted_ms - layers * 5.0).abs() < 1e-6, "local is every layer here: {predicted_ms}");
         assert!(why.contains("10% margin"), "{why}");
-        // Kept per (cut, conditions, mode): the same question is not priced again.
-        let again = check.check(g, &d, w, h, &conditions(slow), Mode::Single);
-        assert!(matches!(again, Verdict::Local { .. }));
+        // Kept per (cut, conditions, mode): the same question is not priced
+        // again, even with sides that would now answer otherwise.
+        let (_, quick, _, _) = sides(0.000_001);
+        let fast_watch = Side { latency: &quick, energy: &energy };
+        let again = check.check(g, &d, fast_watch, h, &conditions(slow), Mode::Single);
+        assert!(
+            matches!(&again, Verdict::Local { predicted_ms, .. } if (predicted_ms - layers * 5.0).abs() < 1e-6),
+            "the kept verdict: {again:?}"
+        );
+        let mut fresh = OffloadCheck::new(0.1, 1);
+        let priced = fresh.check(g, &d, fast_watch, h, &conditions(slow), Mode::Single);
+        assert!(matches!(&priced, Verdict::Local { predicted_ms, .. } if *predicted_ms < 1.0), "{priced:?}");
         check.forget();
         assert!(matches!(check.check(g, &d, w, h, &conditions(slow), Mode::Single), Verdict::Local { .. }));
     }

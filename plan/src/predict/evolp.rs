@@ -313,6 +313,87 @@ impl LatencyModel for EvoLp {
 mod tests {
     use super::*;
 
+    /// The refit as it was, by name: the reference the indexed one must match.
+    fn refit_by_name(m: &mut EvolutionMatrix, record: Record) {
+        for (key, t) in &record.terms {
+            m.reference_s.entry(key.clone()).or_insert(t.max(1e-9));
+            m.coefficients.entry(key.clone()).or_insert([0.0, 0.0]);
+        }
+        m.records.push(record);
+        if m.records.len() > m.config.max_records {
+            let excess = m.records.len() - m.config.max_records;
+            m.records.drain(..excess);
+        }
+        let lr = m.config.learning_rate;
+        for _ in 0..m.config.epochs {
+            for r in m.records.clone() {
+                if r.measured_s <= 0.0 {
+                    continue;
+                }
+                let predicted: f64 =
+                    r.overhead_s + r.terms.iter().map(|(k, t)| m.correct(k, *t)).sum::<f64>();
+                let g = if m.config.normalized {
+                    let norm: f64 = r.terms.iter().map(|(_, t)| t * t).sum::<f64>().max(1e-18);
+                    (predicted - r.measured_s) / norm
+                } else {
+                    2.0 * ((predicted - r.measured_s) / r.measured_s) / r.measured_s
+                };
+                for (key, t) in &r.terms {
+                    let s = m.reference_s.get(key).copied().unwrap_or(1e-9);
+                    if m.correct(key, *t) <= 0.0 {
+                        continue;
+                    }
+                    if let Some(c) = m.coefficients.get_mut(key) {
+                        c[0] -= 0.1 * lr * g * s;
+                        c[1] -= lr * g * t;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A stream of records over six keys, some units coming and going.
+    fn record(i: usize) -> Record {
+        let terms = vec![
+            ("a".to_string(), 0.001 * (1 + i % 3) as f64),
+            ("b".to_string(), 0.002),
+            (format!("c{}", i % 4), 0.0005),
+        ];
+        Record { terms, overhead_s: 1e-4, measured_s: 0.004 + 3e-4 * (i % 5) as f64 }
+    }
+
+    #[test]
+    fn the_indexed_refit_is_the_refit_by_name_and_survives_a_save_and_load() -> anyhow::Result<()> {
+        for config in
+            [EvolutionConfig { max_records: 5, ..EvolutionConfig::online() }, EvolutionConfig::default()]
+        {
+            let mut fast = EvolutionMatrix::with_config(config.clone());
+            let mut by_name = EvolutionMatrix::with_config(config);
+            for i in 0..12 {
+                fast.observe(record(i));
+                refit_by_name(&mut by_name, record(i));
+            }
+            // Saved and loaded mid-stream: the index is rebuilt, and learning goes on alike.
+            let mut loaded: EvolutionMatrix = serde_json::from_str(&serde_json::to_string(&fast)?)?;
+            for i in 12..20 {
+                fast.observe(record(i));
+                loaded.observe(record(i));
+                refit_by_name(&mut by_name, record(i));
+            }
+            assert_eq!(fast.records(), by_name.records());
+            for key in ["a", "b", "c0", "c1", "c2", "c3"] {
+                let (f, n, l) =
+                    (fast.correct(key, 1e-3), by_name.correct(key, 1e-3), loaded.correct(key, 1e-3));
+                assert_eq!(f.to_bits(), n.to_bits(), "{key}: indexed {f} against by name {n}");
+                // JSON reads a float back to within its last bit (serde_json
+                // without `float_roundtrip`), so the loaded one is as close.
+                assert!((f - l).abs() <= 1e-12 * f.abs(), "{key}: kept {f} against saved and loaded {l}");
+            }
+            assert_ne!(fast.correct("a", 1e-3), 1e-3, "it learned something");
+        }
+        Ok(())
+    }
+
     #[test]
     fn evolution_learns_a_systematic_bias() {
         // The layer predictor says 1 ms and 3 ms; the device really takes 1.5x, plus 0.2 ms per layer.

@@ -85,6 +85,12 @@ pub enum Action {
         /// How the wearable asks for each output to be encoded.
         answer: Vec<Encoding>,
     },
+    /// These frames, handed out to run, were cancelled by the wearable:
+    /// skip those not started. Whatever their results, none is sent.
+    Skip {
+        /// The frames.
+        frames: Vec<u64>,
+    },
     /// Build the suffix plans of these cuts in the background, answering
     /// each with [`HandheldSession::prepared`].
     Prepare {
@@ -108,7 +114,7 @@ pub struct HandheldLimits {
     pub idle_timeout: Duration,
     /// How often `Status` goes out.
     pub status_interval: Duration,
-    /// Most frames queued to run (besides the one running); while full,
+    /// Most frames queued to run (besides those handed out to run); while full,
     /// the shell does not read ([`HandheldSession::wants_bytes`]), and a
     /// frame beyond it closes the connection.
     pub max_queued: usize,
@@ -173,8 +179,9 @@ pub struct HandheldSession {
     next_status: Instant,
     /// Frames received and not yet handed out to run, in frame order.
     queue: VecDeque<Queued>,
-    /// Frames handed out to run and not yet done, oldest first.
-    running: VecDeque<u64>,
+    /// Frames handed out to run and not yet done, oldest first, and
+    /// whether the wearable cancelled each since (its result is not sent).
+    running: VecDeque<(u64, bool)>,
     /// Cuts the peer may still have built ahead.
     prepares_left: usize,
     close: Option<CloseReason>,
@@ -643,11 +650,19 @@ impl HandheldSession {
                     ))
                 } else {
                     // Only frames sent are cancelled (a frame not yet sent is
-                    // not a cancel); those queued are dropped, a running one
-                    // may still be answered (the wearable drops that answer).
+                    // not a cancel); those queued are dropped; those handed
+                    // out are skipped if not started, and their results,
+                    // if any, not sent.
                     let last = *last_frame;
                     self.queue.retain(|q| !(frames.contains(&q.frame) && last.is_some_and(|l| q.frame <= l)));
-                    Ok(vec![])
+                    let mut skip = vec![];
+                    for (f, cancelled) in self.running.iter_mut().filter(|(f, _)| frames.contains(f)) {
+                        if !*cancelled {
+                            *cancelled = true;
+                            skip.push(*f);
+                        }
+                    }
+                    Ok(if skip.is_empty() { vec![] } else { vec![Action::Skip { frames: skip }] })
                 }
             }
             (State::Ready { .. }, Header::Prepare { mut cuts }) => {
@@ -696,7 +711,7 @@ impl HandheldSession {
         let mut out = vec![];
         while !self.is_closed() && self.running.len() < self.limits.run_ahead.max(1) {
             let Some(Queued { frame, cut, tensors, answer }) = self.queue.pop_front() else { break };
-            self.running.push_back(frame);
+            self.running.push_back((frame, false));
             out.push(Action::Run { frame, cut, tensors, answer });
         }
         out
@@ -704,17 +719,25 @@ impl HandheldSession {
 
     /// `frame` ran at `now`: its result message ([`Self::result`]) or why
     /// it failed. Sends the result (a failure closes the connection, naming
-    /// the frame), then hands out the next frame to run.
+    /// the frame; a cancelled frame's result, or its skip, is dropped),
+    /// then hands out the next frame to run. Frames must be done in the
+    /// order handed out: any other order is the shell's error, and closes.
     pub fn frame_done(&mut self, now: Instant, frame: u64, result: Result<Message, RunError>) -> Vec<Action> {
-        if self.running.front() != Some(&frame) {
-            return vec![];
-        }
+        let cancelled = match self.running.front() {
+            Some(&(f, cancelled)) if f == frame => cancelled,
+            _ if self.is_closed() => return vec![],
+            front => {
+                let reason = format!("frame {frame} done while {:?} was first to run", front.map(|f| f.0));
+                return self.fail(ErrorCode::Unexpected, reason);
+            }
+        };
         self.running.pop_front();
         // Not reading was this side's choice: it does not count as idle.
         if self.queue.len() >= self.limits.max_queued {
             self.heard = now;
         }
         let mut out = match result {
+            _ if cancelled => vec![],
             // A result computed goes out even after a close, ahead of it.
             Ok(m) => vec![Action::Send(m)],
             Err(_) if self.is_closed() => vec![],

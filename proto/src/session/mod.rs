@@ -105,6 +105,11 @@ impl Tensors {
         self.0.body.len()
     }
 
+    /// The bytes their message took on the link, header included.
+    pub fn wire_len(&self) -> usize {
+        crate::protocol::wire_len(&self.0)
+    }
+
     /// Each tensor by name, encoded ones decoded (and checked), raw ones
     /// borrowing the body.
     pub fn decode(&self) -> Result<Vec<(String, WireTensor<'_>)>, ProtocolError> {

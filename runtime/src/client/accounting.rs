@@ -46,6 +46,9 @@ pub(super) struct Account {
     pub up_bytes: u64,
     pub up_raw_bytes: u64,
     pub down_bytes: u64,
+    /// The request and the answer on the link, whole (headers included).
+    pub up_message_bytes: u64,
+    pub down_message_bytes: u64,
     pub predicted_ms: Option<f64>,
     pub switch_wait_ms: Option<f64>,
     pub plan_build_ms: f64,
@@ -65,6 +68,8 @@ impl Account {
             up_bytes: 0,
             up_raw_bytes: 0,
             down_bytes: 0,
+            up_message_bytes: 0,
+            down_message_bytes: 0,
             predicted_ms: None,
             switch_wait_ms: None,
             plan_build_ms: 0.0,
@@ -82,8 +87,10 @@ impl Account {
         wearable: &dyn EnergyModel,
         handheld: &dyn EnergyModel,
     ) -> FrameReport {
-        let time =
-            |bytes: u64, rate: f64| Duration::try_from_secs_f64(bytes as f64 / rate).unwrap_or(Duration::MAX);
+        let time = |bytes: u64, rate: f64| match bytes {
+            0 => Duration::ZERO,
+            _ => Duration::try_from_secs_f64(bytes as f64 / rate).unwrap_or(Duration::MAX),
+        };
         let s = self.stages;
         let price = CutPrice::of_stages(
             (
@@ -114,8 +121,10 @@ impl Account {
             handheld_ms: ms(s.handheld),
             latency_ms: ms(s.latency),
             up_bytes: self.up_bytes,
-            up_raw_bytes: self.up_raw_bytes.max(self.up_bytes),
+            up_raw_bytes: self.up_raw_bytes,
             down_bytes: self.down_bytes,
+            up_message_bytes: self.up_message_bytes,
+            down_message_bytes: self.down_message_bytes,
             predicted_ms: self.predicted_ms,
             wearable_j: price.wearable_j(),
             handheld_j: price.handheld_j(),
@@ -181,12 +190,19 @@ mod tests {
         assert_eq!(r.local_reason.as_deref(), Some("placement: wearable only"));
         assert_eq!(r.fallback, None);
         assert!((r.wearable_j - 0.01).abs() < 1e-12 && r.handheld_j == 0.0, "compute only");
+        let zero = LinkEstimate { up_bytes_per_s: 0.0, down_bytes_per_s: 0.0, ..LINK };
+        let r = a.clone().report(4, &zero, &Watts(1.0), &Watts(1.0));
+        assert!(
+            (r.wearable_j - 0.01).abs() < 1e-12,
+            "no bytes take no time, whatever the rate: {}",
+            r.wearable_j
+        );
         a.ran = Ran::FellBack("the link dropped".into());
-        a.up_bytes = 100;
+        (a.up_bytes, a.up_raw_bytes) = (100, 400);
         let r = a.report(4, &LINK, &Watts(1.0), &Watts(1.0));
         assert_eq!(r.fallback.as_deref(), Some("the link dropped"));
         assert_eq!(r.local_reason, r.fallback);
-        assert_eq!(r.up_raw_bytes, 100, "raw is at least what was sent");
+        assert_eq!((r.up_bytes, r.up_raw_bytes), (100, 400));
         assert!(r.wearable_j > 0.01 && r.handheld_j > 0.0, "the bytes that went up were paid for");
     }
 }

@@ -536,6 +536,7 @@ impl Session {
         account.stages.handheld = handheld;
         account.stages.latency = at.saturating_duration_since(f.started);
         account.down_bytes = down_bytes;
+        account.down_message_bytes = tensors.wire_len() as u64;
         let report = self.report(account, &f.cut);
         complete(pipe, frame, Ok((report, values)));
     }
@@ -681,6 +682,8 @@ impl Session {
         let answer = self.answer_encodings(&cut);
         let key = cut.key();
         let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded);
+        account.up_message_bytes =
+            tandem_proto::protocol::run_suffix_wire_len(frame, key.as_str(), &packed, &answer) as u64;
         account.stages.wearable = wearable;
         (account.up_bytes, account.up_raw_bytes, account.predicted_ms) = (up_bytes, raw_bytes, predicted_ms);
         (account.switch_wait_ms, account.plan_build_ms, account.dvfs) =
@@ -768,8 +771,10 @@ impl Session {
                     let mut account = Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason));
                     account.stages =
                         Stages { wearable: took, latency: back.started.elapsed(), ..Stages::default() };
-                    (account.up_bytes, account.plan_build_ms) =
-                        (back.account.up_bytes, back.account.plan_build_ms);
+                    (account.up_bytes, account.up_raw_bytes) =
+                        (back.account.up_bytes, back.account.up_raw_bytes);
+                    account.plan_build_ms = back.account.plan_build_ms;
+                    account.up_message_bytes = back.account.up_message_bytes;
                     account.dvfs = dvfs;
                     (self.report(account, &here), outputs)
                 });

@@ -37,6 +37,11 @@ pub struct FrameReport {
     pub up_raw_bytes: u64,
     /// Bytes received.
     pub down_bytes: u64,
+    /// The frame's request on the link, whole: its tensors and the
+    /// message's header and framing (0 when it ran here from the start).
+    pub up_message_bytes: u64,
+    /// The answer on the link, whole (0 when none came).
+    pub down_message_bytes: u64,
     /// The planner's predicted latency for the cut (ms), when it decided it.
     pub predicted_ms: Option<f64>,
     /// Model-based energy on the wearable (J): busy time × compute power + radio time × radio power.

@@ -31,15 +31,19 @@ fn now() -> std::time::Instant {
 /// A frame's run: its number and result message, or why it failed.
 type Ran = (u64, Result<Message, RunError>);
 
+/// Frames the wearable cancelled after they were handed to the runner.
+type Skipped = Arc<std::sync::Mutex<std::collections::HashSet<u64>>>;
+
 /// The connection's runner: one thread that runs the frames handed to it
 /// one at a time, in order (the session hands out the next before one
 /// finishes, so no round trip through this task sits between two runs).
 /// It ends when the connection drops its sender; once the peer is gone,
-/// frames still waiting are answered with an error, not run.
+/// frames still waiting are answered with an error, not run, and so are
+/// frames cancelled before they started.
 fn spawn_runner(
     id: u64,
     shared: Arc<Shared>,
-    peer_gone: Arc<AtomicBool>,
+    (peer_gone, skipped): (Arc<AtomicBool>, Skipped),
     done: mpsc::UnboundedSender<Ran>,
 ) -> std::io::Result<std::sync::mpsc::Sender<Job>> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
@@ -47,7 +51,16 @@ fn spawn_runner(
         let mut last = runner::LastPlan::default();
         for job in queue {
             let frame = job.frame;
-            let ran = if peer_gone.load(Ordering::Relaxed) {
+            let skip = {
+                let mut s = skipped.lock().unwrap_or_else(|p| p.into_inner());
+                let skip = s.remove(&frame);
+                // Frames come in order: older cancels are past.
+                s.retain(|&f| f > frame);
+                skip
+            };
+            let ran = if skip {
+                (frame, Err("cancelled by the wearable".to_string().into()))
+            } else if peer_gone.load(Ordering::Relaxed) {
                 (frame, Err("the connection closed".to_string().into()))
             } else {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -80,6 +93,8 @@ struct Driver {
     done_tx: mpsc::UnboundedSender<Ran>,
     /// Frames handed to the runner and not yet finished.
     handed: usize,
+    /// Of those, the ones cancelled: the runner skips them if not started.
+    skipped: Skipped,
     /// Frames this connection counts in the shared status's queue.
     counted: u32,
 }
@@ -112,6 +127,9 @@ impl Driver {
                         self.run(Job { frame, cut, tensors, answer, loaded });
                     }
                 }
+                Action::Skip { frames } => {
+                    self.skipped.lock().unwrap_or_else(|p| p.into_inner()).extend(frames);
+                }
                 Action::Close => {}
             }
         }
@@ -130,8 +148,9 @@ impl Driver {
     fn run(&mut self, job: Job) {
         let frame = job.frame;
         if self.jobs.is_none() {
-            let (shared, gone, done) = (self.shared.clone(), self.peer_gone.clone(), self.done_tx.clone());
-            match spawn_runner(self.id, shared, gone, done) {
+            let (shared, done) = (self.shared.clone(), self.done_tx.clone());
+            let flags = (self.peer_gone.clone(), self.skipped.clone());
+            match spawn_runner(self.id, shared, flags, done) {
                 Ok(jobs) => self.jobs = Some(jobs),
                 Err(e) => warn!(conn = self.id, "cannot start a runner thread: {e}"),
             }
@@ -167,6 +186,16 @@ impl Driver {
             }
             let _ = loads.send(loaded);
         });
+    }
+}
+
+impl Drop for Driver {
+    /// However the connection ends (its task aborted at shutdown too): the
+    /// runner and any load stop taking this peer's work, and its frames
+    /// leave the shared status's queue.
+    fn drop(&mut self) {
+        self.peer_gone.store(true, Ordering::Relaxed);
+        self.shared.queue.fetch_sub(self.counted, Ordering::Relaxed);
     }
 }
 
@@ -289,6 +318,7 @@ pub(super) async fn connection(
         jobs: None,
         done_tx,
         handed: 0,
+        skipped: Skipped::default(),
         counted: 0,
     };
     while !session.is_closed() {
@@ -340,7 +370,6 @@ pub(super) async fn connection(
         let actions = session.frame_done(now(), frame, result);
         d.carry(&mut session, actions);
     }
-    d.shared.queue.fetch_sub(d.counted, Ordering::Relaxed);
     drop(d);
     let mut writer = writer;
     if tokio::time::timeout(WRITE_TIMEOUT, &mut writer).await.is_err() {
