@@ -149,10 +149,16 @@ impl Driver {
     }
 
     /// The wearable's energy model at `setting` (its inference setting when `None`).
-    pub fn wearable_energy_at(&self, profile: &DeviceProfile, setting: Option<&Setting>) -> ClusterEnergy {
+    /// Borrowed at the inference setting: no copy per frame.
+    pub fn wearable_energy_at(
+        &self,
+        profile: &DeviceProfile,
+        setting: Option<&Setting>,
+    ) -> std::borrow::Cow<'_, ClusterEnergy> {
+        use std::borrow::Cow;
         setting
             .and_then(|s| ClusterEnergy::at(profile, &s.cluster, s.f_hz, PowerModel::Analytical).ok())
-            .unwrap_or_else(|| self.wearable_energy.clone())
+            .map_or(Cow::Borrowed(&self.wearable_energy), Cow::Owned)
     }
 
     /// The handheld's energy model.

@@ -547,7 +547,7 @@ impl Session {
         let setting = self.driver.setting_for(cut);
         let wearable = self.driver.wearable_energy_at(&self.config.wearable, setting.as_ref());
         let layers = self.model.model.graph().nodes().len();
-        account.report(layers, &self.profiler.estimate(), &wearable, self.driver.handheld_energy())
+        account.report(layers, &self.profiler.estimate(), &*wearable, self.driver.handheld_energy())
     }
 
     /// Runs `cut`'s prefix (by `plan`) at the planner's setting for it,
