@@ -17,10 +17,11 @@ use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
 use crate::cut::Cut;
+use crate::engine::Engines;
 use crate::error::{Error, Result, TractContext};
 use crate::graph::{Producer, TensorId};
 use crate::model::Model;
-use crate::split::{full_plan, tapped_plan, SplitPlan, Values};
+use crate::split::{full_plan, tapped_plan, Sides, SplitPlan, Values};
 
 /// Relative tolerance: a tensor matches when its max abs difference is at
 /// most `TOLERANCE × max(1, max |reference|)`.
@@ -166,7 +167,15 @@ pub fn inputs_from_pb(model: &Model, path: &Path) -> Result<Values> {
 /// Checks `cuts` of `model` on `inputs`: for each cut, the crossing tensors
 /// and the outputs of prefix-then-suffix against an unsplit run.
 pub fn check_cuts(model: &Model, cuts: &[Cut], inputs: &Values) -> Result<CheckReport> {
-    check_cuts_over(model, cuts, inputs, &mut |_, t| Ok(t.clone()), true)
+    check_cuts_on(model, cuts, inputs, Engines::TRACT)
+}
+
+/// [`check_cuts`] with the prefix on `engines.prefix` and the suffix on
+/// `engines.suffix`; the reference is still tract's unsplit run, and the
+/// tolerance the same [`TOLERANCE`] (onnxruntime against tract stays
+/// within it on every model checked: `tests/tests/engines.rs`).
+pub fn check_cuts_on(model: &Model, cuts: &[Cut], inputs: &Values, engines: Engines) -> Result<CheckReport> {
+    check_cuts_over_on(model, cuts, inputs, &mut |_, t| Ok(t.clone()), true, engines)
 }
 
 /// What crosses the link in a check: each crossing tensor (by name) goes
@@ -184,6 +193,18 @@ pub fn check_cuts_over(
     inputs: &Values,
     link: &mut LinkFn<'_>,
     exact: bool,
+) -> Result<CheckReport> {
+    check_cuts_over_on(model, cuts, inputs, link, exact, Engines::TRACT)
+}
+
+/// [`check_cuts_over`] with each half on its engine ([`check_cuts_on`]).
+pub fn check_cuts_over_on(
+    model: &Model,
+    cuts: &[Cut],
+    inputs: &Values,
+    link: &mut LinkFn<'_>,
+    exact: bool,
+    engines: Engines,
 ) -> Result<CheckReport> {
     let g = model.graph();
     let full = full_plan(model)?;
@@ -223,7 +244,7 @@ pub fn check_cuts_over(
         record(&mut report, format!("tapped output '{name}'"), diff(r, v)?);
     }
     for cut in cuts {
-        let plan = SplitPlan::build(model, cut)?;
+        let plan = SplitPlan::build_on(model, cut, Sides::Both, engines)?;
         let up = plan.run_prefix(g, inputs)?;
         for &t in cut.up_tensors() {
             let name = &g.tensor(t).name;

@@ -110,6 +110,25 @@ pub enum Error {
         /// The limit passed (bytes).
         limit: u64,
     },
+    /// An engine this build or this machine cannot run (its library is
+    /// missing or too old, or the build leaves it out).
+    #[error("the {engine} engine is not available: {reason}")]
+    EngineUnavailable {
+        /// The engine asked for.
+        engine: tandem_types::Engine,
+        /// Why, and how to get it.
+        reason: String,
+    },
+    /// An engine other than tract failed while loading or running a model.
+    #[error("{engine} failed while {context}: {message}")]
+    Engine {
+        /// The engine.
+        engine: tandem_types::Engine,
+        /// What the runtime was doing.
+        context: String,
+        /// The engine's error.
+        message: String,
+    },
     /// tract failed while analysing, optimizing or running a model.
     #[error("tract failed while {context}: {message}")]
     Tract {

@@ -11,6 +11,7 @@
 //! - `workaround`: exact rewrites of ONNX patterns tract runs wrongly (a softmax between int8 dequantize and quantize).
 //! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
 //! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
+//! - [`engine`]: the backend trait a half is loaded, run and profiled behind; tract, and onnxruntime (feature `onnxruntime`).
 //! - [`split`]: prefix and suffix plans per cut, cached (bounded in weight bytes).
 //! - [`lru`]: a map bounded in bytes, least recently used out first.
 //! - [`check`]: split execution compared with the unsplit model.
@@ -44,6 +45,7 @@ pub mod card;
 pub mod check;
 mod concretize;
 pub mod cut;
+pub mod engine;
 pub mod error;
 pub mod graph;
 pub mod guard;
@@ -56,6 +58,7 @@ pub mod wire;
 mod workaround;
 
 pub use cut::{cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, CutKey};
+pub use engine::{Engine, EngineChoice, Engines};
 pub use error::{Error, Result};
 pub use graph::{LayerGraph, LayerKind, LayerNode, NodeId, TensorId};
 pub use model::{InputShapes, Model, ModelLimits};

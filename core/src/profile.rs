@@ -1,5 +1,6 @@
-//! Per-node profiling of an optimized plan through tract's evaluation hook,
-//! attributed back to ONNX layers, with an additivity check (SPEC 3.1).
+//! Per-node profiling of an optimized model on its engine (tract's
+//! evaluation hook, onnxruntime's profiler), attributed back to ONNX
+//! layers, with an additivity check (SPEC 3.1).
 //!
 //! tract fuses layers (a Conv absorbs its bias, BatchNormalization and often
 //! its activation), so an optimized node is attributed to the ONNX layer
@@ -7,23 +8,22 @@
 //! layer fused into another shows no time of its own.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
-use tract_onnx::prelude::*;
-use tract_onnx::tract_core::plan::{eval, SimpleState};
 
-use crate::error::{Result, TractContext};
+use crate::engine::{Engine, EngineProfile};
+use crate::error::Result;
 use crate::graph::{LayerGraph, LayerKind, NodeId};
 use crate::model::Model;
-use crate::split::{check_tensor, full_plan, Values};
+use crate::split::{full_plan_on, Values};
 
-/// How long one optimized tract node took.
+/// How long one node of the engine's optimized graph took.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeTiming {
-    /// tract's node name.
+    /// The engine's node name.
     pub name: String,
-    /// tract's op name.
+    /// The engine's op name.
     pub op: String,
     /// The ONNX layer it is attributed to, if any.
     pub layer: Option<NodeId>,
@@ -55,86 +55,71 @@ impl Profile {
     }
 }
 
-/// Profiles the unsplit optimized model: `warmup` runs, then `runs` measured
-/// runs, alternating hooked (per-node) and plain (whole) runs so both see
-/// the same machine conditions.
+/// Profiles the unsplit optimized model on tract: `warmup` runs, then
+/// `runs` measured runs, alternating hooked (per-node) and plain (whole)
+/// runs so both see the same machine conditions.
 pub fn profile(model: &Model, inputs: &Values, warmup: usize, runs: usize) -> Result<Profile> {
-    crate::guard::caught(|| "profiling".into(), || profile_unguarded(model, inputs, warmup, runs))
+    profile_on(model, Engine::Tract, inputs, warmup, runs)
 }
 
-fn profile_unguarded(model: &Model, inputs: &Values, warmup: usize, runs: usize) -> Result<Profile> {
+/// [`profile`] on `engine`: its own per-node times (tract's evaluation
+/// hook, onnxruntime's profiler), attributed to ONNX layers by name.
+pub fn profile_on(
+    model: &Model,
+    engine: Engine,
+    inputs: &Values,
+    warmup: usize,
+    runs: usize,
+) -> Result<Profile> {
     let g = model.graph();
-    let half = full_plan(model)?;
-    let plan = half.plan().clone();
-    let mut feed = TVec::new();
-    for &t in half.inputs() {
-        let name = &g.tensor(t).name;
-        let v = inputs.get(name).ok_or_else(|| crate::Error::MissingTensor(name.clone()))?;
-        check_tensor(g, t, v)?;
-        feed.push(v.clone());
-    }
-    let tract_nodes = plan.model().nodes().len();
-    let mut state = SimpleState::new(&plan).tract(|| "creating a plan state".into())?;
-    let mut node_samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); tract_nodes];
-    let mut whole_samples = Vec::with_capacity(runs);
-    let runs = runs.max(1);
-    for i in 0..warmup + runs {
-        let mut elapsed = vec![Duration::ZERO; tract_nodes];
-        state
-            .run_plan_with_eval(feed.clone(), |ctx, op_state, node, input| {
-                let started = Instant::now();
-                let r = eval(ctx, op_state, node, input);
-                elapsed[node.id] += started.elapsed();
-                r
-            })
-            .tract(|| "profiling a run".into())?;
-        let started = Instant::now();
-        plan.run(feed.clone()).tract(|| "timing a run".into())?;
-        let whole = started.elapsed();
-        if i >= warmup {
-            for (samples, e) in node_samples.iter_mut().zip(elapsed) {
-                samples.push(e);
-            }
-            whole_samples.push(whole);
-        }
-    }
-    let owner = LayerNames::new(g);
+    let half = full_plan_on(model, engine)?;
+    let feed = half.feed(g, inputs)?;
+    let measured =
+        crate::guard::caught(|| "profiling".into(), || half.runner().profile(&feed, warmup, runs))?;
+    Ok(attribute(g, measured))
+}
+
+/// An engine's per-node times as per-layer times.
+fn attribute(g: &LayerGraph, measured: EngineProfile) -> Profile {
+    let owner = LayerNames::new(g, measured.name_separators);
     let mut per_layer = vec![Duration::ZERO; g.nodes().len()];
     let mut unattributed = Duration::ZERO;
-    let mut nodes = Vec::with_capacity(tract_nodes);
-    for (node, samples) in plan.model().nodes().iter().zip(node_samples.iter_mut()) {
-        let median = median(samples);
-        let layer = owner.owner(&node.name).map(|l| owner.fused_producer(l, node.op().name().as_ref()));
+    let mut nodes = Vec::with_capacity(measured.nodes.len());
+    for node in measured.nodes {
+        let layer = owner.owner(&node.name).map(|l| owner.fused_producer(l, &node.op));
         match layer {
-            Some(l) => per_layer[l] += median,
-            None => unattributed += median,
+            Some(l) => per_layer[l] += node.median,
+            None => unattributed += node.median,
         }
-        nodes.push(NodeTiming { name: node.name.clone(), op: node.op().name().to_string(), layer, median });
+        nodes.push(NodeTiming { name: node.name, op: node.op, layer, median: node.median });
     }
     let sum_of_nodes = nodes.iter().map(|n| n.median).sum();
-    Ok(Profile { nodes, per_layer, unattributed, whole_run: median(&mut whole_samples), sum_of_nodes, runs })
+    Profile {
+        nodes,
+        per_layer,
+        unattributed,
+        whole_run: measured.whole_run,
+        sum_of_nodes,
+        runs: measured.runs,
+    }
 }
 
 /// The median of some durations (zero when empty).
-pub fn median(samples: &mut [Duration]) -> Duration {
-    if samples.is_empty() {
-        return Duration::ZERO;
-    }
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
+pub use crate::engine::median;
 
 /// Maps tract node names back to ONNX layers by longest name prefix.
 struct LayerNames<'a> {
     graph: &'a LayerGraph,
     by_name: HashMap<&'a str, NodeId>,
+    separators: &'static [char],
 }
 
 impl<'a> LayerNames<'a> {
-    fn new(g: &'a LayerGraph) -> Self {
+    fn new(g: &'a LayerGraph, separators: &'static [char]) -> Self {
         LayerNames {
             graph: g,
             by_name: g.nodes().iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect(),
+            separators,
         }
     }
 
@@ -166,7 +151,7 @@ impl<'a> LayerNames<'a> {
             if let Some(&id) = self.by_name.get(name) {
                 return Some(id);
             }
-            let cut = name.rfind(['.', '#'])?;
+            let cut = name.rfind(self.separators)?;
             name = &name[..cut];
         }
     }

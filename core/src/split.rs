@@ -1,6 +1,6 @@
-//! Split execution: for a [`Cut`], two optimized tract plans, the prefix
+//! Split execution: for a [`Cut`], two optimized halves, the prefix
 //! (model inputs → crossing tensors) and the suffix (crossing tensors →
-//! model outputs), cached per cut.
+//! model outputs), each on its engine ([`crate::engine`]), cached per cut.
 //!
 //! Each half is cut out of the ONNX graph itself, at ONNX-node granularity,
 //! and then parsed and optimized by tract on its own. tract is free to fuse
@@ -17,6 +17,7 @@ use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
 use crate::cut::Cut;
+use crate::engine::{self, Engine, Engines, Runner};
 use crate::error::{Error, Result, TractContext};
 use crate::graph::{node_inputs, LayerGraph, NodeId, Producer, TensorId};
 use crate::lru::ByteLru;
@@ -47,32 +48,28 @@ impl Sides {
     }
 }
 
-/// An optimized, runnable tract plan.
-pub type Plan = Arc<TypedRunnableModel>;
-
-/// One half of a split model, ready to run.
+/// One half of a split model, loaded on an engine and ready to run.
 #[derive(Debug, Clone)]
 pub struct Half {
-    plan: Plan,
+    runner: Arc<dyn Runner>,
     inputs: Vec<TensorId>,
     outputs: Vec<TensorId>,
 }
 
 impl Half {
-    /// Builds the plan computing `outputs` from `inputs` with layers `nodes`.
+    /// Builds the half computing `outputs` from `inputs` with layers
+    /// `nodes`, on `engine`.
     fn build(
         model: &Model,
         nodes: &[NodeId],
         inputs: &[TensorId],
         outputs: &[TensorId],
         what: &str,
+        engine: Engine,
     ) -> Result<Half> {
         let proto = half_proto(model, nodes, inputs, outputs);
-        let plan = crate::guard::caught(
-            || format!("planning {what}"),
-            || model.optimize(&proto, what)?.into_runnable().tract(|| format!("planning {what}")),
-        )?;
-        Ok(Half { plan, inputs: inputs.to_vec(), outputs: outputs.to_vec() })
+        let runner = engine::load(engine, model, &proto, what)?;
+        Ok(Half { runner, inputs: inputs.to_vec(), outputs: outputs.to_vec() })
     }
 
     /// Runs the half, reading its inputs from `values` by name.
@@ -81,45 +78,10 @@ impl Half {
     }
 
     /// Runs the half as a device `factor` times slower than this host
-    /// would: after each executed node, the thread sleeps `(factor − 1)` ×
-    /// the node's time (owed time is slept once it reaches 1 ms, and the
-    /// rest at the end), so the wall clock is the emulated device's.
+    /// would ([`Runner::run`]): the wall clock is the emulated device's.
     pub fn run_dilated(&self, graph: &LayerGraph, values: &Values, factor: f64) -> Result<Values> {
-        crate::guard::caught(|| "running a plan".into(), || self.run_unguarded(graph, values, factor))
-    }
-
-    fn run_unguarded(&self, graph: &LayerGraph, values: &Values, factor: f64) -> Result<Values> {
-        let mut feed = TVec::new();
-        for &t in &self.inputs {
-            let info = graph.tensor(t);
-            let v = values.get(&info.name).ok_or_else(|| Error::MissingTensor(info.name.clone()))?;
-            check_tensor(graph, t, v)?;
-            feed.push(v.clone());
-        }
-        let out = if factor > 1.0 {
-            use tract_onnx::tract_core::plan::{eval, SimpleState};
-            let mut state = SimpleState::new(&self.plan).tract(|| "creating a plan state".into())?;
-            let mut owed = 0.0f64;
-            let out = state
-                .run_plan_with_eval(feed, |ctx, op_state, node, input| {
-                    let started = Instant::now();
-                    let r = eval(ctx, op_state, node, input);
-                    owed += started.elapsed().as_secs_f64() * (factor - 1.0);
-                    if owed >= 1e-3 {
-                        let slept = Instant::now();
-                        std::thread::sleep(Duration::from_secs_f64(owed));
-                        owed -= slept.elapsed().as_secs_f64();
-                    }
-                    r
-                })
-                .tract(|| "running a plan".into())?;
-            if owed > 0.0 {
-                std::thread::sleep(Duration::from_secs_f64(owed));
-            }
-            out
-        } else {
-            self.plan.run(feed).tract(|| "running a plan".into())?
-        };
+        let feed = self.feed(graph, values)?;
+        let out = crate::guard::caught(|| "running a plan".into(), || self.runner.run(feed, factor))?;
         let mut result = Values::with_capacity(self.outputs.len());
         for (&t, v) in self.outputs.iter().zip(out) {
             result.insert(graph.tensor(t).name.clone(), normalize_value(v)?);
@@ -127,9 +89,26 @@ impl Half {
         Ok(result)
     }
 
-    /// The tract plan.
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    /// The half's inputs from `values`, in its order, each checked against the graph.
+    pub(crate) fn feed(&self, graph: &LayerGraph, values: &Values) -> Result<TVec<TValue>> {
+        let mut feed = TVec::new();
+        for &t in &self.inputs {
+            let info = graph.tensor(t);
+            let v = values.get(&info.name).ok_or_else(|| Error::MissingTensor(info.name.clone()))?;
+            check_tensor(graph, t, v)?;
+            feed.push(v.clone());
+        }
+        Ok(feed)
+    }
+
+    /// The loaded half.
+    pub fn runner(&self) -> &Arc<dyn Runner> {
+        &self.runner
+    }
+
+    /// The engine it runs on.
+    pub fn engine(&self) -> Engine {
+        self.runner.engine()
     }
 
     /// Tensors the half reads.
@@ -177,6 +156,8 @@ pub struct SplitPlan {
     local_outputs: Vec<TensorId>,
     /// The halves built.
     sides: Sides,
+    /// The engine of each half.
+    engines: Engines,
     build_time: Duration,
 }
 
@@ -186,8 +167,14 @@ impl SplitPlan {
         SplitPlan::build_sides(model, cut, Sides::Both)
     }
 
-    /// Builds and optimizes the halves of `cut` that `sides` names.
+    /// Builds and optimizes the halves of `cut` that `sides` names, on tract.
     pub fn build_sides(model: &Model, cut: &Cut, sides: Sides) -> Result<SplitPlan> {
+        SplitPlan::build_on(model, cut, sides, Engines::TRACT)
+    }
+
+    /// Builds the halves of `cut` that `sides` names, the prefix on
+    /// `engines.prefix` and the suffix on `engines.suffix`.
+    pub fn build_on(model: &Model, cut: &Cut, sides: Sides, engines: Engines) -> Result<SplitPlan> {
         let started = Instant::now();
         let g = model.graph();
         let produced_by_prefix =
@@ -211,13 +198,20 @@ impl SplitPlan {
                 .copied()
                 .filter(|&t| g.tensor(t).consumers.iter().any(|&c| cut.on_wearable(c)))
                 .collect();
-            Some(Half::build(model, &prefix_nodes, &inputs, &prefix_outputs, "the prefix")?)
+            Some(Half::build(model, &prefix_nodes, &inputs, &prefix_outputs, "the prefix", engines.prefix)?)
         };
         let suffix_nodes = cut.suffix_nodes();
         let suffix = if !sides.suffix() || suffix_nodes.is_empty() || cut.down_tensors().is_empty() {
             None
         } else {
-            Some(Half::build(model, &suffix_nodes, cut.up_tensors(), cut.down_tensors(), "the suffix")?)
+            Some(Half::build(
+                model,
+                &suffix_nodes,
+                cut.up_tensors(),
+                cut.down_tensors(),
+                "the suffix",
+                engines.suffix,
+            )?)
         };
         Ok(SplitPlan {
             cut: cut.clone(),
@@ -225,6 +219,7 @@ impl SplitPlan {
             suffix,
             local_outputs,
             sides,
+            engines,
             build_time: started.elapsed(),
         })
     }
@@ -242,6 +237,11 @@ impl SplitPlan {
     /// The handheld's half.
     pub fn suffix(&self) -> Option<&Half> {
         self.suffix.as_ref()
+    }
+
+    /// The engine of each half.
+    pub fn engines(&self) -> Engines {
+        self.engines
     }
 
     /// How long building both halves took.
@@ -315,7 +315,9 @@ impl SplitPlan {
 #[derive(Debug)]
 pub struct SplitExecutor {
     model: Model,
-    cache: Mutex<ByteLru<(Cut, Sides), Arc<SplitPlan>>>,
+    /// The engines [`SplitExecutor::plan`] and [`SplitExecutor::plan_sides`] use.
+    engines: Engines,
+    cache: Mutex<ByteLru<(Cut, Sides, Engines), Arc<SplitPlan>>>,
 }
 
 /// The weight bytes the halves of `cut` that `sides` names hold: the
@@ -384,7 +386,18 @@ impl SplitExecutor {
     /// ([`plan_weight_bytes`]); a plan larger than that alone is still
     /// built and kept until the next.
     pub fn with_cache_limit(model: Model, bytes: u64) -> Self {
-        SplitExecutor { model, cache: Mutex::new(ByteLru::new(bytes)) }
+        SplitExecutor { model, engines: Engines::TRACT, cache: Mutex::new(ByteLru::new(bytes)) }
+    }
+
+    /// The same executor, building its halves on `engines` unless told otherwise.
+    pub fn with_engines(mut self, engines: Engines) -> Self {
+        self.engines = engines;
+        self
+    }
+
+    /// The engines it builds on unless told otherwise.
+    pub fn engines(&self) -> Engines {
+        self.engines
     }
 
     /// The model.
@@ -399,11 +412,16 @@ impl SplitExecutor {
 
     /// The halves of `cut` that `sides` names, built on first use.
     pub fn plan_sides(&self, cut: &Cut, sides: Sides) -> Result<Arc<SplitPlan>> {
-        let key = (cut.clone(), sides);
+        self.plan_on(cut, sides, self.engines)
+    }
+
+    /// The halves of `cut` that `sides` names on `engines`, built on first use.
+    pub fn plan_on(&self, cut: &Cut, sides: Sides, engines: Engines) -> Result<Arc<SplitPlan>> {
+        let key = (cut.clone(), sides, engines);
         if let Some(p) = self.lock().get(&key) {
             return Ok(p.clone());
         }
-        let plan = Arc::new(SplitPlan::build_sides(&self.model, cut, sides)?);
+        let plan = Arc::new(SplitPlan::build_on(&self.model, cut, sides, engines)?);
         let bytes = plan_weight_bytes(&self.model, cut, sides);
         self.lock().insert(key, plan.clone(), bytes);
         Ok(plan)
@@ -416,7 +434,7 @@ impl SplitExecutor {
 
     /// Whether the halves of `cut` that `sides` names are cached.
     pub fn is_cached_sides(&self, cut: &Cut, sides: Sides) -> bool {
-        self.lock().contains(&(cut.clone(), sides))
+        self.lock().contains(&(cut.clone(), sides, self.engines))
     }
 
     /// Number of cached cuts.
@@ -429,7 +447,7 @@ impl SplitExecutor {
         self.lock().bytes()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<(Cut, Sides), Arc<SplitPlan>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<(Cut, Sides, Engines), Arc<SplitPlan>>> {
         // A poisoned cache only means a builder panicked; the map is still sound.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -451,11 +469,16 @@ pub fn model_outputs(graph: &LayerGraph, values: &Values) -> Result<Values> {
         .collect()
 }
 
-/// The whole model as one optimized plan (the unsplit baseline).
+/// The whole model as one optimized tract plan (the unsplit baseline).
 pub fn full_plan(model: &Model) -> Result<Half> {
+    full_plan_on(model, Engine::Tract)
+}
+
+/// The whole model loaded on `engine`.
+pub fn full_plan_on(model: &Model, engine: Engine) -> Result<Half> {
     let g = model.graph();
     let nodes: Vec<NodeId> = (0..g.nodes().len()).collect();
-    Half::build(model, &nodes, g.inputs(), g.outputs(), "the whole model")
+    Half::build(model, &nodes, g.inputs(), g.outputs(), "the whole model", engine)
 }
 
 /// The whole model as one plan whose outputs also include `taps`, to read
@@ -469,7 +492,7 @@ pub fn tapped_plan(model: &Model, taps: &[TensorId]) -> Result<Half> {
             outputs.push(t);
         }
     }
-    Half::build(model, &nodes, g.inputs(), &outputs, "the tapped model")
+    Half::build(model, &nodes, g.inputs(), &outputs, "the tapped model", Engine::Tract)
 }
 
 /// An ONNX model holding layers `nodes` (plus the const nodes and

@@ -7,6 +7,7 @@
 //!   and their deterministic test inputs;
 //! * [`randomize_constant_weights`]: copies of the light models whose constant
 //!   weights are replaced by seeded random ones;
+//! * [`onnxruntime`]: onnxruntime's shared library from its pinned wheel (the second engine);
 //! * [`hostile`]: tiny ONNX files that declare or compute tensors no phone can hold (issue 28).
 //! * [`ensure_models`]: materializes all of the above under [`cache_dir`].
 
@@ -19,6 +20,7 @@ mod builder;
 pub mod hostile;
 pub mod layers;
 pub mod light;
+pub mod onnxruntime;
 mod randomize;
 pub mod real;
 pub mod tiny;
@@ -26,6 +28,7 @@ pub mod zoo;
 
 pub use builder::{IR_VERSION, OPSET};
 pub use light::{fetch_light, light_dummy_input, LIGHT_MODELS, ONNX_VERSION};
+pub use onnxruntime::{ensure_onnxruntime, ONNXRUNTIME_VERSION};
 pub use randomize::randomize_constant_weights;
 pub use zoo::{mobilenet_variants, pruned_variants, zoo_specs, PrunedBase, ZooModel, ZooSpec};
 

@@ -1,6 +1,7 @@
 //! The integration tests of this crate, in one binary (linking tract into
 //! one test binary per file cost build time).
 
+mod engines;
 mod lossless;
 mod oracle;
 mod partition_zoo;

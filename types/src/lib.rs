@@ -6,18 +6,21 @@
 //!
 //! # Layout
 //! - [`cut_key`]: [`CutKey`], a cut's identity.
+//! - [`engine`]: [`Engine`], [`EngineChoice`] and [`Engines`]: which runtime runs each half.
 //! - [`link`]: [`LinkEstimate`], [`HandheldStatus`], [`EnergyWeights`].
 //! - [`sensor`]: [`SensorType`] and [`Widening`] (a sensor's values as the model's floats).
 //! - [`shapes`]: [`InputShapes`], the `NAME=D1,D2,...` overrides.
 //! - [`tensor`]: [`WireType`] and [`WireTensor`].
 
 pub mod cut_key;
+pub mod engine;
 pub mod link;
 pub mod sensor;
 pub mod shapes;
 pub mod tensor;
 
 pub use cut_key::CutKey;
+pub use engine::{Engine, EngineChoice, EngineParseError, Engines};
 pub use link::{EnergyWeights, HandheldStatus, LinkEstimate};
 pub use sensor::{SensorType, Widening, WideningError};
 pub use shapes::{InputShapes, ShapeError, MAX_OVERRIDE_DIM};

@@ -1,0 +1,145 @@
+//! Execution backends: the trait behind which a half of a split model (or
+//! the whole model) is loaded, optimized, run and profiled.
+//!
+//! A cut is two ONNX graphs, so any ONNX runtime can run either half.
+//! tract is the default and the only engine with no native dependency;
+//! onnxruntime (the `onnxruntime` feature) is loaded from its shared
+//! library at run time, never downloaded or linked at build time.
+//!
+//! - `tract`: [`Backend`] over tract's optimized plans, with its
+//!   per-node evaluation hook for profiling.
+//! - [`onnxruntime`]: [`Backend`] over the `ort` crate, the library found
+//!   by path and checked for its version before use.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tract_onnx::pb;
+use tract_onnx::prelude::{TValue, TVec};
+
+pub use tandem_types::{Engine, EngineChoice, EngineParseError, Engines};
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+
+#[cfg(feature = "onnxruntime")]
+pub mod onnxruntime;
+mod tract;
+
+/// How to get onnxruntime's library, for every error that lacks it.
+pub const ONNXRUNTIME_HOW_TO: &str = "install the pinned wheel (python3 -m pip install onnxruntime==1.20.1) \
+     and set ORT_DYLIB_PATH to its onnxruntime/capi/libonnxruntime.so.1.20.1, or pass --ort-lib PATH";
+
+/// Loads halves onto one engine.
+pub trait Backend: Send + Sync {
+    /// Which engine this is.
+    fn engine(&self) -> Engine;
+
+    /// Loads and optimizes `proto` (a half cut from `model`, or all of it),
+    /// whose inputs and outputs keep the order its graph lists them in;
+    /// `what` names it in errors ("the prefix").
+    fn load(&self, model: &Model, proto: &pb::ModelProto, what: &str) -> Result<Arc<dyn Runner>>;
+}
+
+/// A loaded half, ready to run and to profile. Runs may come from several
+/// threads at once.
+pub trait Runner: Send + Sync + fmt::Debug {
+    /// The engine it runs on.
+    fn engine(&self) -> Engine;
+
+    /// Runs on `feed` (one value per input, in order) and returns one value
+    /// per output, in order. With `factor` > 1 the run takes that many
+    /// times as long in wall-clock time, as a device that much slower would
+    /// (the extra time is slept).
+    fn run(&self, feed: TVec<TValue>, factor: f64) -> Result<TVec<TValue>>;
+
+    /// `warmup` runs, then `runs` measured ones: the time of every node the
+    /// engine executed (its own names and ops, after its own fusions) and
+    /// of whole unprofiled runs, alternated so both see the same machine.
+    fn profile(&self, feed: &TVec<TValue>, warmup: usize, runs: usize) -> Result<EngineProfile>;
+}
+
+/// One executed node of an engine's optimized graph and its median time.
+#[derive(Debug, Clone)]
+pub struct EngineNode {
+    /// The engine's name for the node (derived from the ONNX node names it
+    /// was fused from).
+    pub name: String,
+    /// The engine's op name.
+    pub op: String,
+    /// Median over the measured runs.
+    pub median: Duration,
+}
+
+/// What [`Runner::profile`] measured, before it is attributed to ONNX layers.
+#[derive(Debug, Clone)]
+pub struct EngineProfile {
+    /// Every executed node, in execution order.
+    pub nodes: Vec<EngineNode>,
+    /// Median of whole unprofiled runs.
+    pub whole_run: Duration,
+    /// Measured runs.
+    pub runs: usize,
+    /// Characters after which an engine's node name may continue an ONNX
+    /// node's name (`conv1.matmatmul` in tract, `conv1_relu_nchwc` in
+    /// onnxruntime), for attribution by longest prefix.
+    pub name_separators: &'static [char],
+}
+
+/// The backend of `engine`, or why this build or this machine has none.
+pub fn backend(engine: Engine) -> Result<&'static dyn Backend> {
+    match engine {
+        Engine::Tract => Ok(&tract::TractBackend),
+        Engine::OnnxRuntime => onnxruntime_backend(),
+    }
+}
+
+#[cfg(feature = "onnxruntime")]
+fn onnxruntime_backend() -> Result<&'static dyn Backend> {
+    onnxruntime::init()?;
+    Ok(&onnxruntime::OrtBackend)
+}
+
+#[cfg(not(feature = "onnxruntime"))]
+fn onnxruntime_backend() -> Result<&'static dyn Backend> {
+    Err(Error::EngineUnavailable {
+        engine: Engine::OnnxRuntime,
+        reason: "this build has no onnxruntime engine (rebuild with the `onnxruntime` feature)".into(),
+    })
+}
+
+/// The engines this process can run now: tract always, onnxruntime when
+/// the feature is built in and its library loads.
+pub fn available() -> Vec<Engine> {
+    Engine::ALL.into_iter().filter(|&e| backend(e).is_ok()).collect()
+}
+
+/// Loads `proto` on `engine`: [`Backend::load`] on [`backend`]`(engine)`.
+pub fn load(engine: Engine, model: &Model, proto: &pb::ModelProto, what: &str) -> Result<Arc<dyn Runner>> {
+    backend(engine)?.load(model, proto, what)
+}
+
+/// Sleeps what a device `factor` times slower would have taken beyond
+/// `took` (for engines that cannot dilate node by node).
+pub(crate) fn dilate(took: Duration, factor: f64) {
+    if factor > 1.0 {
+        std::thread::sleep(took.mul_f64(factor - 1.0));
+    }
+}
+
+/// The median of some durations (zero when empty).
+pub fn median(samples: &mut [Duration]) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+impl Error {
+    /// An engine's failure while doing `context`.
+    pub(crate) fn engine(engine: Engine, context: impl Into<String>, message: impl fmt::Display) -> Error {
+        Error::Engine { engine, context: context.into(), message: message.to_string().replace('\n', " ") }
+    }
+}
