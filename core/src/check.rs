@@ -50,6 +50,20 @@ pub struct CheckReport {
     pub reference_outputs: Values,
 }
 
+impl CheckReport {
+    /// Two checks of one model (on other engines, say) as one: every cut
+    /// and tensor counted, the worst of each, ok when both are.
+    pub fn merge(mut self, other: CheckReport) -> CheckReport {
+        self.cuts_checked += other.cuts_checked;
+        self.tensors_compared += other.tensors_compared;
+        self.max_abs_diff = self.max_abs_diff.max(other.max_abs_diff);
+        self.worst_tolerance_ratio = self.worst_tolerance_ratio.max(other.worst_tolerance_ratio);
+        self.ok &= other.ok;
+        self.mismatches.extend(other.mismatches);
+        self
+    }
+}
+
 /// How two tensors differ.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Diff {

@@ -47,14 +47,25 @@ fn install() {
 /// Runs `f`; a panic inside it becomes [`Error::Tract`] with `context`
 /// ("while …") and the panic's message, and prints nothing.
 pub fn caught<T>(context: impl FnOnce() -> String, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    caught_on(tandem_types::Engine::Tract, context, f)
+}
+
+/// [`caught`] for code running on `engine`: a panic becomes
+/// [`Error::Tract`] for tract, [`Error::Engine`] for the others.
+pub fn caught_on<T>(
+    engine: tandem_types::Engine,
+    context: impl FnOnce() -> String,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     install();
     QUIET.with(|q| q.set(q.get() + 1));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
     QUIET.with(|q| q.set(q.get() - 1));
     result.unwrap_or_else(|payload| {
-        Err(Error::Tract {
-            context: context(),
-            message: format!("it panicked: {}", panic_message(&*payload)),
+        let (context, message) = (context(), format!("it panicked: {}", panic_message(&*payload)));
+        Err(match engine {
+            tandem_types::Engine::Tract => Error::Tract { context, message },
+            engine => Error::Engine { engine, context, message },
         })
     })
 }

@@ -74,8 +74,11 @@ pub fn profile_on(
     let g = model.graph();
     let half = full_plan_on(model, engine)?;
     let feed = half.feed(g, inputs)?;
-    let measured =
-        crate::guard::caught(|| "profiling".into(), || half.runner().profile(&feed, warmup, runs))?;
+    let measured = crate::guard::caught_on(
+        engine,
+        || "profiling".into(),
+        || half.runner().profile(&feed, warmup, runs),
+    )?;
     Ok(attribute(g, measured))
 }
 

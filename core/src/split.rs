@@ -81,7 +81,11 @@ impl Half {
     /// would ([`Runner::run`]): the wall clock is the emulated device's.
     pub fn run_dilated(&self, graph: &LayerGraph, values: &Values, factor: f64) -> Result<Values> {
         let feed = self.feed(graph, values)?;
-        let out = crate::guard::caught(|| "running a plan".into(), || self.runner.run(feed, factor))?;
+        let out = crate::guard::caught_on(
+            self.engine(),
+            || "running a plan".into(),
+            || self.runner.run(feed, factor),
+        )?;
         let mut result = Values::with_capacity(self.outputs.len());
         for (&t, v) in self.outputs.iter().zip(out) {
             result.insert(graph.tensor(t).name.clone(), normalize_value(v)?);

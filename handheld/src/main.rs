@@ -63,8 +63,9 @@ struct Limits {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Command {
-    /// Time every node of the optimized plan on this machine and check additivity.
     /// Serve wearables until SIGINT or SIGTERM.
     Serve {
         /// Address to listen on (`127.0.0.1:0` picks a free port; the bound address is printed).
@@ -80,6 +81,10 @@ enum Command {
         /// Compute dilation: run suffixes this many times slower than this host (default 1).
         #[arg(long, default_value_t = 1.0)]
         slowdown: f64,
+        /// The engine suffixes run on; `auto`: for each model, the faster of
+        /// the engines this machine has (each profiled when the model loads).
+        #[command(flatten)]
+        engine: tandem_tools::cli::EngineArgs,
         /// Scale the latency profile sent to wearables by this (1: as
         /// measured): a handheld whose profile is wrong, to watch wearables
         /// learn its real speed.
@@ -194,6 +199,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             link,
             profile,
             slowdown,
+            engine,
             profile_scale,
             load,
             fixed_load,
@@ -244,10 +250,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if !(profile_scale.is_finite() && profile_scale > 0.0 && profile_scale <= 1e3) {
                 anyhow::bail!("--profile-scale {profile_scale}: must be a number above 0 and at most 1000");
             }
+            let engine = engine.apply()?;
             serve(
                 listen,
                 link,
-                profile,
+                (profile, engine),
                 (slowdown, profile_scale),
                 (load, fixed_load),
                 models,
@@ -277,7 +284,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn serve(
     listen: String,
     link: Option<String>,
-    profile: String,
+    (profile, engine): (String, tandem::engine::EngineChoice),
     (slowdown, profile_scale): (f64, f64),
     (load, fixed_load): (f64, bool),
     models: Option<PathBuf>,
@@ -319,6 +326,7 @@ fn serve(
     };
     let config = ServerConfig {
         device: device.name.clone(),
+        engine,
         slowdown,
         profile_scale,
         models_dir: models,

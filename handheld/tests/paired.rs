@@ -117,6 +117,75 @@ fn split_runs_over_tcp_match_the_unsplit_model_and_a_pushed_model_is_kept() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A handheld whose suffixes run on onnxruntime and a wearable whose
+/// prefixes run on tract, then on onnxruntime: split runs over TCP match
+/// the unsplit model (tract's), and every report names both engines.
+#[test]
+fn splits_across_engines_over_tcp_match_the_unsplit_model() {
+    use tandem::engine::{Engine, EngineChoice};
+    let lib = tandem_models::ensure_onnxruntime().expect("onnxruntime's library");
+    tandem::engine::set_onnxruntime_library(&lib).expect("set before first use");
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let dir = models_dir("engines", &path);
+    let (dir_arg, lib_arg) = (dir.to_string_lossy().to_string(), lib.to_string_lossy().to_string());
+    let server = HandheldProcess::start(
+        Path::new(BIN),
+        &["--models", &dir_arg, "--engine", "onnxruntime", "--ort-lib", &lib_arg],
+    )
+    .expect("server");
+    let mid = Cut::at_flops_fraction(model.model.graph(), 0.5);
+    for wearable in [Engine::Tract, Engine::OnnxRuntime] {
+        let mut c = config(Placement::Fixed(mid.clone()));
+        c.engine = EngineChoice::One(wearable);
+        let tcp = TcpTransport::new(server.addr.clone());
+        let mut s = Session::open(model.clone(), Box::new(tcp), c).expect("session");
+        assert!(s.is_ready(), "the handheld never became ready");
+        for seed in 0..2 {
+            let inputs = random_inputs(&model.model, seed).expect("inputs");
+            for (name, v) in &inputs {
+                s.feed(name, (**v).clone()).expect("feed");
+            }
+            let report = s.run().expect("run");
+            assert!(report.offloaded, "{wearable}: frame not offloaded: {report:?}");
+            assert_eq!(report.prefix_engine, Some(wearable), "{report:?}");
+            assert_eq!(report.suffix_engine, Some(Engine::OnnxRuntime), "{report:?}");
+            let mut got = Values::new();
+            for &t in model.model.graph().outputs() {
+                let name = &model.model.graph().tensor(t).name;
+                got.insert(name.clone(), s.fetch(name).expect("fetch").into());
+            }
+            assert_same(&model, &got, &reference(&model, &inputs), &format!("{wearable}+onnxruntime"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A handheld told to use onnxruntime from a file that is not there
+/// refuses to start, saying how to get it.
+#[test]
+fn a_handheld_without_onnxruntime_says_how_to_get_it() {
+    let out = std::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--engine",
+            "onnxruntime",
+            "--ort-lib",
+            "/nonexistent/libonnxruntime.so",
+        ])
+        .env_remove("ORT_DYLIB_PATH")
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/nonexistent/libonnxruntime.so") && err.contains("pip install onnxruntime==1.20.1"),
+        "{err}"
+    );
+}
+
 #[test]
 fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a_restart() {
     let path = model_path();

@@ -57,9 +57,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             device: "pixel-8-pro".into(),
             has_model: true,
             status: STATUS,
+            engines: vec![Default::default()],
         }),
         Message::new(Header::ModelReady {
-            latency: LatencySummary { per_layer_s: vec![1e-4; 4], overhead_s: 1e-4 },
+            latency: LatencySummary {
+                per_layer_s: vec![1e-4; 4],
+                overhead_s: 1e-4,
+                engine: Default::default(),
+            },
         }),
         run(1, Encoding::Raw)?,
         run(2, Encoding::ShuffleLz4)?,

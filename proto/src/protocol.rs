@@ -27,10 +27,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
-pub use tandem_types::{WireTensor, WireType};
+pub use tandem_types::{Engine, WireTensor, WireType};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Most cuts one `Prepare` may name.
 pub const MAX_PREPARE: usize = 8;
@@ -190,6 +190,8 @@ pub struct LatencySummary {
     pub per_layer_s: Vec<f64>,
     /// Fixed seconds per run.
     pub overhead_s: f64,
+    /// The engine the handheld runs this model's suffixes on (protocol v9).
+    pub engine: Engine,
 }
 
 /// Error codes of [`Header::Error`].
@@ -245,6 +247,8 @@ pub enum Header {
         has_model: bool,
         /// The handheld's status.
         status: StatusReport,
+        /// The engines it can run suffixes on (protocol v9).
+        engines: Vec<Engine>,
     },
     /// Wearable → handheld: part of a model push; the body holds the bytes.
     ModelChunk {

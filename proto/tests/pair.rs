@@ -12,7 +12,7 @@ use tandem_proto::protocol::{encode, pack_tensor, ErrorCode, Header, LatencySumm
 use tandem_proto::session::{CloseReason, HandheldLimits, HandheldSession, WearableAction, WearableTimers};
 
 fn latency() -> LatencySummary {
-    LatencySummary { per_layer_s: vec![1e-3; 4], overhead_s: 1e-4 }
+    LatencySummary { per_layer_s: vec![1e-3; 4], overhead_s: 1e-4, engine: Default::default() }
 }
 
 fn x(v: f32) -> WireTensor<'static> {

@@ -42,10 +42,15 @@ fn samples() -> Vec<Message> {
             device: "pixel-8-pro".into(),
             has_model: false,
             status: status(),
+            engines: vec![Default::default()],
         }),
         Message { header: Header::ModelChunk { offset: 4096 }, body: vec![1, 2, 3, 4, 5] },
         Message::new(Header::ModelReady {
-            latency: LatencySummary { per_layer_s: vec![1e-3, 2e-4], overhead_s: 5e-5 },
+            latency: LatencySummary {
+                per_layer_s: vec![1e-3, 2e-4],
+                overhead_s: 5e-5,
+                engine: Default::default(),
+            },
         }),
         run,
         result,

@@ -42,7 +42,7 @@ fn hello_with(digest: [u8; 32], size: u64, input_shapes: &[&str], dims: &[&str])
 }
 
 fn summary() -> LatencySummary {
-    LatencySummary { per_layer_s: vec![1e-3; 3], overhead_s: 1e-4 }
+    LatencySummary { per_layer_s: vec![1e-3; 3], overhead_s: 1e-4, engine: Default::default() }
 }
 
 fn error_code(actions: &[Action]) -> Option<ErrorCode> {
@@ -61,9 +61,39 @@ fn ready_wearable(model: Vec<u8>) -> WearableSession {
         device: "p".into(),
         has_model: true,
         status: status(),
+        engines: vec![Default::default()],
     }));
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
     w
+}
+
+/// The handheld offers its engines in its `Welcome`; a `ModelReady` whose
+/// suffixes run on an engine it did not offer is refused, one it offered is
+/// taken.
+#[test]
+fn a_model_ready_on_an_engine_not_offered_is_refused() {
+    use tandem_proto::protocol::Engine;
+    for (offered, runs_on, ok) in [
+        (vec![Engine::Tract], Engine::OnnxRuntime, false),
+        (vec![Engine::Tract, Engine::OnnxRuntime], Engine::OnnxRuntime, true),
+        (vec![], Engine::Tract, false),
+    ] {
+        let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), InputShapes::none(), 2);
+        w.start(t0());
+        w.on_message(Message::new(Header::Welcome {
+            version: PROTOCOL_VERSION,
+            device: "p".into(),
+            has_model: true,
+            status: status(),
+            engines: offered.clone(),
+        }));
+        let latency = LatencySummary { engine: runs_on, ..summary() };
+        let a = w.on_message(Message::new(Header::ModelReady { latency }));
+        let ready =
+            a.iter().any(|a| matches!(a, WearableAction::Ready { latency, .. } if latency.engine == runs_on));
+        assert_eq!(ready, ok, "offered {offered:?}, runs on {runs_on}: {a:?}");
+        assert_eq!(w.is_closed(), !ok, "offered {offered:?}, runs on {runs_on}");
+    }
 }
 
 fn run(frame: u64) -> Message {
@@ -368,6 +398,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
         device: "p".into(),
         has_model: true,
         status: status(),
+        engines: vec![],
     }));
     assert!(
         matches!(
@@ -418,6 +449,7 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
         device: "pixel-8-pro".into(),
         has_model: true,
         status: status(),
+        engines: vec![Default::default()],
     });
     w.on_message(deliver(&welcome));
     w.on_message(deliver(&Message::new(Header::ModelReady { latency: summary() })));

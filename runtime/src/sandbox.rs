@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::EngineChoice;
 use crate::{InputShapes, Model, ModelLimits};
 use tandem_plan::predict::ProfiledLatency;
 use tandem_proto::protocol::LatencySummary;
@@ -50,6 +51,10 @@ struct Request {
     max_cpu_s: u64,
     /// The profile's seconds are multiplied by this (the handheld's slowdown).
     scale: f64,
+    /// The engine to load and profile on (`auto`: the faster).
+    engine: EngineChoice,
+    /// onnxruntime's library, when the parent was given one.
+    ort_lib: Option<std::path::PathBuf>,
 }
 
 /// What the child answers.
@@ -119,6 +124,7 @@ pub fn profile_in_child(
     shapes: &InputShapes,
     limits: &ModelLimits,
     scale: f64,
+    engine: EngineChoice,
 ) -> Result<(LatencySummary, u64), SandboxError> {
     let spawn_error = |source| SandboxError::Spawn { program: sandbox.program.display().to_string(), source };
     let (specs, dims) = shapes.to_specs();
@@ -130,6 +136,8 @@ pub fn profile_in_child(
         max_memory_bytes: sandbox.max_memory_bytes,
         max_cpu_s: sandbox.max_cpu.as_secs().max(1),
         scale,
+        engine,
+        ort_lib: tandem_core::engine::onnxruntime_library(),
     };
     let mut child = Command::new(&sandbox.program)
         .args(&sandbox.args)
@@ -240,6 +248,9 @@ fn child() -> Result<Report, ChildError> {
     input.by_ref().take(1 << 20).read_until(b'\n', &mut line).map_err(ChildError::ReadRequest)?;
     let request: Request = serde_json::from_slice(&line).map_err(ChildError::BadRequest)?;
     limit_self(request.max_memory_bytes, request.max_cpu_s)?;
+    if let Some(lib) = &request.ort_lib {
+        tandem_core::engine::set_onnxruntime_library(lib)?;
+    }
     let mut bytes = vec![];
     input
         .take(tandem_proto::session::MAX_MODEL_BYTES)
@@ -251,20 +262,33 @@ fn child() -> Result<Report, ChildError> {
         max_working_bytes: request.max_working_bytes,
     };
     let model = Model::from_bytes_within(&bytes, &shapes, &limits)?;
-    let latency = profile(&model, request.scale)?;
+    let latency = profile(&model, request.scale, request.engine)?;
     Ok(Report::Loaded { latency, working_bytes: model.working_bytes() })
 }
 
-/// The handheld's latency profile of `model`: each layer's seconds and the
-/// per-run overhead from one warm-up and three measured runs on random
-/// inputs, multiplied by `scale`.
-pub fn profile(model: &Model, scale: f64) -> crate::Result<LatencySummary> {
+/// The handheld's latency profile of `model` on the engine `engine`
+/// names (`auto`: each engine it has is profiled, and the faster whole
+/// model kept): each layer's seconds and the per-run overhead from one
+/// warm-up and three measured runs on random inputs, multiplied by `scale`.
+pub fn profile(model: &Model, scale: f64, engine: EngineChoice) -> crate::Result<LatencySummary> {
     let inputs = tandem_core::check::random_inputs(model, 1)?;
-    let profile = tandem_core::profile::profile(model, &inputs, 1, 3)?;
-    let p = ProfiledLatency::from_profile(&profile);
+    let mut profiles = std::collections::HashMap::new();
+    let engine = tandem_core::engine::resolve(engine, |e| {
+        let p = ProfiledLatency::from_profile(&tandem_core::profile::profile_on(model, e, &inputs, 1, 3)?);
+        let total = p.total_s();
+        profiles.insert(e, p);
+        Ok(total)
+    })?;
+    let p = match profiles.remove(&engine) {
+        Some(p) => p,
+        None => {
+            ProfiledLatency::from_profile(&tandem_core::profile::profile_on(model, engine, &inputs, 1, 3)?)
+        }
+    };
     Ok(LatencySummary {
         per_layer_s: p.per_node_s.iter().map(|s| s * scale).collect(),
         overhead_s: p.overhead_s * scale,
+        engine,
     })
 }
 
@@ -303,7 +327,7 @@ mod tests {
     }
 
     fn load(s: &Sandbox) -> Result<(LatencySummary, u64), SandboxError> {
-        profile_in_child(s, b"model", &InputShapes::none(), &ModelLimits::default(), 1.0)
+        profile_in_child(s, b"model", &InputShapes::none(), &ModelLimits::default(), 1.0, EngineChoice::default())
     }
 
     #[test]

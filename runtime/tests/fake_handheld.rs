@@ -28,9 +28,14 @@ pub fn ready(layers: usize) -> [Message; 2] {
             device: "pixel-8-pro".into(),
             has_model: true,
             status: GOOD,
+            engines: vec![Default::default()],
         }),
         Message::new(Header::ModelReady {
-            latency: LatencySummary { per_layer_s: vec![1e-4; layers], overhead_s: 1e-4 },
+            latency: LatencySummary {
+                per_layer_s: vec![1e-4; layers],
+                overhead_s: 1e-4,
+                engine: Default::default(),
+            },
         }),
     ]
 }

@@ -65,9 +65,14 @@ async fn hostile(mut acceptor: TcpAcceptor, attack: Attack, layers: usize, outpu
                                     device: "../../../../etc/passwd".into(),
                                     has_model: true,
                                     status,
+                                    engines: vec![Default::default()],
                                 }),
                                 Message::new(Header::ModelReady {
-                                    latency: LatencySummary { per_layer_s, overhead_s },
+                                    latency: LatencySummary {
+                                        per_layer_s,
+                                        overhead_s,
+                                        engine: Default::default(),
+                                    },
                                 }),
                             ];
                             if let Attack::NanStatusLater = attack {

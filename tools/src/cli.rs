@@ -22,6 +22,33 @@ impl ShapeArgs {
     }
 }
 
+/// `--engine` and `--ort-lib`, for every command that runs a model.
+#[derive(clap::Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// Which engine runs this side's half: tract, onnxruntime, or auto (the
+    /// faster of the engines this machine has, from a profile of each).
+    #[arg(long, default_value = "tract", value_parser = tandem::engine::EngineChoice::parse)]
+    pub engine: tandem::engine::EngineChoice,
+    /// onnxruntime's shared library (libonnxruntime.so, 1.20 or newer);
+    /// default: $ORT_DYLIB_PATH.
+    #[arg(long, value_name = "PATH")]
+    pub ort_lib: Option<std::path::PathBuf>,
+}
+
+impl EngineArgs {
+    /// Sets the library path, and checks that a named engine is available
+    /// now (an error saying how to get it, before any work is done).
+    pub fn apply(&self) -> Result<tandem::engine::EngineChoice, tandem::Error> {
+        if let Some(path) = &self.ort_lib {
+            tandem::engine::set_onnxruntime_library(path)?;
+        }
+        if let tandem::engine::EngineChoice::One(e) = self.engine {
+            tandem::engine::backend(e)?;
+        }
+        Ok(self.engine)
+    }
+}
+
 /// An error and its chain of causes on one line, `a: b: c`, leaving out a
 /// cause whose text the message already holds (many errors print their
 /// source in their own message).

@@ -24,8 +24,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tandem::check::{
-    check_cuts, check_cuts_over, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs,
+    check_cuts_on, check_cuts_over_on, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs,
 };
+use tandem::engine::{EngineChoice, Engines};
 use tandem::{cuts_to_check, Model};
 
 #[derive(Parser)]
@@ -81,6 +82,10 @@ enum Command {
         /// is reported, not failed on.
         #[arg(long, value_parser = tandem::encoding::Encoding::parse)]
         encoding: Option<tandem::encoding::Encoding>,
+        /// Both halves on this engine; `auto`: every pairing of the engines
+        /// this machine has (prefix on one, suffix on the other included).
+        #[command(flatten)]
+        engine: tandem_tools::cli::EngineArgs,
     },
     /// Time every node of the optimized plan and check additivity.
     Profile {
@@ -92,6 +97,9 @@ enum Command {
         /// Warm-up runs.
         #[arg(long, default_value_t = 3)]
         warmup: usize,
+        /// `auto`: profile every engine this machine has and show the fastest.
+        #[command(flatten)]
+        engine: tandem_tools::cli::EngineArgs,
     },
     /// Device profiles: list the shipped ones, show one, detect this host.
     #[command(subcommand)]
@@ -180,7 +188,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}: {}", model.name(), tandem_tools::report::graph_summary(g));
             Ok(ExitCode::SUCCESS)
         }
-        Command::SplitCheck { model, cuts, seed, input, expected, encoding } => {
+        Command::SplitCheck { model, cuts, seed, input, expected, encoding, engine } => {
+            let pairings: Vec<Engines> = match engine.apply()? {
+                EngineChoice::One(e) => vec![Engines::both(e)],
+                EngineChoice::Auto => {
+                    let have = tandem::engine::available();
+                    have.iter()
+                        .flat_map(|&prefix| have.iter().map(move |&suffix| Engines { prefix, suffix }))
+                        .collect()
+                }
+            };
             let model = model.load()?;
             let inputs = match &input {
                 Some(path) => inputs_from_pb(&model, path)?,
@@ -189,26 +206,41 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cut_list = cuts_to_check(model.graph(), cuts, seed);
             eprintln!("checking {} cuts of {}", cut_list.len(), model.name());
             let (mut raw_bytes, mut encoded_bytes) = (0usize, 0usize);
-            let mut report = match encoding {
-                None => check_cuts(&model, &cut_list, &inputs)?,
-                Some(e) => {
-                    let mut link = |name: &str, t: &tandem::TValue| -> tandem::Result<tandem::TValue> {
-                        let bad = |err: tandem::encoding::EncodingError| {
-                            tandem::Error::Link(format!("'{name}': {err}"))
+            let mut report: Option<tandem::check::CheckReport> = None;
+            for &engines in &pairings {
+                let one = match encoding {
+                    None => check_cuts_on(&model, &cut_list, &inputs, engines)?,
+                    Some(e) => {
+                        let mut link = |name: &str, t: &tandem::TValue| -> tandem::Result<tandem::TValue> {
+                            let bad = |err: tandem::encoding::EncodingError| {
+                                tandem::Error::Link(format!("'{name}': {err}"))
+                            };
+                            raw_bytes += t.as_bytes().len();
+                            if !tandem::encoding::applies(e, t) {
+                                encoded_bytes += t.as_bytes().len();
+                                return Ok(t.clone());
+                            }
+                            let (back, sent) = tandem::encoding::round_trip(t, e).map_err(bad)?;
+                            encoded_bytes += sent;
+                            Ok(back.into())
                         };
-                        raw_bytes += t.as_bytes().len();
-                        if !tandem::encoding::applies(e, t) {
-                            encoded_bytes += t.as_bytes().len();
-                            return Ok(t.clone());
-                        }
-                        let (back, sent) = tandem::encoding::round_trip(t, e).map_err(bad)?;
-                        encoded_bytes += sent;
-                        Ok(back.into())
-                    };
-                    check_cuts_over(&model, &cut_list, &inputs, &mut link, e.is_lossless())?
-                }
-            };
+                        check_cuts_over_on(&model, &cut_list, &inputs, &mut link, e.is_lossless(), engines)?
+                    }
+                };
+                eprintln!(
+                    "{engines}: {} cuts, worst ratio {:.3}{}",
+                    one.cuts_checked,
+                    one.worst_tolerance_ratio,
+                    if one.ok { "" } else { " (mismatches)" }
+                );
+                report = Some(match report {
+                    None => one,
+                    Some(r) => r.merge(one),
+                });
+            }
+            let mut report = report.context("no engine to check on")?;
             let mut line = serde_json::to_value(&report)?;
+            line["engines"] = pairings.iter().map(|e| e.to_string()).collect::<Vec<_>>().into();
             if let Some(e) = encoding {
                 line["encoding"] = e.name().into();
                 line["lossless"] = e.is_lossless().into();
@@ -235,15 +267,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{line}");
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Profile { model, runs, warmup } => {
+        Command::Profile { model, runs, warmup, engine } => {
+            let choice = engine.apply()?;
             let model = model.load()?;
             let inputs = random_inputs(&model, 0)?;
-            let profile = tandem::profile::profile(&model, &inputs, warmup, runs)?;
+            let mut measured = std::collections::BTreeMap::new();
+            let mut profiles = std::collections::HashMap::new();
+            let engine = tandem::engine::resolve(choice, |e| {
+                let p = tandem::profile::profile_on(&model, e, &inputs, warmup, runs)?;
+                let whole = p.whole_run.as_secs_f64();
+                measured.insert(e.name(), whole * 1e3);
+                profiles.insert(e, p);
+                Ok(whole)
+            })?;
+            let profile = match profiles.remove(&engine) {
+                Some(p) => p,
+                None => tandem::profile::profile_on(&model, engine, &inputs, warmup, runs)?,
+            };
             print!("{}", tandem_tools::report::profile_table(model.graph(), &profile));
             println!(
                 "{}",
                 serde_json::json!({
                     "model": model.name(),
+                    "engine": engine.name(),
+                    "engines_whole_run_ms": measured,
                     "whole_run_ms": profile.whole_run.as_secs_f64() * 1e3,
                     "sum_of_nodes_ms": profile.sum_of_nodes.as_secs_f64() * 1e3,
                     "additivity_ratio": profile.additivity_ratio(),

@@ -78,6 +78,9 @@ pub struct PairArgs {
     /// Link encodings and their accuracy budget.
     #[command(flatten)]
     pub coding: EncodingArgs,
+    /// The engine the wearable's layers run on (the handheld picks its own).
+    #[command(flatten)]
+    pub engine: tandem_tools::cli::EngineArgs,
     /// The model's card: inputs it gives a sensor type (u8 pixels, i16
     /// PCM) may cross the link as those values, or as JPEG when lossy.
     #[arg(long)]
@@ -272,6 +275,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     };
     let transport = secure_transport(transport, p.keys.as_deref(), &p.connect)?;
     let mut config = SessionConfig::new(wearable, handheld);
+    config.engine = p.engine.apply()?;
     config.dilation = dilation;
     config.hint = parse_hint_ms(&p.latency_hint)?;
     config.method = Method::from(p.method);
@@ -348,6 +352,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         "cut": report.cut,
         "prefix_layers": report.prefix_layers,
         "layers": report.layers,
+        "engines": {"prefix": report.prefix_engine, "suffix": report.suffix_engine},
         "latency_ms": {
             "wearable": report.wearable_ms,
             "link": report.link_ms,
@@ -473,6 +478,8 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
             "energy".into(),
             "model-based: busy time x profile power + radio time x radio power".into(),
         );
+        let engines = s.engines();
+        obj.insert("engines".into(), serde_json::json!({"prefix": engines.prefix, "suffix": engines.suffix}));
         // The whole watch's energy, as its fuel gauge measured it, when it has one.
         match s.measured_energy() {
             Ok(m) => {

@@ -20,7 +20,7 @@ use tract_onnx::prelude::{TValue, TVec};
 
 pub use tandem_types::{Engine, EngineChoice, EngineParseError, Engines};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::Model;
 
 #[cfg(feature = "onnxruntime")]
@@ -103,10 +103,53 @@ fn onnxruntime_backend() -> Result<&'static dyn Backend> {
 
 #[cfg(not(feature = "onnxruntime"))]
 fn onnxruntime_backend() -> Result<&'static dyn Backend> {
-    Err(Error::EngineUnavailable {
+    Err(crate::error::Error::EngineUnavailable {
         engine: Engine::OnnxRuntime,
         reason: "this build has no onnxruntime engine (rebuild with the `onnxruntime` feature)".into(),
     })
+}
+
+/// Uses onnxruntime's library at `path` (instead of `ORT_DYLIB_PATH`);
+/// must come before the engine's first use. Without the `onnxruntime`
+/// feature, an error saying so.
+pub fn set_onnxruntime_library(path: impl Into<std::path::PathBuf>) -> Result<()> {
+    #[cfg(feature = "onnxruntime")]
+    return onnxruntime::set_library_path(path);
+    #[cfg(not(feature = "onnxruntime"))]
+    {
+        let _ = path.into();
+        onnxruntime_backend().map(|_| ())
+    }
+}
+
+/// The onnxruntime library this process uses or would use (the
+/// configured path, else `ORT_DYLIB_PATH`); `None` without the feature.
+pub fn onnxruntime_library() -> Option<std::path::PathBuf> {
+    #[cfg(feature = "onnxruntime")]
+    return onnxruntime::library_path();
+    #[cfg(not(feature = "onnxruntime"))]
+    None
+}
+
+/// The engine `choice` names, checked to be available here; for
+/// [`EngineChoice::Auto`], every available engine is measured with
+/// `seconds` (its time for the same work) and the fastest wins (tract on a
+/// tie or when only tract is available).
+pub fn resolve(choice: EngineChoice, mut seconds: impl FnMut(Engine) -> Result<f64>) -> Result<Engine> {
+    match choice {
+        EngineChoice::One(e) => backend(e).map(|b| b.engine()),
+        EngineChoice::Auto => {
+            let mut best = (Engine::Tract, f64::INFINITY);
+            for e in available() {
+                let s = seconds(e)?;
+                tracing::debug!(engine = %e, seconds = s, "engine measured");
+                if s < best.1 {
+                    best = (e, s);
+                }
+            }
+            Ok(best.0)
+        }
+    }
 }
 
 /// The engines this process can run now: tract always, onnxruntime when
@@ -120,14 +163,6 @@ pub fn load(engine: Engine, model: &Model, proto: &pb::ModelProto, what: &str) -
     backend(engine)?.load(model, proto, what)
 }
 
-/// Sleeps what a device `factor` times slower would have taken beyond
-/// `took` (for engines that cannot dilate node by node).
-pub(crate) fn dilate(took: Duration, factor: f64) {
-    if factor > 1.0 {
-        std::thread::sleep(took.mul_f64(factor - 1.0));
-    }
-}
-
 /// The median of some durations (zero when empty).
 pub fn median(samples: &mut [Duration]) -> Duration {
     if samples.is_empty() {
@@ -135,11 +170,4 @@ pub fn median(samples: &mut [Duration]) -> Duration {
     }
     samples.sort_unstable();
     samples[samples.len() / 2]
-}
-
-impl Error {
-    /// An engine's failure while doing `context`.
-    pub(crate) fn engine(engine: Engine, context: impl Into<String>, message: impl fmt::Display) -> Error {
-        Error::Engine { engine, context: context.into(), message: message.to_string().replace('\n', " ") }
-    }
 }

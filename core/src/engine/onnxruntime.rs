@@ -22,7 +22,7 @@ use prost::Message;
 use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
-use super::{dilate, median, Backend, Engine, EngineNode, EngineProfile, Runner, ONNXRUNTIME_HOW_TO};
+use super::{median, Backend, Engine, EngineNode, EngineProfile, Runner, ONNXRUNTIME_HOW_TO};
 use crate::error::{Error, Result};
 use crate::model::Model;
 
@@ -68,8 +68,9 @@ pub fn init() -> Result<&'static str> {
         // `ort` opens the library itself and panics when it cannot, when
         // it is not onnxruntime or when it is older than 1.20 (each
         // message names the path and the versions): caught here.
-        crate::guard::caught(
-            || format!("loading onnxruntime from {}", path.display()),
+        crate::guard::caught_on(
+            Engine::OnnxRuntime,
+            || format!("loading {}", path.display()),
             || {
                 ort::init_from(path.display().to_string())
                     .with_name("tandem")
@@ -94,6 +95,21 @@ fn version_of(build_info: &str) -> String {
         .to_string()
 }
 
+/// Sleeps what a device `factor` times slower would have taken beyond
+/// `took` (onnxruntime runs a session whole, so it is dilated whole).
+fn dilate(took: Duration, factor: f64) {
+    if factor > 1.0 {
+        std::thread::sleep(took.mul_f64(factor - 1.0));
+    }
+}
+
+impl Error {
+    /// An engine's failure while doing `context`.
+    fn engine(engine: Engine, context: impl Into<String>, message: impl std::fmt::Display) -> Error {
+        Error::Engine { engine, context: context.into(), message: message.to_string().replace('\n', " ") }
+    }
+}
+
 /// onnxruntime's CPU execution provider.
 pub(crate) struct OrtBackend;
 
@@ -115,8 +131,9 @@ impl Backend for OrtBackend {
 /// `profile` when given.
 fn session(bytes: &[u8], profile: Option<&Path>, what: &str) -> Result<Session> {
     let fail = |e: ort::Error| Error::engine(Engine::OnnxRuntime, format!("loading {what}"), e);
-    crate::guard::caught(
-        || format!("loading {what} into onnxruntime"),
+    crate::guard::caught_on(
+        Engine::OnnxRuntime,
+        || format!("loading {what}"),
         || {
             let mut builder = Session::builder()
                 .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::Level3))
@@ -168,8 +185,9 @@ impl OrtRunner {
             ));
         }
         let context = || format!("running {}", self.what);
-        crate::guard::caught(
-            || format!("running {} in onnxruntime", self.what),
+        crate::guard::caught_on(
+            Engine::OnnxRuntime,
+            || format!("running {}", self.what),
             || {
                 let out = session
                     .run(SessionInputs::from(named))

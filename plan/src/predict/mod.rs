@@ -284,7 +284,43 @@ impl ProfiledLatency {
         model: &tandem_core::Model,
         inputs: &tandem_core::Values,
     ) -> tandem_core::Result<ProfiledLatency> {
-        Ok(Self::from_profile(&tandem_core::profile::profile(model, inputs, 2, 7)?))
+        Self::measure_on(model, tandem_core::Engine::Tract, inputs)
+    }
+
+    /// [`ProfiledLatency::measure`] on `engine`.
+    pub fn measure_on(
+        model: &tandem_core::Model,
+        engine: tandem_core::Engine,
+        inputs: &tandem_core::Values,
+    ) -> tandem_core::Result<ProfiledLatency> {
+        Ok(Self::from_profile(&tandem_core::profile::profile_on(model, engine, inputs, 2, 7)?))
+    }
+
+    /// The engine `choice` names (checked to be available), and the
+    /// model's profile on it; `auto` profiles every available engine and
+    /// keeps the fastest whole model.
+    pub fn measure_choice(
+        model: &tandem_core::Model,
+        choice: tandem_core::EngineChoice,
+        inputs: &tandem_core::Values,
+    ) -> tandem_core::Result<(tandem_core::Engine, ProfiledLatency)> {
+        let mut measured = std::collections::HashMap::new();
+        let engine = tandem_core::engine::resolve(choice, |e| {
+            let p = Self::measure_on(model, e, inputs)?;
+            let total = p.total_s();
+            measured.insert(e, p);
+            Ok(total)
+        })?;
+        let profile = match measured.remove(&engine) {
+            Some(p) => p,
+            None => Self::measure_on(model, engine, inputs)?,
+        };
+        Ok((engine, profile))
+    }
+
+    /// The whole model's predicted time: every node and the overhead.
+    pub fn total_s(&self) -> f64 {
+        self.per_node_s.iter().sum::<f64>() + self.overhead_s
     }
 }
 

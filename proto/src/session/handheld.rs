@@ -32,9 +32,9 @@ use tandem_types::WireTensor;
 use super::{echo, name, CloseReason, Tensors};
 use crate::encoding::Encoding;
 use crate::protocol::{
-    encode, model_digest, Digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
-    ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE,
-    PROTOCOL_VERSION,
+    encode, model_digest, Digest, Engine, ErrorCode, FrameDecoder, Header, LatencySummary, Message,
+    PackedTensor, ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_OVERRIDES, MAX_OVERRIDE_LEN,
+    MAX_PREPARE, PROTOCOL_VERSION,
 };
 use tandem_types::{CutKey, InputShapes};
 
@@ -166,6 +166,8 @@ struct Queued {
 #[derive(Debug)]
 pub struct HandheldSession {
     device: String,
+    /// The engines offered in the `Welcome`.
+    engines: Vec<Engine>,
     status: StatusReport,
     state: State,
     max_push: u64,
@@ -285,6 +287,7 @@ impl HandheldSession {
         let limits = HandheldLimits::default();
         HandheldSession {
             device: device.into(),
+            engines: vec![Engine::Tract],
             status,
             state: State::AwaitHello,
             max_push: MAX_MODEL_BYTES,
@@ -301,6 +304,12 @@ impl HandheldSession {
             push_reserved: None,
             limits,
         }
+    }
+
+    /// The engines this handheld offers (in its `Welcome`); tract alone by default.
+    pub fn engines(mut self, engines: Vec<Engine>) -> HandheldSession {
+        self.engines = engines;
+        self
     }
 
     /// Reserves `bytes` of the shared push budget for this connection's
@@ -580,6 +589,7 @@ impl HandheldSession {
                         device: self.device.clone(),
                         has_model: known,
                         status: self.status,
+                        engines: self.engines.clone(),
                     });
                     if known {
                         self.state = State::Loading { digest: model_digest };

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::{echo, name, CloseReason, Tensors};
 use crate::encoding::Encoding;
 use crate::protocol::{
-    model_digest, Digest, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
+    model_digest, Digest, Engine, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
     ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
 };
 use tandem_types::{CutKey, InputShapes};
@@ -123,6 +123,8 @@ pub struct WearableSession {
     /// Frames cancelled whose answer may still come (at most [`MAX_CANCELLED`]).
     cancelled: VecDeque<u64>,
     handheld: Option<String>,
+    /// The engines the handheld offered in its `Welcome`.
+    engines: Vec<Engine>,
     layers: Option<usize>,
     decoder: FrameDecoder,
     timers: WearableTimers,
@@ -223,6 +225,7 @@ impl WearableSession {
             in_flight: VecDeque::new(),
             cancelled: VecDeque::new(),
             handheld: None,
+            engines: vec![],
             layers: None,
             decoder: FrameDecoder::new(MAX_FRAME_BYTES),
             timers: WearableTimers::default(),
@@ -501,7 +504,10 @@ impl WearableSession {
             (_, Header::Probe { id, echo_payload }) => {
                 vec![WearableAction::SendEcho(echo(id, echo_payload, message.body))]
             }
-            (WearableState::AwaitWelcome, Header::Welcome { version, device, has_model, status }) => {
+            (
+                WearableState::AwaitWelcome,
+                Header::Welcome { version, device, has_model, status, engines },
+            ) => {
                 if version != PROTOCOL_VERSION {
                     return self.fail(
                         ErrorCode::Version,
@@ -512,6 +518,7 @@ impl WearableSession {
                     return self.fail(ErrorCode::Malformed, format!("the handheld's status: {e}"));
                 }
                 self.handheld = Some(device);
+                self.engines = engines;
                 self.state = WearableState::AwaitReady;
                 let mut out = vec![WearableAction::Status(status)];
                 if !has_model {
@@ -527,6 +534,12 @@ impl WearableSession {
             (WearableState::AwaitReady, Header::ModelReady { latency }) => {
                 if let Err(e) = check_latency(&latency, self.layers) {
                     return self.fail(ErrorCode::Malformed, format!("the handheld's latency profile: {e}"));
+                }
+                if !self.engines.contains(&latency.engine) {
+                    return self.fail(
+                        ErrorCode::Malformed,
+                        format!("the handheld runs the model on {}, which it did not offer", latency.engine),
+                    );
                 }
                 self.state = WearableState::Ready;
                 vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]

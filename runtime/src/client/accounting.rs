@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::report::FrameReport;
+use crate::engine::Engines;
 use crate::CutKey;
 use tandem_plan::energy::{CutPrice, EnergyModel};
 use tandem_plan::partition::LinkEstimate;
@@ -54,11 +55,13 @@ pub(super) struct Account {
     pub plan_build_ms: f64,
     /// How the prefix (or the whole model) ran: cluster and frequency.
     pub dvfs: Option<String>,
+    /// The wearable's engine and the handheld's (as it said when ready).
+    pub engines: Engines,
 }
 
 impl Account {
     /// A frame at a cut of `prefix_layers` layers (`key`), ran as `ran`.
-    pub fn new(frame: u64, cut: CutKey, prefix_layers: usize, ran: Ran) -> Account {
+    pub fn new(frame: u64, cut: CutKey, prefix_layers: usize, ran: Ran, engines: Engines) -> Account {
         Account {
             frame,
             cut,
@@ -74,6 +77,7 @@ impl Account {
             switch_wait_ms: None,
             plan_build_ms: 0.0,
             dvfs: None,
+            engines,
         }
     }
 
@@ -131,6 +135,8 @@ impl Account {
             switch_wait_ms: self.switch_wait_ms,
             plan_build_ms: self.plan_build_ms,
             dvfs: self.dvfs,
+            prefix_engine: (self.prefix_layers > 0).then_some(self.engines.prefix),
+            suffix_engine: offloaded.then_some(self.engines.suffix),
         }
     }
 }
@@ -165,7 +171,7 @@ mod tests {
 
     #[test]
     fn an_offloaded_frame_is_priced_from_its_measured_stages_and_bytes() {
-        let mut a = Account::new(7, CutKey::from_wire("3"), 2, Ran::Offloaded);
+        let mut a = Account::new(7, CutKey::from_wire("3"), 2, Ran::Offloaded, Engines::TRACT);
         a.stages = Stages { wearable: ms(100), link: ms(30), handheld: ms(20), latency: ms(150) };
         (a.up_bytes, a.up_raw_bytes, a.down_bytes) = (1000, 4000, 250);
         a.predicted_ms = Some(140.0);
@@ -183,7 +189,13 @@ mod tests {
 
     #[test]
     fn a_local_frame_says_why_and_a_fallback_says_it_twice() {
-        let mut a = Account::new(1, CutKey::from_wire("f"), 4, Ran::Local("placement: wearable only".into()));
+        let mut a = Account::new(
+            1,
+            CutKey::from_wire("f"),
+            4,
+            Ran::Local("placement: wearable only".into()),
+            Engines::TRACT,
+        );
         a.stages.wearable = ms(10);
         let r = a.clone().report(4, &LINK, &Watts(1.0), &Watts(1.0));
         assert!(!r.offloaded);

@@ -61,6 +61,11 @@ pub struct Backoff {
 /// How a [`Session`] behaves.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
+    /// The engine the wearable's layers run on (`auto`: the faster of the
+    /// engines this process has, from a profile of each at open). The
+    /// handheld chooses its own (`tandem-handheld serve --engine`) and
+    /// says which when the model is ready.
+    pub engine: crate::engine::EngineChoice,
     /// The wearable's device profile (name, powers) for pricing and energy.
     pub wearable: DeviceProfile,
     /// The handheld profile to price with when the handheld's own name is unknown.
@@ -283,6 +288,7 @@ impl SessionConfig {
     /// deciding with the fastest objective, pipelined streams.
     pub fn new(wearable: DeviceProfile, handheld_fallback: DeviceProfile) -> SessionConfig {
         SessionConfig {
+            engine: crate::engine::EngineChoice::One(crate::engine::Engine::Tract),
             wearable,
             handheld_fallback,
             dilation: 1.0,

@@ -115,6 +115,8 @@ pub struct Session {
     /// Where the session stands with the handheld; ready iff `Ready`.
     status: Status,
     handheld_device: Option<String>,
+    /// The engine the handheld said its suffixes run on.
+    handheld_engine: crate::engine::Engine,
     origin: Instant,
     next_frame: u64,
     /// Energy measured by the battery's fuel gauge, or why there is none.
@@ -150,13 +152,15 @@ impl Session {
     /// [`SessionConfig::require_handheld`] is set: then `open` keeps trying
     /// until that timeout and fails with the reason.
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
-        let executor = Arc::new(SplitExecutor::new(model.model.clone()));
+        let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
+        let (engine, host) = ProfiledLatency::measure_choice(&model.model, config.engine, &inputs)?;
+        info!(%engine, choice = %config.engine, "the wearable's layers run on this engine");
+        let engines = crate::engine::Engines { prefix: engine, suffix: crate::engine::Engine::Tract };
+        let executor = Arc::new(SplitExecutor::new(model.model.clone()).with_engines(engines));
         let builder = match config.prepare_ahead {
             true => Some(switch::Builder::start(executor.clone()).map_err(session_err)?),
             false => None,
         };
-        let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
-        let host = ProfiledLatency::measure(&model.model, &inputs)?;
         let k = config.dilation.max(1.0);
         let wearable_latency = OnlineLatency::new(
             model.model.graph(),
@@ -194,6 +198,7 @@ impl Session {
             link,
             status: Status::Connecting,
             handheld_device: None,
+            handheld_engine: crate::engine::Engine::Tract,
             origin: Instant::now(),
             next_frame: 1,
             fuel: Err(Unavailable::NoFuelGauge),
@@ -428,6 +433,8 @@ impl Session {
         match ev {
             Event::Ready { device, latency } => {
                 info!(handheld = %device, "the handheld is ready");
+                info!(handheld = %device, engine = %latency.engine, "its suffixes run on this engine");
+                self.handheld_engine = latency.engine;
                 let profile =
                     ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s };
                 self.driver.handheld_ready(self.model.model.graph(), &device, profile);
@@ -543,6 +550,12 @@ impl Session {
 
     /// A frame's report from its account: radio time at the link estimate,
     /// energy model-based, the wearable's at the setting the cut ran at.
+    /// The wearable's engine, and the handheld's as it last said (tract
+    /// until a handheld is ready).
+    pub fn engines(&self) -> crate::engine::Engines {
+        crate::engine::Engines { prefix: self.executor.engines().prefix, suffix: self.handheld_engine }
+    }
+
     fn report(&self, account: Account, cut: &Cut) -> FrameReport {
         let setting = self.driver.setting_for(cut);
         let wearable = self.driver.wearable_energy_at(&self.config.wearable, setting.as_ref());
@@ -636,7 +649,8 @@ impl Session {
         if next.cut.is_wearable_only() {
             let (outputs, took, dvfs) = self.run_local(&inputs)?;
             let why = next.local_reason.unwrap_or_else(|| "the cut runs every layer here".into());
-            let mut account = Account::new(frame, next.cut.key(), next.cut.prefix_len(), Ran::Local(why));
+            let mut account =
+                Account::new(frame, next.cut.key(), next.cut.prefix_len(), Ran::Local(why), self.engines());
             account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
             (account.predicted_ms, account.switch_wait_ms, account.dvfs) =
                 (next.predicted_ms, waited_ms, dvfs);
@@ -681,7 +695,7 @@ impl Session {
         self.observe_ratios(&cut, &encodings, &packed);
         let answer = self.answer_encodings(&cut);
         let key = cut.key();
-        let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded);
+        let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded, self.engines());
         account.up_message_bytes =
             tandem_proto::protocol::run_suffix_wire_len(frame, key.as_str(), &packed, &answer) as u64;
         account.stages.wearable = wearable;
@@ -768,7 +782,8 @@ impl Session {
             if let Some((f, back, reason)) = pipe.next_local() {
                 let done = self.run_local(&back.inputs).map(|(outputs, took, dvfs)| {
                     let here = Cut::wearable_only(self.model.model.graph());
-                    let mut account = Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason));
+                    let mut account =
+                        Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason), self.engines());
                     account.stages =
                         Stages { wearable: took, latency: back.started.elapsed(), ..Stages::default() };
                     (account.up_bytes, account.up_raw_bytes) =

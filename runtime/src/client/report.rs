@@ -58,6 +58,10 @@ pub struct FrameReport {
     /// with the cut (`SessionConfig::dvfs`), and how it was applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dvfs: Option<String>,
+    /// The engine the wearable's layers ran on (`None`: it ran none).
+    pub prefix_engine: Option<crate::engine::Engine>,
+    /// The engine the handheld's layers ran on (`None`: not offloaded).
+    pub suffix_engine: Option<crate::engine::Engine>,
 }
 
 /// A stream's summary.

@@ -296,6 +296,7 @@ pub(super) async fn connection(
         ..HandheldLimits::default()
     };
     let mut session = HandheldSession::new(config.device.clone(), shared.status(), now())
+        .engines(offered_engines(config.engine))
         .limits(limits)
         .max_push(config.max_push_bytes)
         .push_budget(shared.push_budget.clone());
@@ -376,4 +377,13 @@ pub(super) async fn connection(
         writer.abort();
     }
     info!(conn = id, "closed");
+}
+
+/// The engines a handheld configured with `choice` offers: the one named,
+/// or every engine it has for `auto`.
+fn offered_engines(choice: crate::engine::EngineChoice) -> Vec<crate::engine::Engine> {
+    match choice {
+        crate::engine::EngineChoice::One(e) => vec![e],
+        crate::engine::EngineChoice::Auto => crate::engine::available(),
+    }
 }

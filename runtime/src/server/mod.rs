@@ -49,6 +49,9 @@ pub const PUSHED_DIR: &str = "pushed";
 pub struct ServerConfig {
     /// The device profile name reported to wearables.
     pub device: String,
+    /// The engine suffixes run on (`auto`: for each model, the faster of
+    /// the engines this process has, from a profile on each).
+    pub engine: crate::engine::EngineChoice,
     /// Compute dilation: suffixes run this many times slower than the host (≥ 1).
     pub slowdown: f64,
     /// Scales the latency profile reported to wearables (1: as measured).
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             device: "host".into(),
+            engine: crate::engine::EngineChoice::One(crate::engine::Engine::Tract),
             slowdown: 1.0,
             profile_scale: 1.0,
             models_dir: None,

@@ -13,6 +13,7 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use super::ServerConfig;
+use crate::engine::{Engine, Engines};
 use crate::load::LoadMeter;
 use crate::{InputShapes, Model, SplitExecutor};
 use tandem_core::lru::ByteLru;
@@ -250,7 +251,14 @@ impl Shared {
                 let Some(_slot) = self.load_slots.take_unless(left) else {
                     return Err(LoadError::PeerLeft);
                 };
-                let (latency, _) = crate::sandbox::profile_in_child(sandbox, &bytes, shapes, limits, scale)?;
+                let (latency, _) = crate::sandbox::profile_in_child(
+                    sandbox,
+                    &bytes,
+                    shapes,
+                    limits,
+                    scale,
+                    self.config.engine,
+                )?;
                 Some(latency)
             }
             None => None,
@@ -261,7 +269,7 @@ impl Shared {
         let model = Model::from_bytes_within(&bytes, shapes, limits)?;
         let latency = match latency {
             Some(l) => l,
-            None => crate::sandbox::profile(&model, scale)?,
+            None => crate::sandbox::profile(&model, scale, self.config.engine)?,
         };
         // Its profile must fit one header, or ModelReady could never be sent.
         HandheldSession::check_latency_fits(&latency)
@@ -271,7 +279,9 @@ impl Shared {
         if pushed {
             self.store_pushed(*digest, &bytes);
         }
-        let executor = SplitExecutor::with_cache_limit(model.clone(), self.config.max_plan_bytes);
+        let engines = Engines { prefix: Engine::Tract, suffix: latency.engine };
+        let executor =
+            SplitExecutor::with_cache_limit(model.clone(), self.config.max_plan_bytes).with_engines(engines);
         // Counted by what running it may hold, not by its file's bytes
         // (a 126-byte file can compute half a gigabyte).
         let size = model.working_bytes().max(bytes.len() as u64);
