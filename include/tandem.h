@@ -64,6 +64,18 @@ int tandem_set_latency_hint_ms(struct TandemSession *s, double ms);
 int tandem_set_placement(struct TandemSession *s, const char *placement);
 
 /**
+ * The engine the watch's layers run on: `"tract"` (the default),
+ * `"onnxruntime"` (its library from `ORT_DYLIB_PATH`) or `"auto"` (the
+ * faster, from a profile of each when the session opens); only before the
+ * first feed. An engine this build or machine lacks fails the first feed,
+ * saying how to get it. Returns 0, or -1.
+ *
+ * # Safety
+ * `s` is from [`tandem_open`]; `engine` is NUL-terminated.
+ */
+int tandem_set_engine(struct TandemSession *s, const char *engine);
+
+/**
  * The keystore directory (`tandem-wearable pair --keys DIR`; default
  * `~/.config/tandem/wearable`): with a handheld paired there, the link is
  * encrypted and authenticated; without one it is plain, and a handheld

@@ -105,6 +105,10 @@ pub struct Row {
     /// another placement); `None` when they ran at several, or any fell back.
     #[serde(default)]
     pub placement: Option<String>,
+    /// The engines the run's halves were on, `prefix+suffix` (`None`:
+    /// before engines were reported).
+    #[serde(default)]
+    pub engines: Option<String>,
 }
 
 /// The DeepWear era's pair.
@@ -572,6 +576,7 @@ impl Handheld {
         let mut cmd = Command::new(runs.root.join("target/debug/tandem-handheld"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--profile", profile, "--models"]).arg(models);
         cmd.arg("--keys").arg(&runs.keys.0);
+        runs.engine_args(&mut cmd);
         if load > 0 {
             cmd.args(["--load", &load.to_string()]);
         }
@@ -616,6 +621,20 @@ struct Runs<'a> {
     keys: (PathBuf, PathBuf),
     /// Tandem's runs choose the watch's cluster and frequency too (`--dvfs`).
     dvfs: bool,
+    /// Every process's `--engine`.
+    engine: tandem::engine::EngineChoice,
+    /// onnxruntime's library, passed to every process when an engine may use it.
+    ort_lib: Option<PathBuf>,
+}
+
+impl Runs<'_> {
+    /// `--engine` (and `--ort-lib`) for a process.
+    fn engine_args(&self, cmd: &mut Command) {
+        cmd.args(["--engine", &self.engine.to_string()]);
+        if let Some(lib) = &self.ort_lib {
+            cmd.arg("--ort-lib").arg(lib);
+        }
+    }
 }
 
 /// Frames per second over the walk-away trace.
@@ -658,6 +677,7 @@ fn run_one(
     };
     cmd.args(["--connect", &handheld.addr, "--link", link, "--profile", watch, "--slowdown", "profile"]);
     cmd.arg("--keys").arg(&runs.keys.1);
+    runs.engine_args(&mut cmd);
     cmd.args(["--frames", &frames.to_string(), "--warmup", "1", "--latency-hint", hint]);
     cmd.args(["--strategy", strategy.name()]);
     if runs.dvfs && strategy == Strategy::Tandem {
@@ -694,18 +714,37 @@ fn run_one(
             "watch" => p.to_string(),
             cut => format!("{cut} up {} B", j["up_bytes"].as_u64().unwrap_or(0)),
         }),
+        engines: j["engines"]["prefix"]
+            .as_str()
+            .map(|p| format!("{p}+{}", j["engines"]["suffix"].as_str().unwrap_or("?"))),
     })
 }
 
 /// `tandem-bench compare`.
+/// How each run is made.
+pub struct Settings {
+    /// Measured frames per run.
+    pub frames: usize,
+    /// Tandem's runs choose the watch's cluster and frequency too.
+    pub dvfs: bool,
+    /// The engine every process runs on.
+    pub engine: tandem::engine::EngineChoice,
+    /// Only the base cells.
+    pub base_only: bool,
+}
+
 pub fn compare(
     out: &Path,
     quick: bool,
     models: Vec<String>,
     file_args: &[String],
-    (frames, dvfs): (usize, bool),
+    Settings { frames, dvfs, engine, base_only }: Settings,
     resume: bool,
 ) -> anyhow::Result<()> {
+    let ort_lib = match engine {
+        tandem::engine::EngineChoice::One(tandem::engine::Engine::Tract) => None,
+        _ => Some(tandem_models::ensure_onnxruntime()?),
+    };
     let root = tandem_models::workspace_root();
     let models = if models.is_empty() {
         if quick {
@@ -728,7 +767,7 @@ pub fn compare(
     let keys_dir = out.join("keys");
     let _ = std::fs::remove_dir_all(&keys_dir);
     let keys = tandem_tools::testing::pair(&bins.0, &bins.1, &keys_dir).context("pairing")?;
-    let runs = Runs { root: &root, out, frames, walk_seconds, keys, dvfs };
+    let runs = Runs { root: &root, out, frames, walk_seconds, keys, dvfs, engine, ort_lib };
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {
@@ -742,7 +781,10 @@ pub fn compare(
         .write(true)
         .truncate(!resume)
         .open(&results)?;
-    let cells = grid(&models, quick);
+    let mut cells = grid(&models, quick);
+    if base_only {
+        cells.retain(|c| *c == Cell::base(&c.model));
+    }
     let done = |c: &Cell| rows.iter().filter(|r| &r.cell == c).count() >= Strategy::ALL.len() * 2;
     let todo: Vec<Cell> = cells.iter().filter(|c| !done(c)).cloned().collect();
     let bar = indicatif::ProgressBar::new((todo.len() * Strategy::ALL.len() * 2) as u64);
@@ -804,6 +846,7 @@ mod tests {
             plan_build_ms: 0.0,
             stream_start_s: 0.0,
             placement: None,
+            engines: None,
         }
     }
 

@@ -31,7 +31,7 @@ use tandem::predict::{ProfiledLatency, Scaled};
 use tandem::{InputShapes, Model};
 
 /// The models: `paths`, or the zoo, the light models and the real models.
-fn models(paths: Vec<PathBuf>) -> anyhow::Result<Vec<(String, PathBuf, InputShapes)>> {
+pub(crate) fn models(paths: Vec<PathBuf>) -> anyhow::Result<Vec<(String, PathBuf, InputShapes)>> {
     if !paths.is_empty() {
         return Ok(paths
             .into_iter()

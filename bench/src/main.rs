@@ -31,6 +31,7 @@
 mod compare;
 mod dvfs;
 mod encodings;
+mod engines;
 mod paired;
 mod plots;
 mod soak;
@@ -63,6 +64,19 @@ enum Command {
         /// The link profile (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good).
         #[arg(long, default_value = "ble-2m")]
         link: String,
+    },
+    /// tract against onnxruntime, one thread each, interleaved: every model
+    /// whole and the halves of its cut at half its FLOPs.
+    Engines {
+        /// Models (default: the zoo, the light models and the real models).
+        #[arg(long)]
+        model: Vec<PathBuf>,
+        /// Measured runs per piece and engine, after two warm-up pairs.
+        #[arg(long, default_value_t = 15)]
+        runs: usize,
+        /// onnxruntime's library (default: $ORT_DYLIB_PATH, else the pinned wheel's).
+        #[arg(long)]
+        ort_lib: Option<PathBuf>,
     },
     /// Unsplit vs prefix+suffix at ~25/50/75% of FLOPs, and cut-switch cost.
     SplitOverhead {
@@ -175,6 +189,16 @@ enum Command {
         /// frequency chosen with the cut).
         #[arg(long)]
         dvfs: bool,
+        /// The engine every process of every strategy runs on (`auto`: each
+        /// side's faster one, so wearable-only is the model on the watch in
+        /// its faster engine); onnxruntime's library from $ORT_DYLIB_PATH,
+        /// else the pinned wheel's.
+        #[arg(long, default_value = "tract", value_parser = tandem::engine::EngineChoice::parse)]
+        engine: tandem::engine::EngineChoice,
+        /// Only each model's base cell (watch and phone over BLE 2M, no
+        /// load, PropT 0, single inference).
+        #[arg(long, conflicts_with = "quick")]
+        base_only: bool,
     },
     /// Predicted against measured latency per frame of a stream
     /// (`tandem-wearable stream --frames-out F`): `DIR/NAME.svg` and `.png`,
@@ -216,6 +240,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
+        Command::Engines { model, runs, ort_lib } => engines::engines(model, runs, ort_lib),
         Command::Dvfs { model, link } => dvfs::dvfs(model, &link),
         Command::PlotLearning { frames, out, name } => plot_learning(&frames, &out, &name),
         Command::DecisionTime { model, runs, dvfs } => decision_time(model, runs, dvfs),
@@ -224,7 +249,7 @@ fn main() -> anyhow::Result<()> {
         Command::Soak { wearables, seconds, faults, fps, out } => {
             soak::soak(wearables, seconds, faults, fps, &out)
         }
-        Command::Compare { quick, out, model, shapes, frames, resume, dvfs } => {
+        Command::Compare { quick, out, model, shapes, frames, resume, dvfs, engine, base_only } => {
             let file_args: Vec<String> = shapes
                 .input_shape
                 .iter()
@@ -232,7 +257,8 @@ fn main() -> anyhow::Result<()> {
                 .chain(shapes.dim.iter().flat_map(|d| ["--dim".to_string(), d.clone()]))
                 .collect();
             shapes.shapes()?;
-            compare::compare(&out, quick, model, &file_args, (frames.max(1), dvfs), resume)
+            let settings = compare::Settings { frames: frames.max(1), dvfs, engine, base_only };
+            compare::compare(&out, quick, model, &file_args, settings, resume)
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),

@@ -516,6 +516,7 @@ mod tests {
             plan_build_ms: 0.0,
             stream_start_s: 1.0,
             placement: None,
+            engines: None,
         }
     }
 

@@ -69,6 +69,9 @@ enum FfiError {
         /// The placement given.
         given: String,
     },
+    /// The engine is none of those known.
+    #[error("{0}")]
+    BadEngine(#[from] tandem::engine::EngineParseError),
     /// The keystore cannot be read.
     #[error("the keystore {}: {source}", dir.display())]
     Keystore {
@@ -140,6 +143,7 @@ pub struct TandemSession {
     shapes: InputShapes,
     hint: Option<Option<Duration>>,
     placement: Placement,
+    engine: tandem::engine::EngineChoice,
     keys: Option<PathBuf>,
     session: Option<Session>,
     last_error: String,
@@ -151,6 +155,7 @@ impl TandemSession {
         if self.session.is_none() {
             let model = ModelFile::load(&self.model_path, &self.shapes)?;
             let mut config = SessionConfig::watch_and_phone()?;
+            config.engine = self.engine;
             let transport: Box<dyn Transport> = match &self.connect {
                 Some(addr) => {
                     config.placement = self.placement.clone();
@@ -291,6 +296,7 @@ pub unsafe extern "C" fn tandem_open(
             shapes: InputShapes::none(),
             hint: None,
             placement: Placement::Auto,
+            engine: tandem::engine::EngineChoice::default_engine(),
             keys: None,
             session: None,
             last_error: String::new(),
@@ -392,6 +398,37 @@ pub unsafe extern "C" fn tandem_set_placement(s: *mut TandemSession, placement: 
         return -1;
     }
     t.placement = p;
+    t.last_error.clear();
+    0
+}
+
+/// The engine the watch's layers run on: `"tract"` (the default),
+/// `"onnxruntime"` (its library from `ORT_DYLIB_PATH`) or `"auto"` (the
+/// faster, from a profile of each when the session opens); only before the
+/// first feed. An engine this build or machine lacks fails the first feed,
+/// saying how to get it. Returns 0, or -1.
+///
+/// # Safety
+/// `s` is from [`tandem_open`]; `engine` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tandem_set_engine(s: *mut TandemSession, engine: *const c_char) -> c_int {
+    // SAFETY: per this function's contract.
+    let Ok(t) = (unsafe { session(s) }) else { return -1 };
+    // SAFETY: per this function's contract.
+    let parsed = unsafe { text(engine, "engine") }
+        .and_then(|e| tandem::engine::EngineChoice::parse(e).map_err(FfiError::from));
+    let e = match parsed {
+        Ok(e) => e,
+        Err(e) => {
+            t.last_error = e.to_string();
+            return -1;
+        }
+    };
+    if t.session.is_some() {
+        t.last_error = FfiError::AfterFirstFeed { what: "the engine" }.to_string();
+        return -1;
+    }
+    t.engine = e;
     t.last_error.clear();
     0
 }

@@ -60,6 +60,12 @@ fn errors_come_back_as_messages_and_a_local_run_works() {
         assert!(msg(&last).contains("not positive"), "{}", msg(&last));
         assert_eq!(tandem_set_latency_hint_ms(s, f64::NAN), -1);
         assert_eq!(tandem_set_latency_hint_ms(s, 20.0), 0);
+        let bad = CString::new("tflite").expect("c string");
+        assert_eq!(tandem_set_engine(s, bad.as_ptr()), -1);
+        tandem_last_error(s, last.as_mut_ptr(), last.len());
+        assert!(msg(&last).contains("unknown engine 'tflite'"), "{}", msg(&last));
+        let tract = CString::new("tract").expect("c string");
+        assert_eq!(tandem_set_engine(s, tract.as_ptr()), 0);
 
         let data = [0.1f32, 0.2, 0.3, 0.4];
         let dims = [1i64, 4];

@@ -327,7 +327,14 @@ mod tests {
     }
 
     fn load(s: &Sandbox) -> Result<(LatencySummary, u64), SandboxError> {
-        profile_in_child(s, b"model", &InputShapes::none(), &ModelLimits::default(), 1.0, EngineChoice::default())
+        profile_in_child(
+            s,
+            b"model",
+            &InputShapes::none(),
+            &ModelLimits::default(),
+            1.0,
+            EngineChoice::default(),
+        )
     }
 
     #[test]
@@ -348,7 +355,7 @@ mod tests {
             load(&shell(r#"cat >/dev/null; echo '{"Refused":{"reason":"tensor x is too big"}}'"#, 10_000))
                 .expect_err("refused");
         assert_eq!(err.to_string(), "tensor x is too big");
-        let ok = r#"cat >/dev/null; echo '{"Loaded":{"latency":{"per_layer_s":[0.5],"overhead_s":0.1},"working_bytes":7}}'"#;
+        let ok = r#"cat >/dev/null; echo '{"Loaded":{"latency":{"per_layer_s":[0.5],"overhead_s":0.1,"engine":"tract"},"working_bytes":7}}'"#;
         let (latency, bytes) = load(&shell(ok, 10_000)).expect("a report");
         assert_eq!((latency.per_layer_s, latency.overhead_s, bytes), (vec![0.5], 0.1, 7));
         let err = load(&shell("exit 3", 10_000)).expect_err("no report");

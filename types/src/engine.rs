@@ -66,6 +66,11 @@ pub enum EngineChoice {
 }
 
 impl EngineChoice {
+    /// tract alone (what a session uses unless told otherwise).
+    pub fn default_engine() -> EngineChoice {
+        EngineChoice::One(Engine::Tract)
+    }
+
     /// Parses `tract`, `onnxruntime` or `auto`.
     pub fn parse(s: &str) -> Result<EngineChoice, EngineParseError> {
         s.parse()
