@@ -67,7 +67,13 @@ fn predictors_price_prefix_plus_suffix_as_the_whole_plus_one_overhead() {
             let model = Model::from_bytes(&spec.build(0).ok()?, &InputShapes::none()).ok()?;
             let (_, features) = graph_features(model.graph()).pop()?;
             let latency_us = 2.0 + features.macs / 1000.0;
-            Some(LayerSample { features, latency_us, overhead_us: 1.0, source: "generic".into() })
+            Some(LayerSample {
+                features,
+                latency_us,
+                overhead_us: 1.0,
+                source: "generic".into(),
+                engine: Default::default(),
+            })
         })
         .collect();
     let config = tandem_plan::predict::mlp::MlpConfig { steps: 2_000, ..Default::default() };

@@ -111,10 +111,23 @@ pub fn load_predictors(path: &Path) -> Result<PredictorSet> {
     })
 }
 
+/// The rows of every dataset, all of one engine: predictors are fitted per
+/// (device, engine), so rows of two engines in one fit are refused.
 fn load(paths: &[PathBuf]) -> Result<Vec<LayerSample>> {
-    let mut all = vec![];
+    let mut all: Vec<LayerSample> = vec![];
     for p in paths {
-        all.extend(read_dataset(p)?);
+        for row in read_dataset(p)? {
+            if let Some(first) = all.first().filter(|f| f.engine != row.engine) {
+                anyhow::bail!(
+                    "{} holds rows measured on {} after rows measured on {}: predictors are fitted per \
+                     engine (sweep each engine into its own file with `sweep --engine`)",
+                    p.display(),
+                    row.engine,
+                    first.engine
+                );
+            }
+            all.push(row);
+        }
     }
     Ok(all)
 }

@@ -1,4 +1,4 @@
-//! `tandem-wearable sweep`: measures single-layer models with tract on this
+//! `tandem-wearable sweep`: measures single-layer models on one engine (tract by default) on this
 //! machine and appends one JSON line per layer ([`tandem::predict::LayerSample`]).
 //!
 //! Two modes (SPEC 3.2, 3.3): `generic` draws layers from the whole
@@ -58,6 +58,10 @@ pub struct SweepArgs {
     /// No progress bar (for logs).
     #[arg(long)]
     pub quiet: bool,
+    /// The engine the layers are measured on (one per dataset: predictors
+    /// are fitted per device and engine).
+    #[command(flatten)]
+    pub engine: tandem_tools::cli::EngineArgs,
 }
 
 /// Parses a duration as humantime does (`90s`, `5m`, `1h 30m`, `250ms`), or
@@ -79,7 +83,13 @@ pub fn run(args: SweepArgs) -> Result<ExitCode> {
         .open(&args.out)
         .with_context(|| format!("cannot open {} for appending", args.out.display()))?;
     let bar = progress(&args);
-    let timing = Timing { warmup: args.warmup, repeats: args.repeats.max(1) };
+    let engine = match args.engine.apply()? {
+        tandem::engine::EngineChoice::One(e) => e,
+        tandem::engine::EngineChoice::Auto => {
+            bail!("--engine auto: a sweep measures one engine (tract or onnxruntime)")
+        }
+    };
+    let timing = Timing { warmup: args.warmup, repeats: args.repeats.max(1), engine };
     let overhead_us = measure_spec(&overhead_probe(), &timing)?.1;
     let mut written = 0usize;
     let mut emit = |sample: LayerSample, bar: &ProgressBar| -> Result<()> {
@@ -96,7 +106,13 @@ pub fn run(args: SweepArgs) -> Result<ExitCode> {
                 let spec = sample_generic(&mut rng);
                 match measure_spec(&spec, &timing) {
                     Ok((features, us)) => emit(
-                        LayerSample { features, latency_us: us, overhead_us, source: "generic".into() },
+                        LayerSample {
+                            features,
+                            latency_us: us,
+                            overhead_us,
+                            source: "generic".into(),
+                            engine,
+                        },
                         &bar,
                     )?,
                     Err(e) => tracing::warn!("skipping {spec:?}: {e:#}"),
@@ -132,6 +148,7 @@ pub fn run(args: SweepArgs) -> Result<ExitCode> {
                             latency_us: us,
                             overhead_us,
                             source: format!("model:{name}"),
+                            engine,
                         },
                         &bar,
                     )?,
@@ -178,6 +195,8 @@ pub struct Timing {
     pub warmup: usize,
     /// Measured runs; the median is kept.
     pub repeats: usize,
+    /// The engine measured.
+    pub engine: tandem::engine::Engine,
 }
 
 /// Runs `f` `warmup` times, then `runs` times timed; the median of the timed runs.
@@ -203,7 +222,7 @@ pub fn measure_spec(spec: &LayerSpec, timing: &Timing) -> Result<(LayerFeatures,
     let [(_, features)] = units.as_slice() else {
         bail!("expected one unit, the model has {}", units.len());
     };
-    let plan = tandem::split::full_plan(&model)?;
+    let plan = tandem::split::full_plan_on(&model, timing.engine)?;
     let inputs = tandem::check::random_inputs(&model, 0)?;
     let median = time_median(timing.warmup, timing.repeats, || {
         plan.run(model.graph(), &inputs)?;
@@ -215,14 +234,20 @@ pub fn measure_spec(spec: &LayerSpec, timing: &Timing) -> Result<(LayerFeatures,
 /// The model's const-class units, timed in place by the per-node profiler.
 fn const_layers(model: &Model, overhead_us: f64, timing: &Timing) -> Result<Vec<LayerSample>> {
     let inputs = tandem::check::random_inputs(model, 0)?;
-    let profile = tandem::profile::profile(model, &inputs, timing.warmup, timing.repeats)?;
+    let profile = tandem::profile::profile_on(model, timing.engine, &inputs, timing.warmup, timing.repeats)?;
     let source = format!("model:{}:exact", model.name());
     Ok(graph_features(model.graph())
         .into_iter()
         .filter(|(_, f)| CONST_CLASSES.contains(&f.kind.as_str()))
         .map(|(unit, features)| {
             let own: f64 = unit.nodes().map(|n| profile.per_layer[n].as_secs_f64() * 1e6).sum();
-            LayerSample { features, latency_us: own + overhead_us, overhead_us, source: source.clone() }
+            LayerSample {
+                features,
+                latency_us: own + overhead_us,
+                overhead_us,
+                source: source.clone(),
+                engine: timing.engine,
+            }
         })
         .collect())
 }

@@ -112,3 +112,40 @@ fn sweep_then_predictors_beat_the_flops_baseline_on_held_out_models() {
     let classes = lines.iter().filter(|l| l["level"] == "layer").count();
     assert_eq!(classes, 6, "{lines:?}");
 }
+
+/// A sweep on onnxruntime writes rows that say so, and a fit refuses rows
+/// of two engines together: predictors are fitted per (device, engine).
+#[test]
+fn a_sweep_on_onnxruntime_is_its_own_dataset() {
+    let lib = tandem_models::ensure_onnxruntime().expect("onnxruntime's library");
+    let dir = temp_dir().join("engines");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (ort, tract) = (dir.join("ort.jsonl"), dir.join("tract.jsonl"));
+    for (out, engine) in [(&ort, "onnxruntime"), (&tract, "tract")] {
+        let _ = std::fs::remove_file(out);
+        wearable(&[
+            "sweep",
+            "--out",
+            s(out),
+            "--budget",
+            "2s",
+            "--quiet",
+            "--engine",
+            engine,
+            "--ort-lib",
+            s(&lib),
+        ]);
+        let rows =
+            tandem::predict::parse_dataset(&std::fs::read_to_string(out).expect("dataset")).expect("parses");
+        assert!(!rows.is_empty(), "{engine}: no rows");
+        assert!(rows.iter().all(|r| r.engine.name() == engine), "{engine}: rows of another engine");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_tandem-wearable"))
+        .args(["predict", "fit", "--data", s(&tract), s(&ort)])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("measured on onnxruntime after rows measured on tract"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -36,6 +36,10 @@ pub struct LayerSample {
     /// `generic`, or `model:<name>` for the model-specific sweep, with
     /// `:exact` when the row is one of that model's own layers.
     pub source: String,
+    /// The engine it was measured on (rows before engines: tract).
+    /// Predictors are fitted per (device, engine): a dataset is one engine's.
+    #[serde(default)]
+    pub engine: tandem_core::Engine,
 }
 
 impl LayerSample {
@@ -358,7 +362,13 @@ mod tests {
             channels_out: 8.0,
             rows: 100.0,
         };
-        let sample = LayerSample { features, latency_us: 12.0, overhead_us: 2.0, source: "generic".into() };
+        let sample = LayerSample {
+            features,
+            latency_us: 12.0,
+            overhead_us: 2.0,
+            source: "generic".into(),
+            engine: Default::default(),
+        };
         let line = serde_json::to_string(&sample).expect("a sample serializes");
         let samples = parse_dataset(&format!("{line}\n\n{line}\n")).expect("two samples");
         assert_eq!(samples.len(), 2);

@@ -365,6 +365,7 @@ mod tests {
             latency_us,
             overhead_us: 0.0,
             source: "test".into(),
+            engine: Default::default(),
         }
     }
 
