@@ -165,7 +165,8 @@ enum Command {
     /// links: `DIR/results.jsonl` (one line per cell, strategy and run) and
     /// `DIR/report.md` (the headline per strategy).
     Compare {
-        /// A few cells (two models, BLE 2M and Wi-Fi), for CI.
+        /// A few cells (two models, BLE 2M and Wi-Fi, and a short walk-away
+        /// trace), one run per strategy and cell: for CI.
         #[arg(long)]
         quick: bool,
         /// Where results.jsonl and report.md go.

@@ -3,9 +3,10 @@
 //! model outputs), each on its engine ([`crate::engine`]), cached per cut.
 //!
 //! Each half is cut out of the ONNX graph itself, at ONNX-node granularity,
-//! and then parsed and optimized by tract on its own. tract is free to fuse
-//! inside a half; nothing it fuses can straddle the cut, and the tensors that
-//! cross are plain ONNX tensors, never tract-internal packed layouts. Const
+//! and then parsed and optimized by its engine on its own. The engine is
+//! free to fuse inside a half; nothing it fuses can straddle the cut, and
+//! the tensors that cross are plain ONNX tensors, never an engine's packed
+//! layouts (so either engine can run either half). Const
 //! subgraphs (weights, `ConstantOfShape`, ...) are copied into every half
 //! that needs them, so they never cross the link.
 

@@ -296,7 +296,7 @@ pub unsafe extern "C" fn tandem_open(
             shapes: InputShapes::none(),
             hint: None,
             placement: Placement::Auto,
-            engine: tandem::engine::EngineChoice::default_engine(),
+            engine: tandem::engine::EngineChoice::default(),
             keys: None,
             session: None,
             last_error: String::new(),

@@ -54,23 +54,23 @@ impl FromStr for Engine {
     }
 }
 
-/// What a user asks for: one engine for both halves, or `auto`, where the
-/// planner picks the faster engine for each side from its predictions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// What a side asks for: one engine, or `auto`, the faster of the engines
+/// it has for the model (each profiled). The default is tract alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EngineChoice {
-    /// This engine wherever the device has it (tract where it does not).
+    /// This engine (an error where the process cannot run it).
     One(Engine),
-    /// The faster of the device's engines, per side.
-    #[default]
+    /// The faster of the process's engines.
     Auto,
 }
 
-impl EngineChoice {
-    /// tract alone (what a session uses unless told otherwise).
-    pub fn default_engine() -> EngineChoice {
+impl Default for EngineChoice {
+    fn default() -> EngineChoice {
         EngineChoice::One(Engine::Tract)
     }
+}
 
+impl EngineChoice {
     /// Parses `tract`, `onnxruntime` or `auto`.
     pub fn parse(s: &str) -> Result<EngineChoice, EngineParseError> {
         s.parse()
@@ -144,6 +144,7 @@ mod tests {
         let err = "tflite".parse::<EngineChoice>().expect_err("not an engine");
         assert!(err.to_string().contains("'tflite'"), "{err}");
         assert!("auto".parse::<Engine>().is_err(), "auto is a choice, not an engine");
+        assert_eq!(EngineChoice::default(), EngineChoice::One(Engine::Tract), "tract unless told otherwise");
     }
 
     #[test]

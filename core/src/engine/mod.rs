@@ -153,9 +153,18 @@ pub fn resolve(choice: EngineChoice, mut seconds: impl FnMut(Engine) -> Result<f
 }
 
 /// The engines this process can run now: tract always, onnxruntime when
-/// the feature is built in and its library loads.
+/// the feature is built in and its library loads (why not is logged).
 pub fn available() -> Vec<Engine> {
-    Engine::ALL.into_iter().filter(|&e| backend(e).is_ok()).collect()
+    Engine::ALL
+        .into_iter()
+        .filter(|&e| match backend(e) {
+            Ok(_) => true,
+            Err(why) => {
+                tracing::info!(engine = %e, "not available: {why}");
+                false
+            }
+        })
+        .collect()
 }
 
 /// Loads `proto` on `engine`: [`Backend::load`] on [`backend`]`(engine)`.

@@ -288,7 +288,7 @@ impl SessionConfig {
     /// deciding with the fastest objective, pipelined streams.
     pub fn new(wearable: DeviceProfile, handheld_fallback: DeviceProfile) -> SessionConfig {
         SessionConfig {
-            engine: crate::engine::EngineChoice::One(crate::engine::Engine::Tract),
+            engine: crate::engine::EngineChoice::default(),
             wearable,
             handheld_fallback,
             dilation: 1.0,

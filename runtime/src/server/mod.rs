@@ -118,7 +118,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             device: "host".into(),
-            engine: crate::engine::EngineChoice::One(crate::engine::Engine::Tract),
+            engine: crate::engine::EngineChoice::default(),
             slowdown: 1.0,
             profile_scale: 1.0,
             models_dir: None,
