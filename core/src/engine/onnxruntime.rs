@@ -32,10 +32,11 @@ static CONFIGURED: Mutex<Option<PathBuf>> = Mutex::new(None);
 static LOADED: OnceLock<std::result::Result<String, String>> = OnceLock::new();
 
 /// Uses the library at `path` instead of `ORT_DYLIB_PATH`; must come before
-/// the engine's first use (later, it is an error naming the library in use).
+/// the engine's first use (later, another path is an error naming the
+/// library in use; the same one is accepted).
 pub fn set_library_path(path: impl Into<PathBuf>) -> Result<()> {
     let path = path.into();
-    if LOADED.get().is_some() {
+    if LOADED.get().is_some() && library_path().as_deref() != Some(path.as_path()) {
         return Err(unavailable(format!(
             "its library is already loaded from {}; {} comes too late",
             library_path().map_or_else(|| "?".into(), |p| p.display().to_string()),
