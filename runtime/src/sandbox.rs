@@ -272,19 +272,7 @@ fn child() -> Result<Report, ChildError> {
 /// warm-up and three measured runs on random inputs, multiplied by `scale`.
 pub fn profile(model: &Model, scale: f64, engine: EngineChoice) -> crate::Result<LatencySummary> {
     let inputs = tandem_core::check::random_inputs(model, 1)?;
-    let mut profiles = std::collections::HashMap::new();
-    let engine = tandem_core::engine::resolve(engine, |e| {
-        let p = ProfiledLatency::from_profile(&tandem_core::profile::profile_on(model, e, &inputs, 1, 3)?);
-        let total = p.total_s();
-        profiles.insert(e, p);
-        Ok(total)
-    })?;
-    let p = match profiles.remove(&engine) {
-        Some(p) => p,
-        None => {
-            ProfiledLatency::from_profile(&tandem_core::profile::profile_on(model, engine, &inputs, 1, 3)?)
-        }
-    };
+    let (engine, p) = ProfiledLatency::measure_choice_runs(model, engine, &inputs, (1, 3))?;
     Ok(LatencySummary {
         per_layer_s: p.per_node_s.iter().map(|s| s * scale).collect(),
         overhead_s: p.overhead_s * scale,

@@ -297,7 +297,17 @@ impl ProfiledLatency {
         engine: tandem_core::Engine,
         inputs: &tandem_core::Values,
     ) -> tandem_core::Result<ProfiledLatency> {
-        Ok(Self::from_profile(&tandem_core::profile::profile_on(model, engine, inputs, 2, 7)?))
+        Self::measure_runs(model, engine, inputs, (2, 7))
+    }
+
+    /// [`ProfiledLatency::measure_on`] with `(warmup, runs)` runs.
+    pub fn measure_runs(
+        model: &tandem_core::Model,
+        engine: tandem_core::Engine,
+        inputs: &tandem_core::Values,
+        (warmup, runs): (usize, usize),
+    ) -> tandem_core::Result<ProfiledLatency> {
+        Ok(Self::from_profile(&tandem_core::profile::profile_on(model, engine, inputs, warmup, runs)?))
     }
 
     /// The engine `choice` names (checked to be available), and the
@@ -308,16 +318,26 @@ impl ProfiledLatency {
         choice: tandem_core::EngineChoice,
         inputs: &tandem_core::Values,
     ) -> tandem_core::Result<(tandem_core::Engine, ProfiledLatency)> {
+        Self::measure_choice_runs(model, choice, inputs, (2, 7))
+    }
+
+    /// [`ProfiledLatency::measure_choice`] with `(warmup, runs)` runs per engine.
+    pub fn measure_choice_runs(
+        model: &tandem_core::Model,
+        choice: tandem_core::EngineChoice,
+        inputs: &tandem_core::Values,
+        runs: (usize, usize),
+    ) -> tandem_core::Result<(tandem_core::Engine, ProfiledLatency)> {
         let mut measured = std::collections::HashMap::new();
         let engine = tandem_core::engine::resolve(choice, |e| {
-            let p = Self::measure_on(model, e, inputs)?;
+            let p = Self::measure_runs(model, e, inputs, runs)?;
             let total = p.total_s();
             measured.insert(e, p);
             Ok(total)
         })?;
         let profile = match measured.remove(&engine) {
             Some(p) => p,
-            None => Self::measure_on(model, engine, inputs)?,
+            None => Self::measure_runs(model, engine, inputs, runs)?,
         };
         Ok((engine, profile))
     }
