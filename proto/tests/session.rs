@@ -52,17 +52,22 @@ fn error_code(actions: &[Action]) -> Option<ErrorCode> {
     })
 }
 
-/// A wearable session past the handshake with a handheld that has `model`.
-fn ready_wearable(model: Vec<u8>) -> WearableSession {
-    let mut w = WearableSession::new("watch-w5", Arc::new(model), InputShapes::none(), 2);
-    w.start(t0());
-    w.on_message(Message::new(Header::Welcome {
+/// A handheld's `Welcome`: it has the model and offers `engines`.
+fn welcome(engines: Vec<tandem_proto::protocol::Engine>) -> Message {
+    Message::new(Header::Welcome {
         version: PROTOCOL_VERSION,
         device: "p".into(),
         has_model: true,
         status: status(),
-        engines: vec![Default::default()],
-    }));
+        engines,
+    })
+}
+
+/// A wearable session past the handshake with a handheld that has `model`.
+fn ready_wearable(model: Vec<u8>) -> WearableSession {
+    let mut w = WearableSession::new("watch-w5", Arc::new(model), InputShapes::none(), 2);
+    w.start(t0());
+    w.on_message(welcome(vec![Default::default()]));
     w.on_message(Message::new(Header::ModelReady { latency: summary() }));
     w
 }
@@ -80,13 +85,7 @@ fn a_model_ready_on_an_engine_not_offered_is_refused() {
     ] {
         let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), InputShapes::none(), 2);
         w.start(t0());
-        w.on_message(Message::new(Header::Welcome {
-            version: PROTOCOL_VERSION,
-            device: "p".into(),
-            has_model: true,
-            status: status(),
-            engines: offered.clone(),
-        }));
+        w.on_message(welcome(offered.clone()));
         let latency = LatencySummary { engine: runs_on, ..summary() };
         let a = w.on_message(Message::new(Header::ModelReady { latency }));
         let ready =

@@ -153,14 +153,14 @@ pub fn resolve(choice: EngineChoice, mut seconds: impl FnMut(Engine) -> Result<f
 }
 
 /// The engines this process can run now: tract always, onnxruntime when
-/// the feature is built in and its library loads (why not is logged).
+/// the feature is built in and its library loads (why not is logged at debug).
 pub fn available() -> Vec<Engine> {
     Engine::ALL
         .into_iter()
         .filter(|&e| match backend(e) {
             Ok(_) => true,
             Err(why) => {
-                tracing::info!(engine = %e, "not available: {why}");
+                tracing::debug!(engine = %e, "not available: {why}");
                 false
             }
         })
