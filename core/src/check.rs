@@ -169,6 +169,62 @@ pub fn load_tensor_pb(path: &Path) -> Result<Tensor> {
         .tract(|| format!("decoding tensor {}", path.display()))
 }
 
+/// Reads a tensor file: NumPy `.npy` (by its magic bytes) or a serialized
+/// ONNX `TensorProto` (`.pb`).
+pub fn load_tensor(path: &Path) -> Result<Tensor> {
+    let mut head = [0u8; 6];
+    let is_npy = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| crate::npy::is_npy(&head));
+    if is_npy {
+        crate::npy::read(path)
+    } else {
+        load_tensor_pb(path)
+    }
+}
+
+/// Inputs from `--input` arguments: none or `random` (random inputs from
+/// `seed`), one `FILE` for a single-input model, or `NAME=FILE` for each
+/// input. A file is `.npy` or a `TensorProto` `.pb`; its type and shape must
+/// be the input's.
+pub fn inputs_from_specs(model: &Model, specs: &[String], seed: u64) -> Result<Values> {
+    let bad = |spec: &str, reason: String| Error::BadInput { spec: spec.to_string(), reason };
+    if specs.is_empty() || specs == ["random"] {
+        return random_inputs(model, seed);
+    }
+    let g = model.graph();
+    let names: Vec<&str> = g.inputs().iter().map(|&t| g.tensor(t).name.as_str()).collect();
+    let mut values = Values::new();
+    for spec in specs {
+        let (name, file) = match spec.split_once('=') {
+            Some((name, file)) => (name.to_string(), file),
+            None if specs.len() == 1 && names.len() == 1 => (names[0].to_string(), spec.as_str()),
+            None => {
+                return Err(bad(spec, format!("the model has {} inputs: give NAME=FILE for each", names.len())))
+            }
+        };
+        if !names.contains(&name.as_str()) {
+            return Err(Error::UnknownInput { name, known: names.iter().map(|n| n.to_string()).collect() });
+        }
+        let tensor = load_tensor(Path::new(file))?;
+        let info = g.tensor(g.inputs()[names.iter().position(|n| *n == name).unwrap_or(0)]);
+        if tensor.datum_type() != info.dtype || tensor.shape() != info.shape.as_slice() {
+            return Err(Error::TensorMismatch {
+                name,
+                expected: format!("{:?} {:?}", info.dtype, info.shape),
+                got: format!("{:?} {:?} (from {file})", tensor.datum_type(), tensor.shape()),
+            });
+        }
+        if values.insert(name.clone(), tensor.into_tvalue()).is_some() {
+            return Err(bad(spec, format!("input '{name}' is given twice")));
+        }
+    }
+    if let Some(missing) = names.iter().find(|n| !values.contains_key(**n)) {
+        return Err(bad(&specs.join(" "), format!("no file for input '{missing}'")));
+    }
+    Ok(values)
+}
+
 /// Inputs for a single-input model from a serialized `TensorProto` file.
 pub fn inputs_from_pb(model: &Model, path: &Path) -> Result<Values> {
     let g = model.graph();

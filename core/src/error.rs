@@ -23,6 +23,14 @@ pub enum Error {
         /// Why the bytes were rejected.
         reason: String,
     },
+    /// A `.npy` file cannot be read or written.
+    #[error("{}: {source}", path.display())]
+    Npy {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: crate::npy::NpyError,
+    },
     /// The model uses an operator that tract cannot run.
     #[error("unsupported operator {op} (domain '{domain}') at node '{node}'")]
     UnsupportedOp {
@@ -47,6 +55,14 @@ pub enum Error {
     /// An input-shape override could not be parsed.
     #[error("bad input shape '{spec}': {reason} (expected NAME=D1,D2,...)")]
     BadInputShape {
+        /// The text given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An `--input` argument names no file, or not one per input.
+    #[error("bad input '{spec}': {reason} (expected random, FILE, or NAME=FILE for each input; FILE is .npy or a TensorProto .pb)")]
+    BadInput {
         /// The text given.
         spec: String,
         /// What is wrong with it.

@@ -51,6 +51,7 @@ pub mod graph;
 pub mod guard;
 pub mod lru;
 pub mod model;
+pub mod npy;
 pub mod profile;
 pub mod sensor;
 pub mod split;
