@@ -23,9 +23,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use tandem::check::{
-    check_cuts_on, check_cuts_over_on, inputs_from_pb, load_tensor_pb, onnx_closeness, random_inputs,
-};
+use tandem::check::{check_cuts_on, check_cuts_over_on, onnx_closeness, random_inputs};
 use tandem::engine::{EngineChoice, Engines};
 use tandem::{cuts_to_check, Model};
 
@@ -69,11 +67,14 @@ enum Command {
         /// Seed for cut sampling and random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Feed this serialized TensorProto instead of a random input.
-        #[arg(long)]
-        input: Option<PathBuf>,
-        /// Also compare the unsplit outputs with this serialized TensorProto
-        /// (ONNX backend-test tolerance: rtol 1e-3, atol 1e-7).
+        /// Feed these instead of a random input: a file for a single-input
+        /// model, or `NAME=FILE` for each input (repeat the flag); a FILE is
+        /// NumPy `.npy` or a serialized TensorProto `.pb`.
+        #[arg(long, value_name = "FILE|NAME=FILE")]
+        input: Vec<String>,
+        /// Also compare the unsplit first output with this `.npy` or
+        /// serialized TensorProto (ONNX backend-test tolerance: rtol 1e-3,
+        /// atol 1e-7).
         #[arg(long)]
         expected: Option<PathBuf>,
         /// Send every crossing tensor through this link encoding (raw,
@@ -199,10 +200,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
             let model = model.load()?;
-            let inputs = match &input {
-                Some(path) => inputs_from_pb(&model, path)?,
-                None => random_inputs(&model, seed)?,
-            };
+            let inputs = tandem::check::inputs_from_specs(&model, &input, seed)?;
             let cut_list = cuts_to_check(model.graph(), cuts, seed);
             eprintln!("checking {} cuts of {}", cut_list.len(), model.name());
             let (mut raw_bytes, mut encoded_bytes) = (0usize, 0usize);
@@ -248,7 +246,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 line["crossing_encoded_bytes"] = encoded_bytes.into();
             }
             if let Some(path) = &expected {
-                let want = load_tensor_pb(path)?;
+                let want = tandem::check::load_tensor(path)?;
                 let name = &model.graph().tensor(model.graph().outputs()[0]).name;
                 let got = report.reference_outputs.get(name).context("no unsplit output")?;
                 let worst = onnx_closeness(&want, got, 1e-3, 1e-7)?;

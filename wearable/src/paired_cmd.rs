@@ -181,12 +181,19 @@ pub enum EncodingsArg {
 pub struct RunArgs {
     #[command(flatten)]
     pub pair: PairArgs,
-    /// The input: a TensorProto `.pb` file, or `random`.
-    #[arg(long, default_value = "random")]
-    pub input: String,
+    /// The input: `random` (the default), a file for a single-input model,
+    /// or `NAME=FILE` for each input (repeat the flag); a FILE is NumPy
+    /// `.npy` or a serialized TensorProto `.pb`.
+    #[arg(long, value_name = "FILE|NAME=FILE")]
+    pub input: Vec<String>,
     /// Seed of the random input.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Write each output to DIR as `.npy` (its name with characters other
+    /// than letters, digits, `.`, `-` and `_` made `_`), to compare with
+    /// another runtime in numpy.
+    #[arg(long, value_name = "DIR")]
+    pub save_outputs: Option<PathBuf>,
 }
 
 /// `stream`'s own arguments.
@@ -197,10 +204,11 @@ pub struct StreamArgs {
     /// Frames to stream.
     #[arg(long, default_value_t = 50)]
     pub frames: usize,
-    /// Every frame's input: a TensorProto `.pb` file (a real input), or
-    /// `random` (a new random input per frame).
-    #[arg(long, default_value = "random")]
-    pub input: String,
+    /// Every frame's input: `random` (a new random input per frame, the
+    /// default), a file for a single-input model, or `NAME=FILE` for each
+    /// input (repeat the flag); a FILE is `.npy` or a TensorProto `.pb`.
+    #[arg(long, value_name = "FILE|NAME=FILE")]
+    pub input: Vec<String>,
     /// Release frames at this rate (default: as fast as the pipeline takes them).
     #[arg(long)]
     pub fps: Option<f64>,
@@ -327,20 +335,33 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
 /// `tandem-wearable run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (mut s, _quota) = open(&args.pair, false, 1)?;
-    let inputs = if args.input == "random" {
-        tandem::check::random_inputs(s.model(), args.seed)?
-    } else {
-        tandem::check::inputs_from_pb(s.model(), std::path::Path::new(&args.input))?
-    };
+    let inputs = tandem::check::inputs_from_specs(s.model(), &args.input, args.seed)?;
+    if let Some(dir) = &args.save_outputs {
+        std::fs::create_dir_all(dir).with_context(|| format!("--save-outputs {}", dir.display()))?;
+    }
     for (name, v) in inputs {
         s.feed(&name, (*v).clone())?;
     }
     let report = s.run()?;
     let g = s.model().graph();
+    let mut saved = serde_json::Map::new();
     for &t in g.outputs() {
         let name = &g.tensor(t).name;
         let y = s.fetch(name)?;
         println!("{}", summarize(name, &y));
+        if let Some(dir) = &args.save_outputs {
+            // Two names that differ only in replaced characters get distinct files.
+            let stem = file_stem(name);
+            let mut path = dir.join(format!("{stem}.npy"));
+            for k in 1.. {
+                if !saved.values().any(|p| p.as_str() == path.to_str()) {
+                    break;
+                }
+                path = dir.join(format!("{stem}_{k}.npy"));
+            }
+            tandem::npy::write(&path, &y)?;
+            saved.insert(name.clone(), path.display().to_string().into());
+        }
     }
     let decision = s.decision().map(|d| serde_json::json!({"reason": d.reason, "optimal": d.optimal}));
     let line = serde_json::json!({
@@ -365,8 +386,19 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         "energy_j_model_based": {"wearable": report.wearable_j, "handheld": report.handheld_j},
         "decision": decision,
     });
+    let mut line = line;
+    if args.save_outputs.is_some() {
+        line["saved_outputs"] = saved.into();
+    }
     println!("{line}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A tensor's name as a file name: letters, digits, `.`, `-` and `_` kept, the rest `_`.
+fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .collect()
 }
 
 /// A one-line summary of an output tensor.
@@ -400,9 +432,10 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     let link_start = Instant::now();
     let (mut s, _quota) = open(&args.pair, pipeline, args.max_in_flight)?;
     let model = s.model().clone();
-    let real = match args.input.as_str() {
-        "random" => None,
-        path => Some(tandem::check::inputs_from_pb(&model, std::path::Path::new(path))?),
+    let real = match args.input.as_slice() {
+        [] => None,
+        [only] if only == "random" => None,
+        specs => Some(tandem::check::inputs_from_specs(&model, specs, 0)?),
     };
     let input = move |i: u64| match &real {
         Some(inputs) => Ok(inputs.clone()),

@@ -91,10 +91,11 @@ pub struct PlanArgs {
     /// measured on `--input`, else on a random input.
     #[command(flatten)]
     pub coding: crate::paired_cmd::EncodingArgs,
-    /// A real input (a serialized TensorProto of the first input) to
-    /// measure the encodings' ratios (and a lossy budget) on.
-    #[arg(long)]
-    pub input: Option<PathBuf>,
+    /// A real input to measure the encodings' ratios (and a lossy budget)
+    /// on: a file for a single-input model, or `NAME=FILE` for each input;
+    /// a FILE is `.npy` or a serialized TensorProto `.pb`.
+    #[arg(long, value_name = "FILE|NAME=FILE")]
+    pub input: Vec<String>,
     /// The model card: inputs it gives a sensor type (u8, i16) may cross
     /// as those values, or as JPEG when lossy.
     #[arg(long)]
@@ -176,10 +177,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         card.check(&model)?;
         config.use_card(&card);
     }
-    let inputs = match &args.input {
-        Some(path) => tandem::check::inputs_from_pb(&model, path)?,
-        None => tandem::check::random_inputs(&model, 0)?,
-    };
+    let inputs = tandem::check::inputs_from_specs(&model, &args.input, 0)?;
     let mut codecs = match config.encodings {
         tandem::encoding::Allowed::Raw => None,
         allowed => {

@@ -169,3 +169,68 @@ fn bad_paired_arguments_get_clear_errors() {
         assert!(err.contains(want), "{args:?}: the error does not say '{want}': {err}");
     }
 }
+
+/// `--input NAME=FILE.npy` feeds a NumPy file, and `--save-outputs DIR`
+/// writes each output as `.npy`: the same input gives the same outputs on
+/// the watch alone and offloaded, and a file of the wrong shape is refused
+/// naming the input.
+#[test]
+fn run_reads_npy_inputs_and_saves_npy_outputs() {
+    let server = HandheldProcess::start(&handheld_bin(), &[]).expect("server");
+    let m = model();
+    let dir = std::env::temp_dir().join(format!("tandem-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let model = tandem::Model::from_path(&m, &Default::default()).expect("model");
+    let inputs = tandem::check::random_inputs(&model, 7).expect("inputs");
+    let (name, x) = inputs.iter().next().expect("one input");
+    let npy = dir.join("x.npy");
+    tandem::npy::write(&npy, x).expect("write .npy");
+    let spec = format!("{name}={}", npy.display());
+    let mut saved = Vec::new();
+    for placement in ["wearable", "handheld"] {
+        let out = dir.join(placement);
+        let (j, _) = json_line(&[
+            "run",
+            "--model",
+            &m,
+            "--connect",
+            &server.addr,
+            "--placement",
+            placement,
+            "--input",
+            &spec,
+            "--save-outputs",
+            out.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(j["offloaded"], placement == "handheld", "{j}");
+        let files = j["saved_outputs"].as_object().expect("saved_outputs");
+        assert_eq!(files.len(), model.graph().outputs().len(), "{j}");
+        let file = files.values().next().and_then(|f| f.as_str()).expect("a file");
+        saved.push(tandem::npy::read(std::path::Path::new(file)).expect("read saved .npy"));
+    }
+    // The unsplit model in this process, on the same input.
+    let unsplit =
+        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
+    let out_name = &model.graph().tensor(model.graph().outputs()[0]).name;
+    let want = &**unsplit.get(out_name).expect("the output");
+    for got in &saved {
+        let d = tandem::check::diff(want, got).expect("comparable");
+        assert!(d.tolerance_ratio <= 1.0, "saved output differs from the unsplit run: {d:?}");
+    }
+    // A file of another shape is refused, naming the input; no output is written.
+    let small = dir.join("small.npy");
+    tandem::npy::write(&small, &tandem::Tensor::zero::<f32>(&[1, 3, 8, 8]).expect("tensor")).expect("write");
+    let o = wearable(&[
+        "run",
+        "--model",
+        &m,
+        "--connect",
+        &server.addr,
+        "--input",
+        &format!("{name}={}", small.display()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(name.as_str()) && err.contains("[1, 3, 8, 8]"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
