@@ -200,7 +200,10 @@ pub fn inputs_from_specs(model: &Model, specs: &[String], seed: u64) -> Result<V
             Some((name, file)) => (name.to_string(), file),
             None if specs.len() == 1 && names.len() == 1 => (names[0].to_string(), spec.as_str()),
             None => {
-                return Err(bad(spec, format!("the model has {} inputs: give NAME=FILE for each", names.len())))
+                return Err(bad(
+                    spec,
+                    format!("the model has {} inputs: give NAME=FILE for each", names.len()),
+                ))
             }
         };
         if !names.contains(&name.as_str()) {

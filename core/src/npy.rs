@@ -87,7 +87,8 @@ pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Tensor, NpyError> {
     let tensor = match (ts.type_char(), ts.size_field()) {
         (TypeChar::Float, 2) => {
             let data: Vec<half::f16> = file.into_vec().map_err(NpyError::Data)?;
-            Tensor::from_shape(&stored, &data).map_err(|e| NpyError::Data(std::io::Error::other(e.to_string())))?
+            Tensor::from_shape(&stored, &data)
+                .map_err(|e| NpyError::Data(std::io::Error::other(e.to_string())))?
         }
         (TypeChar::Float, 4) => build::<f32>(file, &stored)?,
         (TypeChar::Float, 8) => build::<f64>(file, &stored)?,
@@ -119,7 +120,8 @@ pub fn write(path: &Path, tensor: &Tensor) -> Result<()> {
 pub fn to_bytes(tensor: &Tensor) -> std::result::Result<Vec<u8>, NpyError> {
     fn encode<T: npyz::AutoSerialize + Datum + Copy>(t: &Tensor) -> std::result::Result<Vec<u8>, NpyError> {
         let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
-        let data = t.to_plain_array_view::<T>().map_err(|e| NpyError::Data(std::io::Error::other(e.to_string())))?;
+        let data =
+            t.to_plain_array_view::<T>().map_err(|e| NpyError::Data(std::io::Error::other(e.to_string())))?;
         let mut out = Vec::new();
         let mut writer = npyz::WriteOptions::new()
             .default_dtype()
@@ -180,7 +182,10 @@ mod tests {
     fn a_file_numpy_wrote_reads_back() {
         let t = from_bytes(NUMPY_F32).unwrap();
         assert_eq!(t.shape(), &[2, 3]);
-        assert_eq!(t.to_plain_array_view::<f32>().unwrap().as_slice().unwrap(), &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            t.to_plain_array_view::<f32>().unwrap().as_slice().unwrap(),
+            &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
         // What we write has numpy's layout: a header padded to 64 bytes
         // (npyz spells the shape `(2, 3, )`), then the same data bytes.
         let ours = to_bytes(&t).unwrap();
