@@ -16,16 +16,23 @@
 //! [`tandem_set_input_shape`] can come first, as in TensorFlow Lite.
 //! One `TandemSession` must not be used from two threads at once.
 
+//!
+//! # Layout
+//! - [`app`]: the session every binding shares (settings, then a
+//!   [`Session`](tandem::Session) opened at the first feed), in safe Rust;
+//!   `tandem-jni` sits on it too.
+//! - this file: the `extern "C"` functions over it.
+
 use std::any::Any;
 use std::ffi::{c_char, c_int, c_long, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::time::Duration;
 
-use tandem::client::{ModelFile, Placement, Session, SessionConfig};
-use tandem::link::{memory_transport, TcpTransport, Transport};
-use tandem::secure::Keystore;
-use tandem::{Error, InputShapes, Model};
+use tandem::Error;
+
+pub mod app;
+
+use app::{AppError, AppSession};
 
 /// Why a call failed; its text is what the caller reads in `err` (or from
 /// [`tandem_last_error`]).
@@ -43,52 +50,9 @@ enum FfiError {
         /// The argument.
         what: &'static str,
     },
-    /// A shape has a dimension below 1.
-    #[error("shape {shape:?}: dimension {dimension} is not positive")]
-    BadDimension {
-        /// The shape given.
-        shape: Vec<i64>,
-        /// The dimension at fault.
-        dimension: i64,
-    },
-    /// A setting that only applies before the first feed came after it.
-    #[error("{what} must be set before the first feed")]
-    AfterFirstFeed {
-        /// The setting (`input shapes`, `the placement`, `the keystore`).
-        what: &'static str,
-    },
-    /// The latency hint is NaN or infinite.
-    #[error("latency hint {ms} ms is not a finite number")]
-    BadHint {
-        /// The hint given, ms.
-        ms: f64,
-    },
-    /// The placement is none of those known.
-    #[error("placement '{given}': expected auto, handheld or wearable")]
-    BadPlacement {
-        /// The placement given.
-        given: String,
-    },
-    /// The engine is none of those known.
-    #[error("{0}")]
-    BadEngine(#[from] tandem::engine::EngineParseError),
-    /// The keystore cannot be read.
-    #[error("the keystore {}: {source}", dir.display())]
-    Keystore {
-        /// Its directory.
-        dir: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The keystore named by the app has no paired handheld.
-    #[error("the keystore {} has no paired handheld (pair with `tandem-wearable pair --keys`)", dir.display())]
-    Unpaired {
-        /// Its directory.
-        dir: PathBuf,
-    },
-    /// The session was opened, yet is not there.
-    #[error("the session did not open")]
-    NotOpened,
+    /// A setting or the session refused (the same as for every binding).
+    #[error(transparent)]
+    App(#[from] AppError),
     /// A fetch before any run.
     #[error("nothing has run yet: fetch reads the outputs of the last run")]
     NothingRun,
@@ -138,50 +102,24 @@ impl FfiError {
 
 /// A wearable session, opaque to C.
 pub struct TandemSession {
-    model_path: PathBuf,
-    connect: Option<String>,
-    shapes: InputShapes,
-    hint: Option<Option<Duration>>,
-    placement: Placement,
-    engine: tandem::engine::EngineChoice,
-    keys: Option<PathBuf>,
-    session: Option<Session>,
+    app: AppSession,
     last_error: String,
 }
 
 impl TandemSession {
-    /// The session, opened on first use with the shapes and settings so far.
-    fn session(&mut self) -> Result<&mut Session, FfiError> {
-        if self.session.is_none() {
-            let model = ModelFile::load(&self.model_path, &self.shapes)?;
-            let mut config = SessionConfig::watch_and_phone()?;
-            config.engine = self.engine;
-            let transport: Box<dyn Transport> = match &self.connect {
-                Some(addr) => {
-                    config.placement = self.placement.clone();
-                    // Encrypted with the handheld paired in the keystore (`tandem-wearable pair`).
-                    let dir = self.keys.clone().unwrap_or_else(|| Keystore::default_dir("wearable"));
-                    let tcp: Box<dyn Transport> = Box::new(TcpTransport::new(addr.clone()));
-                    let (transport, encrypted) = tandem::secure::for_wearable(tcp, &dir, addr)
-                        .map_err(|source| FfiError::Keystore { dir: dir.clone(), source })?;
-                    // Keys named by the app must give an encrypted link: never plain by accident.
-                    if self.keys.is_some() && !encrypted {
-                        return Err(FfiError::Unpaired { dir });
-                    }
-                    transport
-                }
-                None => {
-                    config.placement = Placement::WearableOnly;
-                    Box::new(memory_transport().0)
-                }
-            };
-            let mut s = Session::open(model, transport, config)?;
-            if let Some(hint) = self.hint {
-                s.set_latency_hint(hint);
+    /// Records the outcome of a call without an `err` buffer: 0, or -1
+    /// with its message kept for [`tandem_last_error`].
+    fn outcome(&mut self, r: Result<(), FfiError>) -> c_int {
+        match r {
+            Ok(()) => {
+                self.last_error.clear();
+                0
             }
-            self.session = Some(s);
+            Err(e) => {
+                self.last_error = e.to_string();
+                -1
+            }
         }
-        self.session.as_mut().ok_or(FfiError::NotOpened)
     }
 }
 
@@ -231,27 +169,28 @@ unsafe fn text<'a>(p: *const c_char, what: &'static str) -> Result<&'a str, FfiE
     unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| FfiError::NotUtf8 { what })
 }
 
-/// A shape argument: `rank` dimensions, each ≥ 1.
+/// A shape argument's `rank` values, as given.
 ///
 /// # Safety
-/// `shape` is NULL or points to `rank` readable `int64_t`.
-unsafe fn dims(shape: *const i64, rank: usize) -> Result<Vec<usize>, FfiError> {
+/// `shape` is NULL or points to `rank` readable `int64_t` that live for `'a`.
+unsafe fn raw_dims<'a>(shape: *const i64, rank: usize) -> Result<&'a [i64], FfiError> {
     if rank == 0 {
-        return Ok(vec![]);
+        return Ok(&[]);
     }
     if shape.is_null() {
         return Err(FfiError::Null { what: "shape" });
     }
     // SAFETY: non-NULL and `rank` long per this function's contract.
-    let raw = unsafe { std::slice::from_raw_parts(shape, rank) };
-    raw.iter()
-        .map(|&d| {
-            usize::try_from(d)
-                .ok()
-                .filter(|&d| d > 0)
-                .ok_or_else(|| FfiError::BadDimension { shape: raw.to_vec(), dimension: d })
-        })
-        .collect()
+    Ok(unsafe { std::slice::from_raw_parts(shape, rank) })
+}
+
+/// A shape argument: `rank` dimensions, each ≥ 1.
+///
+/// # Safety
+/// `shape` is NULL or points to `rank` readable `int64_t`.
+unsafe fn dims(shape: *const i64, rank: usize) -> Result<Vec<usize>, FfiError> {
+    // SAFETY: per this function's contract.
+    Ok(app::dims(unsafe { raw_dims(shape, rank) }?)?)
 }
 
 /// The session behind `s`.
@@ -285,23 +224,8 @@ pub unsafe extern "C" fn tandem_open(
             // SAFETY: per this function's contract.
             Some(unsafe { text(connect, "connect") }?.to_string())
         };
-        // Check the file now; a symbolic input only needs its shape set.
-        match Model::from_path(&path, &InputShapes::none()) {
-            Ok(_) | Err(Error::SymbolicInput { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let s = TandemSession {
-            model_path: path,
-            connect,
-            shapes: InputShapes::none(),
-            hint: None,
-            placement: Placement::Auto,
-            engine: tandem::engine::EngineChoice::default(),
-            keys: None,
-            session: None,
-            last_error: String::new(),
-        };
-        Ok(Box::into_raw(Box::new(s)))
+        let app = AppSession::new(path, connect)?;
+        Ok(Box::into_raw(Box::new(TandemSession { app, last_error: String::new() })))
     })
 }
 
@@ -323,27 +247,11 @@ pub unsafe extern "C" fn tandem_set_input_shape(
         // SAFETY: per this function's contract.
         let name = unsafe { text(name, "name") }?;
         // SAFETY: per this function's contract.
-        let d = unsafe { dims(shape, rank) }?;
-        if t.session.is_some() {
-            return Err(FfiError::AfterFirstFeed { what: "input shapes" });
-        }
-        t.shapes.set(name, d);
-        Ok(())
+        let d = unsafe { raw_dims(shape, rank) }?;
+        Ok(t.app.set_input_shape(name, d)?)
     }));
-    match set {
-        Ok(Ok(())) => {
-            t.last_error.clear();
-            0
-        }
-        Ok(Err(e)) => {
-            t.last_error = e.to_string();
-            -1
-        }
-        Err(panic) => {
-            t.last_error = FfiError::panic(&*panic).to_string();
-            -1
-        }
-    }
+    let set = set.unwrap_or_else(|panic| Err(FfiError::panic(&*panic)));
+    t.outcome(set)
 }
 
 /// The latency hint in ms: < 0 energy first, 0 the fastest, > 0 the least
@@ -355,19 +263,9 @@ pub unsafe extern "C" fn tandem_set_input_shape(
 pub unsafe extern "C" fn tandem_set_latency_hint_ms(s: *mut TandemSession, ms: f64) -> c_int {
     // SAFETY: per this function's contract.
     let Ok(t) = (unsafe { session(s) }) else { return -1 };
-    if ms.is_nan() || ms.is_infinite() {
-        t.last_error = FfiError::BadHint { ms }.to_string();
-        return -1;
-    }
-    // Finite but huge never panics here (an abort, in an `extern "C"` function).
-    let hint =
-        if ms < 0.0 { None } else { Some(Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::MAX)) };
-    t.hint = Some(hint);
-    if let Some(session) = t.session.as_mut() {
-        session.set_latency_hint(hint);
-    }
-    t.last_error.clear();
-    0
+    // Finite but huge never panics (an abort, in an `extern "C"` function).
+    let set = t.app.set_latency_hint_ms(ms).map_err(FfiError::from);
+    t.outcome(set)
 }
 
 /// Where frames run when connected: `"auto"` (the planner, the default),
@@ -380,26 +278,9 @@ pub unsafe extern "C" fn tandem_set_placement(s: *mut TandemSession, placement: 
     // SAFETY: per this function's contract.
     let Ok(t) = (unsafe { session(s) }) else { return -1 };
     // SAFETY: per this function's contract.
-    let p = match unsafe { text(placement, "placement") } {
-        Ok("auto") => Placement::Auto,
-        Ok("handheld") => Placement::HandheldOnly,
-        Ok("wearable") => Placement::WearableOnly,
-        Ok(other) => {
-            t.last_error = FfiError::BadPlacement { given: other.to_string() }.to_string();
-            return -1;
-        }
-        Err(e) => {
-            t.last_error = e.to_string();
-            return -1;
-        }
-    };
-    if t.session.is_some() {
-        t.last_error = FfiError::AfterFirstFeed { what: "the placement" }.to_string();
-        return -1;
-    }
-    t.placement = p;
-    t.last_error.clear();
-    0
+    let set =
+        unsafe { text(placement, "placement") }.and_then(|p| t.app.set_placement(p).map_err(FfiError::from));
+    t.outcome(set)
 }
 
 /// The engine the watch's layers run on: `"tract"` (the default),
@@ -415,22 +296,8 @@ pub unsafe extern "C" fn tandem_set_engine(s: *mut TandemSession, engine: *const
     // SAFETY: per this function's contract.
     let Ok(t) = (unsafe { session(s) }) else { return -1 };
     // SAFETY: per this function's contract.
-    let parsed = unsafe { text(engine, "engine") }
-        .and_then(|e| tandem::engine::EngineChoice::parse(e).map_err(FfiError::from));
-    let e = match parsed {
-        Ok(e) => e,
-        Err(e) => {
-            t.last_error = e.to_string();
-            return -1;
-        }
-    };
-    if t.session.is_some() {
-        t.last_error = FfiError::AfterFirstFeed { what: "the engine" }.to_string();
-        return -1;
-    }
-    t.engine = e;
-    t.last_error.clear();
-    0
+    let set = unsafe { text(engine, "engine") }.and_then(|e| t.app.set_engine(e).map_err(FfiError::from));
+    t.outcome(set)
 }
 
 /// The keystore directory (`tandem-wearable pair --keys DIR`; default
@@ -448,20 +315,9 @@ pub unsafe extern "C" fn tandem_set_keys(s: *mut TandemSession, dir: *const c_ch
     // SAFETY: per this function's contract.
     let Ok(t) = (unsafe { session(s) }) else { return -1 };
     // SAFETY: per this function's contract.
-    let dir = match unsafe { text(dir, "dir") } {
-        Ok(d) => PathBuf::from(d),
-        Err(e) => {
-            t.last_error = e.to_string();
-            return -1;
-        }
-    };
-    if t.session.is_some() {
-        t.last_error = FfiError::AfterFirstFeed { what: "the keystore" }.to_string();
-        return -1;
-    }
-    t.keys = Some(dir);
-    t.last_error.clear();
-    0
+    let set =
+        unsafe { text(dir, "dir") }.and_then(|d| t.app.set_keys(PathBuf::from(d)).map_err(FfiError::from));
+    t.outcome(set)
 }
 
 /// Feeds float input `name` of `shape` (`rank` dims) from `len` values.
@@ -494,7 +350,7 @@ pub unsafe extern "C" fn tandem_feed_f32(
         // SAFETY: non-NULL and `len` floats long per this function's contract.
         let values = unsafe { std::slice::from_raw_parts(data, len) };
         let tensor = tandem::tensor_f32(&shape, values)?;
-        t.session()?.feed(name, tensor)?;
+        t.app.open()?.feed(name, tensor)?;
         Ok(0)
     })
 }
@@ -517,7 +373,7 @@ pub unsafe extern "C" fn tandem_run(
     guard(err, err_len, -1, || {
         // SAFETY: per this function's contract.
         let t = unsafe { session(s) }?;
-        let report = t.session()?.run()?;
+        let report = t.app.open()?.run()?;
         if !report_json.is_null() {
             let json = serde_json::to_string(&report)?;
             if !write_str(report_json, report_len, &json) {
@@ -555,7 +411,7 @@ pub unsafe extern "C" fn tandem_fetch_f32(
         let name = unsafe { text(name, "name") }?;
         // SAFETY: `rank` is NULL or valid per this function's contract.
         let capacity = unsafe { rank.as_mut() }.ok_or(FfiError::Null { what: "rank" })?;
-        let session = t.session.as_ref().ok_or(FfiError::NothingRun)?;
+        let session = t.app.opened().ok_or(FfiError::NothingRun)?;
         let (dims, values) = session.fetch_f32(name)?;
         if dims.len() > *capacity {
             return Err(FfiError::RankTooLarge { name: name.to_string(), rank: dims.len(), room: *capacity });
