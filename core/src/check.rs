@@ -228,6 +228,42 @@ pub fn inputs_from_specs(model: &Model, specs: &[String], seed: u64) -> Result<V
     Ok(values)
 }
 
+/// One output compared with a reference file (`split-check --expected`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ExpectedCheck {
+    /// The output.
+    pub output: String,
+    /// The reference file.
+    pub file: String,
+    /// The ONNX backend-test rule's worst ratio ([`onnx_closeness`] at
+    /// rtol 1e-3, atol 1e-7; ≤ 1 passes).
+    pub worst_ratio: f32,
+    /// The largest difference over the reference's largest magnitude.
+    pub max_abs_over_scale: f32,
+}
+
+/// Compares `outputs` with reference files: `FILE` for the first output,
+/// or `NAME=FILE` for any (`.npy` or a `TensorProto` `.pb`).
+pub fn check_expected(model: &Model, specs: &[String], outputs: &Values) -> Result<Vec<ExpectedCheck>> {
+    let g = model.graph();
+    let first = g.outputs().first().map(|&t| g.tensor(t).name.clone()).unwrap_or_default();
+    let mut checks = Vec::new();
+    for spec in specs {
+        let (name, file) = match spec.split_once('=') {
+            Some((name, file)) => (name.to_string(), file),
+            None => (first.clone(), spec.as_str()),
+        };
+        let got = outputs.get(&name).ok_or_else(|| Error::UnknownTensor(name.clone()))?;
+        let want = load_tensor(Path::new(file))?;
+        let worst_ratio = onnx_closeness(&want, got, 1e-3, 1e-7)?;
+        let scale = as_f32(&want)?.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let d = diff(&want, got)?;
+        let max_abs_over_scale = if d.max_abs == 0.0 { 0.0 } else { d.max_abs / scale };
+        checks.push(ExpectedCheck { output: name, file: file.to_string(), worst_ratio, max_abs_over_scale });
+    }
+    Ok(checks)
+}
+
 /// Inputs for a single-input model from a serialized `TensorProto` file.
 pub fn inputs_from_pb(model: &Model, path: &Path) -> Result<Values> {
     let g = model.graph();
