@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use tandem::client::{ModelFile, Placement, Session, SessionConfig};
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{TcpTransport, Transport};
-use tandem::InputShapes;
+use tandem::{Cut, InputShapes};
 
 use crate::paired_cmd::PlacementArg;
 
@@ -25,6 +25,10 @@ pub struct AppPairArgs {
     /// Where frames run when connected.
     #[arg(long, value_enum, default_value = "auto")]
     pub placement: PlacementArg,
+    /// A fixed cut instead: this fraction of the model's FLOPs on the watch
+    /// (0 to 1), the rest on the handheld.
+    #[arg(long, value_name = "FRACTION", conflicts_with = "placement")]
+    pub cut_flops: Option<f64>,
     /// The watch's compute dilation on this host (1: a real watch).
     #[arg(long, default_value_t = 8.0)]
     pub dilation: f64,
@@ -41,6 +45,11 @@ impl AppPairArgs {
     pub fn check(&self) -> Result<()> {
         if self.link.is_some() && self.connect.is_none() {
             bail!("--link emulates the connection to a handheld: it needs --connect");
+        }
+        if let Some(f) = self.cut_flops {
+            if self.connect.is_none() || !(0.0..=1.0).contains(&f) {
+                bail!("--cut-flops {f}: a fraction from 0 to 1 of the model on the watch, with --connect");
+            }
         }
         Ok(())
     }
@@ -80,10 +89,11 @@ impl AppPairArgs {
         };
         let transport = crate::paired_cmd::secure_transport(transport, self.keys.as_deref(), addr)?;
         config.ready_timeout = Duration::from_secs(30);
-        config.placement = match self.placement {
-            PlacementArg::Auto => Placement::Auto,
-            PlacementArg::Wearable => Placement::WearableOnly,
-            PlacementArg::Handheld => Placement::HandheldOnly,
+        config.placement = match (self.cut_flops, &self.placement) {
+            (Some(fraction), _) => Placement::Fixed(Cut::at_flops_fraction(model.model.graph(), fraction)),
+            (None, PlacementArg::Auto) => Placement::Auto,
+            (None, PlacementArg::Wearable) => Placement::WearableOnly,
+            (None, PlacementArg::Handheld) => Placement::HandheldOnly,
         };
         Ok(Session::open(model, transport, config)?)
     }

@@ -9,6 +9,7 @@ mod apps;
 mod calibrate_cmd;
 mod detect;
 mod device_cmd;
+mod face;
 mod oracle_cmd;
 mod pair_cmd;
 mod paired_cmd;
@@ -134,6 +135,8 @@ enum Command {
     Wakeword(wakeword::WakewordArgs),
     /// Object detection (YOLOv8) on images or Y4M video, split with the handheld.
     Detect(detect::DetectArgs),
+    /// Faces (MediaPipe's detector and 468 landmarks) on images or Y4M video, split with the handheld.
+    Face(face::FaceArgs),
     /// DeepWear's graph simplification: node counts before and after, and the virtual nodes.
     Simplify {
         #[command(flatten)]
@@ -310,6 +313,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stream(args) => paired_cmd::stream(args),
         Command::Wakeword(args) => wakeword::wakeword(args),
         Command::Detect(args) => detect::detect(args),
+        Command::Face(args) => face::face(args),
         Command::Simplify { model } => {
             let model = model.load()?;
             let g = model.graph();

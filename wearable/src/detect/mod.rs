@@ -75,11 +75,12 @@ pub struct DetectArgs {
 }
 
 /// An input frame: its name, width, height, and RGB bytes.
-type Frame = (String, usize, usize, Vec<u8>);
+pub(crate) type Frame = (String, usize, usize, Vec<u8>);
 
-/// Every input frame.
-fn read_frames(args: &DetectArgs) -> Result<Vec<Frame>> {
-    if let Some(dir) = &args.images {
+/// Every input frame: the PNG and JPEG files of `images` in name order, or
+/// the frames of the Y4M file `video` (the apps' `--images` / `--video`).
+pub(crate) fn read_frames(images: Option<&Path>, video: Option<&Path>) -> Result<Vec<Frame>> {
+    if let Some(dir) = images {
         let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
             .with_context(|| format!("--images {}", dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -102,7 +103,7 @@ fn read_frames(args: &DetectArgs) -> Result<Vec<Frame>> {
                 Ok((name, w, h, img.into_raw()))
             })
             .collect()
-    } else if let Some(video) = &args.video {
+    } else if let Some(video) = video {
         let bytes = std::fs::read(video).with_context(|| format!("--video {}", video.display()))?;
         let frames = y4m::frames(&bytes).with_context(|| format!("--video {}", video.display()))?;
         Ok(frames.into_iter().enumerate().map(|(i, (w, h, rgb))| (format!("frame {i}"), w, h, rgb)).collect())
@@ -187,7 +188,7 @@ pub fn detect(args: DetectArgs) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&conf) || !(0.0..=1.0).contains(&iou) {
         bail!("--conf {conf} and --iou {iou}: must be in [0, 1]");
     }
-    let frames = read_frames(&args)?;
+    let frames = read_frames(args.images.as_deref(), args.video.as_deref())?;
     let (model, input, shape, spec) = load(&args, &card)?;
     let fed =
         ModelCard { inputs: vec![InputCard { name: input.clone(), ..spec.card.clone() }], ..card.clone() };
