@@ -238,7 +238,11 @@ pub struct ExpectedCheck {
     /// The ONNX backend-test rule's worst ratio ([`onnx_closeness`] at
     /// rtol 1e-3, atol 1e-7; ≤ 1 passes).
     pub worst_ratio: f32,
-    /// The largest difference over the reference's largest magnitude.
+    /// The largest difference.
+    pub max_abs: f32,
+    /// The reference's largest magnitude.
+    pub scale: f32,
+    /// `max_abs / scale` (0 when both are 0).
     pub max_abs_over_scale: f32,
 }
 
@@ -259,7 +263,14 @@ pub fn check_expected(model: &Model, specs: &[String], outputs: &Values) -> Resu
         let scale = as_f32(&want)?.iter().fold(0f32, |m, x| m.max(x.abs()));
         let d = diff(&want, got)?;
         let max_abs_over_scale = if d.max_abs == 0.0 { 0.0 } else { d.max_abs / scale };
-        checks.push(ExpectedCheck { output: name, file: file.to_string(), worst_ratio, max_abs_over_scale });
+        checks.push(ExpectedCheck {
+            output: name,
+            file: file.to_string(),
+            worst_ratio,
+            max_abs: d.max_abs,
+            scale,
+            max_abs_over_scale,
+        });
     }
     Ok(checks)
 }
