@@ -31,6 +31,15 @@ pub enum Error {
         /// What is wrong with it.
         source: crate::npy::NpyError,
     },
+    /// A TFLite model that could not be read or translated to ONNX (an op
+    /// with no translation is named with its node).
+    #[error("TFLite model {origin}: {source}")]
+    Tflite {
+        /// Where the bytes came from.
+        origin: String,
+        /// What the importer refused (boxed: it names the op and node).
+        source: Box<tandem_tflite::Error>,
+    },
     /// The model uses an operator that tract cannot run.
     #[error("unsupported operator {op} (domain '{domain}') at node '{node}'")]
     UnsupportedOp {

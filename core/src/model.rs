@@ -42,24 +42,40 @@ impl fmt::Debug for Model {
 }
 
 impl Model {
-    /// Loads a model from an ONNX file, within the default [`ModelLimits`].
+    /// Loads a model from an ONNX or TFLite file, within the default
+    /// [`ModelLimits`]. A TFLite file is translated to ONNX once (see
+    /// [`onnx_bytes_of`]).
     pub fn from_path(path: impl AsRef<Path>, input_shapes: &InputShapes) -> Result<Model> {
         Self::from_path_within(path, input_shapes, &ModelLimits::default())
     }
 
-    /// Loads a model from an ONNX file, refusing one whose tensors pass `limits`.
+    /// Loads a model from an ONNX or TFLite file, refusing one whose tensors
+    /// pass `limits`.
     pub fn from_path_within(
         path: impl AsRef<Path>,
         input_shapes: &InputShapes,
         limits: &ModelLimits,
     ) -> Result<Model> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        let bytes = onnx_bytes_of(path)?;
         let dir = path.parent().and_then(|d| d.to_str()).map(str::to_string);
         Self::load(&bytes, path.display().to_string(), dir, input_shapes, limits)
     }
 
-    /// Loads a model from ONNX bytes, within the default [`ModelLimits`].
+    /// Loads a model from ONNX bytes read from `path` (as by
+    /// [`onnx_bytes_of`]), which names it and locates its external data;
+    /// within the default [`ModelLimits`].
+    pub fn from_path_bytes(
+        path: impl AsRef<Path>,
+        bytes: &[u8],
+        input_shapes: &InputShapes,
+    ) -> Result<Model> {
+        let path = path.as_ref();
+        let dir = path.parent().and_then(|d| d.to_str()).map(str::to_string);
+        Self::load(bytes, path.display().to_string(), dir, input_shapes, &ModelLimits::default())
+    }
+
+    /// Loads a model from ONNX (or TFLite) bytes, within the default [`ModelLimits`].
     pub fn from_bytes(bytes: &[u8], input_shapes: &InputShapes) -> Result<Model> {
         Self::from_bytes_within(bytes, input_shapes, &ModelLimits::default())
     }
@@ -81,6 +97,13 @@ impl Model {
         input_shapes: &InputShapes,
         limits: &ModelLimits,
     ) -> Result<Model> {
+        let translated;
+        let bytes = if tandem_tflite::is_tflite(bytes) {
+            translated = onnx_bytes_of_tflite(bytes, &origin)?;
+            translated.as_slice()
+        } else {
+            bytes
+        };
         let not_onnx = |reason: String| Error::NotOnnx { origin: Some(origin.clone()), reason };
         if bytes.is_empty() {
             return Err(not_onnx("the file is empty".into()));
@@ -216,6 +239,25 @@ impl Model {
         }
         Ok(typed)
     }
+}
+
+/// The ONNX bytes of the model file at `path`: the file itself, or, for a
+/// TFLite file (the `TFL3` flatbuffer identifier at bytes 4..8, whatever its
+/// extension), its translation to ONNX, made once and cached by the SHA-256
+/// of the TFLite bytes (see [`tandem_tflite::cache`]).
+pub fn onnx_bytes_of(path: impl AsRef<Path>) -> Result<Vec<u8>> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    if tandem_tflite::is_tflite(&bytes) {
+        return onnx_bytes_of_tflite(&bytes, &path.display().to_string());
+    }
+    Ok(bytes)
+}
+
+/// The cached ONNX translation of TFLite bytes (from `origin`, for errors).
+pub fn onnx_bytes_of_tflite(bytes: &[u8], origin: &str) -> Result<Vec<u8>> {
+    tandem_tflite::cache::onnx_bytes(bytes)
+        .map_err(|source| Error::Tflite { origin: origin.to_string(), source: Box::new(source) })
 }
 
 /// Whether running `model` would evaluate one of tract's placeholder ops.

@@ -23,6 +23,7 @@ pub mod light;
 pub mod onnxruntime;
 mod randomize;
 pub mod real;
+pub mod tflite;
 pub mod tiny;
 pub mod zoo;
 

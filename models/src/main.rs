@@ -57,11 +57,30 @@ enum Cmd {
     },
     /// Generates/fetches everything into the cache (what tests use).
     Ensure,
+    /// Translates a TFLite model to ONNX (what loading a `.tflite` does, and
+    /// caches). An op with no translation is refused by name and node: exit 2.
+    Import {
+        /// The TFLite model.
+        input: PathBuf,
+        /// The ONNX file to write (default: the input with `.onnx`).
+        output: Option<PathBuf>,
+    },
 }
 
-fn main() -> Result<()> {
+fn main() -> Result<std::process::ExitCode> {
     let cli = Cli::parse();
     match cli.command {
+        Cmd::Import { input, output } => {
+            // A model that cannot be translated is bad input: exit 2, as the
+            // other binaries do.
+            return Ok(match import(&input, output) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    std::process::ExitCode::from(2)
+                }
+            });
+        }
         Cmd::Gen { out, seed, variants, names } => {
             let out = out.unwrap_or_else(|| cache_dir().join("zoo"));
             let mut specs = if names.is_empty() { zoo_specs() } else { Vec::new() };
@@ -114,5 +133,19 @@ fn main() -> Result<()> {
             }
         }
     }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `tandem-models import`: translates `input` and writes the ONNX bytes.
+fn import(input: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
+    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    if !tandem_tflite::is_tflite(&bytes) {
+        anyhow::bail!("{} is not a TFLite model (no TFL3 identifier)", input.display());
+    }
+    let onnx = tandem_tflite::translate_to_bytes(&bytes)
+        .with_context(|| format!("translating {}", input.display()))?;
+    let output = output.unwrap_or_else(|| input.with_extension("onnx"));
+    write_atomic(&output, &onnx)?;
+    println!("{}", output.display());
     Ok(())
 }

@@ -4,12 +4,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Cut, Error, InputShapes, Model, Result};
+use crate::{Cut, InputShapes, Model, Result};
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::partition::{LatencyHint, LinkEstimate, Method};
 
 /// A model with the ONNX bytes it came from (their digest identifies it to
-/// the handheld, which may need them pushed).
+/// the handheld, which may need them pushed). A TFLite file's are those of
+/// its translation, so the handheld only ever receives ONNX.
 #[derive(Clone)]
 pub struct ModelFile {
     /// The ONNX bytes.
@@ -19,18 +20,25 @@ pub struct ModelFile {
 }
 
 impl ModelFile {
-    /// Loads an ONNX file, with input-shape overrides for symbolic
-    /// dimensions. The handheld is told the overrides in the handshake and
-    /// loads the same file (by digest) with them.
+    /// Loads an ONNX or TFLite file (translated to ONNX, see
+    /// [`tandem_core::model::onnx_bytes_of`]), with input-shape overrides for
+    /// symbolic dimensions. The handheld is told the overrides in the
+    /// handshake and loads the same ONNX (by digest) with them.
     pub fn load(path: impl AsRef<Path>, shapes: &InputShapes) -> Result<ModelFile> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-        let model = Model::from_path(path, shapes)?;
+        let bytes = tandem_core::model::onnx_bytes_of(path)?;
+        let model = Model::from_path_bytes(path, &bytes, shapes)?;
         Ok(ModelFile { bytes: Arc::new(bytes), model })
     }
 
-    /// From ONNX bytes (see [`ModelFile::load`] for the overrides).
+    /// From ONNX bytes, or TFLite bytes (kept as their ONNX translation);
+    /// see [`ModelFile::load`] for the overrides.
     pub fn from_bytes(bytes: Vec<u8>, shapes: &InputShapes) -> Result<ModelFile> {
+        let bytes = if tandem_tflite::is_tflite(&bytes) {
+            tandem_core::model::onnx_bytes_of_tflite(&bytes, "<bytes>")?
+        } else {
+            bytes
+        };
         let model = Model::from_bytes(&bytes, shapes)?;
         Ok(ModelFile { bytes: Arc::new(bytes), model })
     }

@@ -232,9 +232,14 @@ impl Shared {
                 let path = lock(&self.files).get(digest).cloned();
                 match (stored, path) {
                     (Some(Stored::Memory(b)), _) => b.to_vec(),
-                    (Some(Stored::Disk(p)), _) | (None, Some(p)) => {
-                        std::fs::read(&p).map_err(|source| LoadError::Read { path: p, source })?
-                    }
+                    // A .tflite in the models directory: its (cached) ONNX translation.
+                    (Some(Stored::Disk(p)), _) | (None, Some(p)) => match crate::model::onnx_bytes_of(&p) {
+                        Ok(bytes) => bytes,
+                        Err(crate::Error::Io { source, .. }) => {
+                            return Err(LoadError::Read { path: p, source })
+                        }
+                        Err(e) => return Err(LoadError::Model(e)),
+                    },
                     (None, None) => return Err(LoadError::Unknown { digest: *digest }),
                 }
             }
@@ -339,11 +344,13 @@ fn onnx_files(dir: &std::path::Path) -> io::Result<Vec<(Digest, PathBuf, u64)>> 
     {
         let entry = entry?;
         let path = entry.path();
-        if path.extension().is_none_or(|e| e != "onnx") {
+        if path.extension().is_none_or(|e| e != "onnx" && e != "tflite") {
             continue;
         }
         let modified = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-        match std::fs::read(&path) {
+        // A TFLite model is known by the digest of its ONNX translation,
+        // which is what a wearable loading the same file sends.
+        match crate::model::onnx_bytes_of(&path) {
             Ok(bytes) => found.push((modified, model_digest(&bytes), path, bytes.len() as u64)),
             Err(e) => warn!("skipping {}: {e}", path.display()),
         }
