@@ -1,0 +1,387 @@
+//! Op translations on tiny TFLite models built here with planus, run in
+//! tract against values computed by hand from TFLite's definitions; and
+//! truncated or mutated files, which must give errors, never panics.
+
+use planus::Builder;
+use proptest::prelude::*;
+use tandem_tflite_schema::tflite::{
+    ActivationFunctionType, Buffer, BuiltinOperator, BuiltinOptions, Conv2DOptions, DepthwiseConv2DOptions,
+    Model, Operator, OperatorCode, Padding, ResizeBilinearOptions, SubGraph, Tensor as TfTensor, TensorType,
+};
+use tract_onnx::prelude::*;
+
+/// A TFLite model under construction.
+#[derive(Default)]
+struct TinyModel {
+    tensors: Vec<TfTensor>,
+    buffers: Vec<Buffer>,
+    codes: Vec<OperatorCode>,
+    ops: Vec<Operator>,
+}
+
+impl TinyModel {
+    fn new() -> TinyModel {
+        // Buffer 0 is the empty buffer of non-constant tensors.
+        TinyModel { buffers: vec![Buffer::default()], ..Default::default() }
+    }
+
+    fn tensor(&mut self, name: &str, shape: &[i32], dtype: TensorType, data: Option<Vec<u8>>) -> i32 {
+        let buffer = match data {
+            Some(d) => {
+                self.buffers.push(Buffer { data: Some(d), ..Default::default() });
+                self.buffers.len() as u32 - 1
+            }
+            None => 0,
+        };
+        self.tensors.push(TfTensor {
+            name: Some(name.into()),
+            shape: Some(shape.to_vec()),
+            type_: dtype,
+            buffer,
+            ..Default::default()
+        });
+        self.tensors.len() as i32 - 1
+    }
+
+    fn f32s(&mut self, name: &str, shape: &[i32], values: &[f32]) -> i32 {
+        self.tensor(
+            name,
+            shape,
+            TensorType::Float32,
+            Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        )
+    }
+
+    fn i32s(&mut self, name: &str, values: &[i32]) -> i32 {
+        let shape = [values.len() as i32];
+        self.tensor(
+            name,
+            &shape,
+            TensorType::Int32,
+            Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        )
+    }
+
+    fn op(
+        &mut self,
+        code: BuiltinOperator,
+        custom: Option<&str>,
+        inputs: &[i32],
+        outputs: &[i32],
+        options: Option<BuiltinOptions>,
+    ) {
+        self.codes.push(OperatorCode {
+            builtin_code: code,
+            deprecated_builtin_code: (code as i32).min(127) as i8,
+            custom_code: custom.map(str::to_string),
+            version: 1,
+        });
+        self.ops.push(Operator {
+            opcode_index: self.codes.len() as u32 - 1,
+            inputs: Some(inputs.to_vec()),
+            outputs: Some(outputs.to_vec()),
+            builtin_options: options,
+            ..Default::default()
+        });
+    }
+
+    fn finish(self, inputs: &[i32], outputs: &[i32]) -> Vec<u8> {
+        let model = Model {
+            version: 3,
+            operator_codes: Some(self.codes),
+            subgraphs: Some(vec![SubGraph {
+                tensors: Some(self.tensors),
+                inputs: Some(inputs.to_vec()),
+                outputs: Some(outputs.to_vec()),
+                operators: Some(self.ops),
+                name: Some("main".into()),
+                ..Default::default()
+            }]),
+            buffers: Some(self.buffers),
+            ..Default::default()
+        };
+        // planus 1.3 writes a file identifier before the root offset; the
+        // format puts the offset first (relative to byte 0), then "TFL3".
+        let mut bytes = Builder::new().finish(&model, Some(*b"TFL3")).to_vec();
+        let offset = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) + 4;
+        bytes[..4].copy_from_slice(&offset.to_le_bytes());
+        bytes[4..8].copy_from_slice(b"TFL3");
+        bytes
+    }
+}
+
+/// Translates `tflite` and runs it in tract on one input.
+fn run(tflite: &[u8], input: Tensor) -> TractResult<Vec<Tensor>> {
+    let proto = tandem_tflite::translate(tflite)?;
+    let model = tract_onnx::onnx().model_for_proto_model(&proto)?.into_optimized()?.into_runnable()?;
+    Ok(model.run(tvec!(input.into()))?.into_iter().map(|t| t.into_tensor()).collect())
+}
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 200) as f32 / 100.0 - 1.0)
+        .collect()
+}
+
+fn assert_close(got: &Tensor, expected: &[f32]) {
+    let got: Vec<f32> = got.to_plain_array_view::<f32>().expect("f32 output").iter().copied().collect();
+    assert_eq!(got.len(), expected.len());
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "element {i}: {g} vs {e}");
+    }
+}
+
+/// TFLite's CONV_2D (NHWC input, OHWI filter, SAME padding) by hand.
+#[allow(clippy::too_many_arguments)]
+fn conv_reference(
+    x: &[f32],
+    [h, w, c]: [usize; 3],
+    f: &[f32],
+    [o, kh, kw]: [usize; 3],
+    bias: &[f32],
+    stride: usize,
+    depthwise: bool,
+) -> (Vec<f32>, [usize; 3]) {
+    let (oh, ow) = (h.div_ceil(stride), w.div_ceil(stride));
+    let pad_h = ((oh - 1) * stride + kh).saturating_sub(h) / 2;
+    let pad_w = ((ow - 1) * stride + kw).saturating_sub(w) / 2;
+    let mut out = vec![0f32; oh * ow * o];
+    for (y, xo, oc) in (0..oh).flat_map(|y| (0..ow).flat_map(move |x| (0..o).map(move |oc| (y, x, oc)))) {
+        let mut acc = bias[oc];
+        for (ky, kx) in (0..kh).flat_map(|ky| (0..kw).map(move |kx| (ky, kx))) {
+            let (iy, ix) =
+                ((y * stride + ky) as isize - pad_h as isize, (xo * stride + kx) as isize - pad_w as isize);
+            if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                continue;
+            }
+            let base = (iy as usize * w + ix as usize) * c;
+            if depthwise {
+                let ic = oc / (o / c);
+                acc += x[base + ic] * f[(ky * kw + kx) * o + oc];
+            } else {
+                for ic in 0..c {
+                    acc += x[base + ic] * f[((oc * kh + ky) * kw + kx) * c + ic];
+                }
+            }
+        }
+        out[(y * ow + xo) * o + oc] = acc;
+    }
+    (out, [oh, ow, o])
+}
+
+fn conv_model(depthwise: bool, act: ActivationFunctionType) -> (Vec<u8>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut m = TinyModel::new();
+    let x = m.tensor("image", &[1, 5, 5, 2], TensorType::Float32, None);
+    let (filter_shape, o) = if depthwise { ([1, 3, 3, 4], 4) } else { ([3, 3, 3, 2], 3) };
+    let f = values(filter_shape.iter().product::<i32>() as usize, 7);
+    let b = values(o, 3);
+    let fi = m.f32s("filter", &filter_shape, &f);
+    let bi = m.f32s("bias", &[o as i32], &b);
+    let y = m.tensor("features", &[1, 3, 3, o as i32], TensorType::Float32, None);
+    if depthwise {
+        let options = DepthwiseConv2DOptions {
+            padding: Padding::Same,
+            stride_w: 2,
+            stride_h: 2,
+            depth_multiplier: 2,
+            fused_activation_function: act,
+            dilation_w_factor: 1,
+            dilation_h_factor: 1,
+        };
+        m.op(
+            BuiltinOperator::DepthwiseConv2d,
+            None,
+            &[x, fi, bi],
+            &[y],
+            Some(BuiltinOptions::DepthwiseConv2DOptions(Box::new(options))),
+        );
+    } else {
+        let options = Conv2DOptions {
+            padding: Padding::Same,
+            stride_w: 2,
+            stride_h: 2,
+            fused_activation_function: act,
+            dilation_w_factor: 1,
+            dilation_h_factor: 1,
+            ..Default::default()
+        };
+        m.op(
+            BuiltinOperator::Conv2d,
+            None,
+            &[x, fi, bi],
+            &[y],
+            Some(BuiltinOptions::Conv2DOptions(Box::new(options))),
+        );
+    }
+    (m.finish(&[x], &[y]), f, b, values(50, 11))
+}
+
+#[test]
+fn conv_2d_with_fused_relu6_matches_tflite_semantics() -> TractResult<()> {
+    let (tflite, f, b, x) = conv_model(false, ActivationFunctionType::Relu6);
+    let out = run(&tflite, tensor1(&x).into_shape(&[1, 5, 5, 2])?)?;
+    let (expected, shape) = conv_reference(&x, [5, 5, 2], &f, [3, 3, 3], &b, 2, false);
+    let expected: Vec<f32> = expected.iter().map(|v| v.clamp(0.0, 6.0)).collect();
+    assert_eq!(out[0].shape(), &[1, shape[0], shape[1], shape[2]]);
+    assert_close(&out[0], &expected);
+    Ok(())
+}
+
+#[test]
+fn depthwise_conv_2d_matches_tflite_semantics() -> TractResult<()> {
+    let (tflite, f, b, x) = conv_model(true, ActivationFunctionType::None);
+    let out = run(&tflite, tensor1(&x).into_shape(&[1, 5, 5, 2])?)?;
+    let (expected, _) = conv_reference(&x, [5, 5, 2], &f, [4, 3, 3], &b, 2, true);
+    assert_close(&out[0], &expected);
+    Ok(())
+}
+
+#[test]
+fn fp16_weights_behind_dequantize_are_folded() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[1, 4], TensorType::Float32, None);
+    let halves = [0.5f32, -1.25, 2.0, 3.5];
+    let bytes = halves.iter().flat_map(|v| half::f16::from_f32(*v).to_bits().to_le_bytes()).collect();
+    let w16 = m.tensor("w16", &[4], TensorType::Float16, Some(bytes));
+    let w = m.tensor("w", &[4], TensorType::Float32, None);
+    let y = m.tensor("y", &[1, 4], TensorType::Float32, None);
+    m.op(BuiltinOperator::Dequantize, None, &[w16], &[w], None);
+    let add = tandem_tflite_schema::tflite::AddOptions {
+        fused_activation_function: ActivationFunctionType::Relu,
+        ..Default::default()
+    };
+    m.op(BuiltinOperator::Add, None, &[x, w], &[y], Some(BuiltinOptions::AddOptions(Box::new(add))));
+    let tflite = m.finish(&[x], &[y]);
+    let proto = tandem_tflite::translate(&tflite)?;
+    let graph = proto.graph.as_ref().expect("a graph");
+    assert!(graph.node.iter().all(|n| n.op_type != "Cast"), "the fp16 weight is folded to float32");
+    let out = run(&tflite, tensor2(&[[1f32, 1., -3., 0.]]))?;
+    assert_close(&out[0], &[1.5, 0.0, 0.0, 3.5]);
+    Ok(())
+}
+
+/// TensorFlow's bilinear resize of a 1-D row by hand.
+fn resize_reference(x: &[f32], out: usize, align_corners: bool, half_pixel: bool) -> Vec<f32> {
+    let n = x.len();
+    let scale =
+        if align_corners && out > 1 { (n - 1) as f32 / (out - 1) as f32 } else { n as f32 / out as f32 };
+    (0..out)
+        .map(|i| {
+            let src = if half_pixel { (i as f32 + 0.5) * scale - 0.5 } else { i as f32 * scale };
+            let lo = src.floor().max(0.0) as usize;
+            let hi = (src.ceil() as usize).min(n - 1);
+            let t = src - src.floor();
+            x[lo.min(n - 1)] * (1.0 - t) + x[hi] * t
+        })
+        .collect()
+}
+
+fn resize_model(align_corners: bool, half_pixel_centers: bool) -> Vec<u8> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[1, 1, 4, 1], TensorType::Float32, None);
+    let size = m.i32s("size", &[1, 7]);
+    let y = m.tensor("y", &[1, 1, 7, 1], TensorType::Float32, None);
+    let options = ResizeBilinearOptions { align_corners, half_pixel_centers };
+    m.op(
+        BuiltinOperator::ResizeBilinear,
+        None,
+        &[x, size],
+        &[y],
+        Some(BuiltinOptions::ResizeBilinearOptions(Box::new(options))),
+    );
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn resize_bilinear_honours_align_corners_and_half_pixel_centers() -> TractResult<()> {
+    let row = [1f32, 4., -2., 3.];
+    for (align, half) in [(false, false), (true, false), (false, true)] {
+        let out = run(&resize_model(align, half), tensor1(&row).into_shape(&[1, 1, 4, 1])?)?;
+        assert_close(&out[0], &resize_reference(&row, 7, align, half));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_custom_op_is_refused_naming_it_and_its_node() {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[1, 4], TensorType::Float32, None);
+    let y = m.tensor("segment", &[1, 4], TensorType::Float32, None);
+    m.op(BuiltinOperator::Custom, Some("Convolution2DTransposeBias"), &[x], &[y], None);
+    let err = tandem_tflite::translate(&m.finish(&[x], &[y])).expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("Convolution2DTransposeBias") && text.contains("node 0 ('segment')"), "{text}");
+}
+
+#[test]
+fn resource_variables_are_refused_by_name() {
+    let mut m = TinyModel::new();
+    let y = m.tensor("handle", &[], TensorType::Resource, None);
+    m.op(BuiltinOperator::VarHandle, None, &[], &[y], None);
+    let err = tandem_tflite::translate(&m.finish(&[], &[y])).expect_err("refused");
+    assert!(err.to_string().contains("VAR_HANDLE"), "{err}");
+}
+
+#[test]
+fn other_formats_are_not_tflite() {
+    assert!(!tandem_tflite::is_tflite(b"\x08\x07\x12\x04onnx"));
+    assert!(tandem_tflite::translate(b"").is_err());
+    assert!(tandem_tflite::translate(b"1234TFL3").is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A truncated file is an error, never a panic.
+    #[test]
+    fn truncated_files_are_errors(cut in 0usize..2000) {
+        let (tflite, ..) = conv_model(false, ActivationFunctionType::Relu);
+        // The builder writes back to front: the first bytes hold the root
+        // and the tables, so cutting into the first half leaves offsets past
+        // the end; any cut must at least not panic.
+        let cut = cut.min(tflite.len().saturating_sub(1));
+        let result = tandem_tflite::translate(&tflite[..cut]);
+        prop_assert!(result.is_err() || cut >= tflite.len() / 2);
+    }
+
+    /// Bytes flipped anywhere give a translation or an error, never a panic
+    /// (nor an abort from a huge allocation).
+    #[test]
+    fn mutated_files_never_panic(flips in proptest::collection::vec((0usize..4096, any::<u8>()), 1..8)) {
+        let (mut tflite, ..) = conv_model(true, ActivationFunctionType::Relu6);
+        for (at, byte) in flips {
+            let n = tflite.len();
+            tflite[at % n] = byte;
+        }
+        let _ = tandem_tflite::translate(&tflite);
+    }
+}
+
+/// A real model of the fetched TFLite set, when `models/fetch_tflite.py` has run.
+fn real_model() -> Option<Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../models/cache/tflite/face_detection_short_range.tflite");
+    std::fs::read(path).ok()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A real MediaPipe model, truncated or with bytes flipped (mostly in
+    /// its tables, at the front), gives a translation or an error, never a
+    /// panic.
+    #[test]
+    fn mutated_real_models_never_panic(
+        cut in 0usize..300_000,
+        flips in proptest::collection::vec((0usize..300_000, any::<u8>(), any::<bool>()), 1..6),
+    ) {
+        let Some(mut tflite) = real_model() else { return Ok(()) };
+        for (at, byte, front) in flips {
+            let n = if front { tflite.len().min(8192) } else { tflite.len() };
+            tflite[at % n] = byte;
+        }
+        let _ = tandem_tflite::translate(&tflite);
+        let cut = cut % tflite.len();
+        prop_assert!(tandem_tflite::translate(&tflite[..cut]).is_err() || cut > tflite.len() / 2);
+    }
+}
