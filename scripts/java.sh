@@ -10,8 +10,9 @@
 #      Java tests (java/src/test, a plain-Java runner) and the example
 #      (java/examples) against it over an emulated BLE link.
 # Needs a JDK 11 or later (OpenJDK 17 here: apt-get install openjdk-17-jdk-headless),
-# and the real models (models/cache/real, `python3 models/fetch_real.py`;
-# fetched here when missing, as scripts/test.sh does). Exits non-zero on any failure.
+# and the real and TFLite models (models/cache/real and models/cache/tflite:
+# `python3 models/fetch_real.py` and `python3 models/fetch_tflite.py`, run here
+# when missing, as scripts/test.sh runs them). Exits non-zero on any failure.
 #
 # Usage: scripts/java.sh            everything
 #        TANDEM_JAVA_ONLY=NAME scripts/java.sh   only the tests whose name contains NAME
@@ -36,13 +37,22 @@ mnist=$root/models/cache/zoo/mnist.onnx
 real=$root/models/cache/real/ppocr_cls.onnx
 real_input=$root/models/cache/real/ppocr_cls_input_0.pb
 real_shape=x=1,3,48,192
-if [ ! -f "$real" ] || [ ! -f "$real_input" ]; then
-  echo "== fetching the real models (models/fetch_real.py)" >&2
-  python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0
+# A TFLite model (MediaPipe's short-range face detector, translated to ONNX
+# where it loads) on its real input: the astronaut photo.
+tflite=$root/models/cache/tflite/face_detection_short_range.tflite
+tflite_input=$root/models/cache/tflite/face_detection_short_range.in0.npy
+if [ ! -f "$real" ] || [ ! -f "$real_input" ] || [ ! -f "$tflite" ] || [ ! -f "$tflite_input" ]; then
+  echo "== fetching the real and TFLite models (models/fetch_real.py, models/fetch_tflite.py)" >&2
+  python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0 ai-edge-litert==2.3.0
   python3 models/fetch_real.py
+  python3 models/fetch_tflite.py
 fi
 
 out=$root/target/java
+mkdir -p "$out"
+# One run at a time in this tree (they share target/java).
+exec 9>"$out/.lock"
+flock 9
 rm -rf "$out/classes" "$out/test-classes" "$out/example-classes" "$out/javadoc" "$out/work"
 mkdir -p "$out/classes" "$out/test-classes" "$out/example-classes" "$out/work"
 
@@ -87,7 +97,7 @@ code=$(wait_line "$work/pair.out" "pairing code: ")
 wait "$pair_pid"
 
 mkdir -p "$work/models"
-cp "$mnist" "$real" "$work/models/"
+cp "$mnist" "$real" "$tflite" "$work/models/"
 "$lib/tandem-handheld" serve --listen 127.0.0.1:0 --keys "$work/keys/handheld" --models "$work/models" \
   >"$work/serve.out" 2>"$work/serve.err" &
 pids+=("$!")
@@ -100,6 +110,7 @@ props=(
   -Dtandem.mnist="$mnist"
   -Dtandem.real="$real" -Dtandem.realInput="$real_input" -Dtandem.realShape="$real_shape"
   -Dtandem.handheld="$addr" -Dtandem.keys="$work/keys/wearable" -Dtandem.link=ble-2m
+  -Dtandem.tflite="$tflite" -Dtandem.tfliteInput="$tflite_input"
   -Dtandem.work="$work"
   -Dtandem.only="${TANDEM_JAVA_ONLY:-}"
 )
