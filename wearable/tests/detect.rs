@@ -14,7 +14,7 @@ fn handheld_bin() -> PathBuf {
 }
 
 /// A 4:2:0 Y4M of `frames` shifted crops of an RGB image (BT.601 limited range).
-fn write_y4m(path: &Path, rgb: &image::RgbImage, frames: usize) {
+pub(crate) fn write_y4m(path: &Path, rgb: &image::RgbImage, frames: usize) {
     let (w, h) = (rgb.width() as usize - 8 * frames, rgb.height() as usize - 8 * frames);
     let (w, h) = (w & !1, h & !1);
     let mut out = format!("YUV4MPEG2 W{w} H{h} F10:1 Ip A1:1 C420jpeg\n").into_bytes();
