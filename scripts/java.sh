@@ -43,6 +43,16 @@ tflite=$root/models/cache/tflite/face_detection_short_range.tflite
 tflite_input=$root/models/cache/tflite/face_detection_short_range.in0.npy
 if [ ! -f "$real" ] || [ ! -f "$real_input" ] || [ ! -f "$tflite" ] || [ ! -f "$tflite_input" ]; then
   echo "== fetching the real and TFLite models (models/fetch_real.py, models/fetch_tflite.py)" >&2
+  # espeak-ng speaks the real models' audio inputs (as scripts/test.sh installs it).
+  if ! command -v espeak-ng >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null
+    else
+      echo "scripts/java.sh needs espeak-ng to fetch the real models: sudo apt-get install -y espeak-ng" >&2
+      exit 1
+    fi
+  fi
   python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime==1.20.1 pillow==11.0.0 ai-edge-litert==2.3.0
   python3 models/fetch_real.py
   python3 models/fetch_tflite.py

@@ -6,8 +6,10 @@ import java.io.File;
 import java.util.Arrays;
 
 /**
- * Tandem's Java API in a few lines, as an Android app would call it: a digit classifier (the
- * zoo's MNIST) on the watch alone, then split with a paired handheld, then a pipelined stream.
+ * Tandem's Java API in a few lines, as an Android app would call it: an MNIST-shaped classifier
+ * (the zoo's, with generated weights: which digit wins is arbitrary, the point is that the watch
+ * alone and the handheld give the same scores) on the watch alone, then on a paired handheld,
+ * then a pipelined stream of frames.
  *
  * <pre>
  * java -Djava.library.path=target/debug -cp target/java/tandem.jar:CLASSES TandemExample \

@@ -89,8 +89,14 @@ public final class Interpreter implements AutoCloseable {
             options.readyTimeoutMillis / 1e3,
             names,
             shapes);
-    inputs = tensors(false);
-    outputs = tensors(true);
+    try {
+      inputs = tensors(false);
+      outputs = tensors(true);
+    } catch (RuntimeException e) {
+      Native.close(handle);
+      handle = 0;
+      throw e;
+    }
   }
 
   private Tensor[] tensors(boolean output) {
