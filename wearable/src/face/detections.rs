@@ -70,8 +70,8 @@ pub fn decode(
     let mut found = vec![];
     for (i, a) in anchors.iter().enumerate() {
         let score = clipped_sigmoid(scores[i], o.score_clip);
-        // NaN fails this test too: such an anchor is dropped.
-        if !(score >= o.min_score) {
+        // A NaN score (a broken model) drops its anchor.
+        if score.is_nan() || score < o.min_score {
             continue;
         }
         let raw = &regressors[i * o.coords..][..o.coords];

@@ -147,7 +147,7 @@ struct Face {
 /// A float output by name, else the `index`th.
 fn output(f: &tandem::client::Frame, name: &str, index: usize) -> Result<Vec<f32>> {
     let names = f.outputs.names();
-    let chosen = if names.iter().any(|n| *n == name) {
+    let chosen = if names.contains(&name) {
         name.to_string()
     } else {
         names.get(index).map(|n| n.to_string()).with_context(|| format!("no output {name} (#{index})"))?
@@ -198,8 +198,8 @@ pub fn face(args: FaceArgs) -> Result<ExitCode> {
     let options = DecodeOptions { min_score, ..DecodeOptions::face_short_range() };
 
     // The detector over every frame, letterboxed.
-    let started = Instant::now();
     let mut session = args.pair.open(detector.model.clone(), 31, Some(&detector.card))?;
+    let started = Instant::now();
     let inputs = frames
         .iter()
         .map(|(_, w, h, rgb)| {
@@ -249,10 +249,12 @@ pub fn face(args: FaceArgs) -> Result<ExitCode> {
             input_frame(&landmarker, &warp(rgb, *w, *h, &face.roi, side, side, Border::Replicate))
         })
         .collect::<tandem::Result<Vec<_>>>()?;
-    let started = Instant::now();
+    let face_count = crops.len();
+    let mut started = Instant::now();
     let (mut marks, mut lm_reports, mut lm_session) = (vec![], vec![], None);
     if !crops.is_empty() {
         let mut s = args.pair.open(landmarker.model.clone(), 37, Some(&landmarker.card))?;
+        started = Instant::now();
         for result in s.stream(crops)? {
             marks.push(result.map_err(anyhow::Error::from).and_then(|f| {
                 let points = output(&f, "conv2d_21", 0)?;
@@ -317,7 +319,7 @@ pub fn face(args: FaceArgs) -> Result<ExitCode> {
     }
     println!(
         "{}",
-        serde_json::json!({"frames": frames.len(), "faces": lm_reports.len(), "frame_errors": failed,
+        serde_json::json!({"frames": frames.len(), "faces": face_count, "frame_errors": failed,
                            "detector": det_summary, "landmarks": lm_summary})
     );
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })

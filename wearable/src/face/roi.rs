@@ -65,7 +65,7 @@ impl Roi {
 
     /// The frame pixel at (u, v), relative to the rectangle (0..1 across
     /// its width and height, (0.5, 0.5) its centre).
-    pub fn to_frame(&self, u: f64, v: f64) -> [f64; 2] {
+    pub fn frame_point(&self, u: f64, v: f64) -> [f64; 2] {
         let (s, t) = ((u - 0.5) * self.width, (v - 0.5) * self.height);
         let (sin, cos) = self.rotation.sin_cos();
         [self.cx + cos * s - sin * t, self.cy + sin * s + cos * t]
@@ -75,15 +75,15 @@ impl Roi {
     /// (MediaPipe's letterbox removal). The box is the image of its two
     /// corners: exact for an unrotated rectangle, which the detector's is.
     pub fn project_detection(&self, d: &Detection) -> Detection {
-        let [x0, y0] = self.to_frame(f64::from(d.bbox[0]), f64::from(d.bbox[1]));
-        let [x1, y1] = self.to_frame(f64::from(d.bbox[2]), f64::from(d.bbox[3]));
+        let [x0, y0] = self.frame_point(f64::from(d.bbox[0]), f64::from(d.bbox[1]));
+        let [x1, y1] = self.frame_point(f64::from(d.bbox[2]), f64::from(d.bbox[3]));
         Detection {
             score: d.score,
             bbox: [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)].map(|v| v as f32),
             keypoints: d
                 .keypoints
                 .iter()
-                .map(|k| self.to_frame(f64::from(k[0]), f64::from(k[1])).map(|v| v as f32))
+                .map(|k| self.frame_point(f64::from(k[0]), f64::from(k[1])).map(|v| v as f32))
                 .collect(),
         }
     }
@@ -94,7 +94,7 @@ impl Roi {
         let side = side as f64;
         raw.chunks_exact(3)
             .map(|p| {
-                let [x, y] = self.to_frame(f64::from(p[0]) / side, f64::from(p[1]) / side);
+                let [x, y] = self.frame_point(f64::from(p[0]) / side, f64::from(p[1]) / side);
                 [x as f32, y as f32, (f64::from(p[2]) / side * self.width) as f32]
             })
             .collect()
@@ -103,7 +103,7 @@ impl Roi {
 
 /// The rectangle `roi` of an RGB frame (`w × h`, 3 bytes per pixel)
 /// warped onto `out_w × out_h` RGB bytes: its corners onto the output's
-/// corners, output pixel (u, v) read at `roi.to_frame(u / out_w, v / out_h)`
+/// corners, output pixel (u, v) read at `roi.frame_point(u / out_w, v / out_h)`
 /// with pixel centres at whole coordinates, bilinear, rounded.
 pub fn warp(
     rgb: &[u8],
@@ -128,7 +128,7 @@ pub fn warp(
     };
     for v in 0..out_h {
         for u in 0..out_w {
-            let [x, y] = roi.to_frame(u as f64 / out_w as f64, v as f64 / out_h as f64);
+            let [x, y] = roi.frame_point(u as f64 / out_w as f64, v as f64 / out_h as f64);
             let (x0, y0) = (x.floor(), y.floor());
             let (fx, fy) = (x - x0, y - y0);
             let (x0, y0) = (x0 as i64, y0 as i64);
@@ -151,8 +151,8 @@ mod tests {
     fn a_wide_frame_is_letterboxed_on_its_long_side() {
         let roi = Roi::letterbox(200, 100);
         assert_eq!((roi.width, roi.height), (200.0, 200.0));
-        assert_eq!(roi.to_frame(0.0, 0.0), [0.0, -50.0], "the top padding is above the frame");
-        assert_eq!(roi.to_frame(1.0, 0.75), [200.0, 100.0], "the frame ends three quarters down");
+        assert_eq!(roi.frame_point(0.0, 0.0), [0.0, -50.0], "the top padding is above the frame");
+        assert_eq!(roi.frame_point(1.0, 0.75), [200.0, 100.0], "the frame ends three quarters down");
         // A detection in the square's coordinates, back in the frame's.
         let d = Detection { score: 0.9, bbox: [0.25, 0.25, 0.5, 0.5], keypoints: vec![[0.5, 0.75]] };
         let p = roi.project_detection(&d);
@@ -177,7 +177,7 @@ mod tests {
         let roi = Roi::around_face(&leaning, 1.5);
         assert!((roi.rotation - std::f64::consts::FRAC_PI_4).abs() < 1e-12, "{}", roi.rotation);
         // The crop's right edge's middle lies down and right of the centre, along the eyes.
-        let [x, y] = roi.to_frame(1.0, 0.5);
+        let [x, y] = roi.frame_point(1.0, 0.5);
         let d = 45.0 / 2f64.sqrt();
         assert!((x - (30.0 + d)).abs() < 1e-9 && (y - (50.0 + d)).abs() < 1e-9, "{x} {y}");
         // Upside down: the left eye to the left.
