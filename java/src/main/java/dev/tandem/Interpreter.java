@@ -180,10 +180,7 @@ public final class Interpreter implements AutoCloseable {
       if (t.dataType() == DataType.UNSUPPORTED) {
         throw new IllegalArgumentException("output " + t + " has an element type Java cannot read");
       }
-      // An output whose shape the model leaves open is checked once it is known.
-      if (t.numDimensions() > 0 || t.numElements() > 0) {
-        Values.checkDestination(e.getValue(), t, "output " + e.getKey());
-      }
+      Values.checkDestination(e.getValue(), t, "output " + e.getKey());
     }
   }
 

@@ -98,7 +98,7 @@ public final class Tensor {
     return name + " " + dataType + " " + Arrays.toString(shape);
   }
 
-  /** The shape as a long array, for messages and checks. */
+  /** The shape itself, not a copy, for checks in this package. */
   int[] shapeRef() {
     return shape;
   }

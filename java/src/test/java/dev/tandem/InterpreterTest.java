@@ -478,6 +478,7 @@ public final class InterpreterTest {
         .setRequireHandheldMillis(1500);
     TandemException e = expect(TandemException.class, () -> new Interpreter(model.toFile(), o), "a dead handheld");
     check(e.getMessage().contains(addr), "the message names " + addr + ": " + e.getMessage());
+    System.out.println("     " + e);
     // Not required: frames run on the watch, saying why.
     Interpreter.Options lenient = new Interpreter.Options().setHandheld(addr).setKeysDir(need("tandem.keys"));
     try (Interpreter in = new Interpreter(model.toFile(), lenient)) {
