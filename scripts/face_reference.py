@@ -203,8 +203,8 @@ def main():
     det_path = os.path.join(a.models, "face_detection_short_range.tflite")
     lm_path = os.path.join(a.models, "face_landmark.tflite")
     if not os.path.exists(det_path) and os.path.exists(os.path.join(ROOT, "models/fetch_tflite.py")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "models/fetch_tflite.py")], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, os.path.join(ROOT, "models/fetch_tflite.py"),
+                        "--cache", os.path.dirname(os.path.abspath(a.models))], check=True, stdout=subprocess.DEVNULL)
     os.makedirs(a.out, exist_ok=True)
     rgb = np.asarray(Image.open(a.image).convert("RGB"))
     ih, iw = rgb.shape[:2]

@@ -32,13 +32,11 @@ fn fixtures() -> &'static (String, String, serde_json::Value) {
     static FIXTURES: OnceLock<(String, String, serde_json::Value)> = OnceLock::new();
     FIXTURES.get_or_init(|| {
         ensure_real_models().expect("the astronaut (models/fetch_real.py)");
-        let cache = tandem_models::cache_dir();
-        let models = cache.join("tflite");
-        let (detector, landmarks) =
-            (models.join("face_detection_short_range.tflite"), models.join("face_landmark.tflite"));
-        if !detector.exists() || !landmarks.exists() {
-            python(&[root().join("models/fetch_tflite.py").as_os_str()], "models/fetch_tflite.py");
-        }
+        let set = tandem_models::tflite::ensure_tflite_models()
+            .expect("the TFLite models (models/fetch_tflite.py)");
+        let model = |name: &str| set.path(&set.get(name).expect("in the TFLite set").file);
+        let (detector, landmarks) = (model("face_detection_short_range"), model("face_landmark"));
+        let (cache, models) = (tandem_models::cache_dir(), set.dir.clone());
         let out = cache.join("face");
         if !out.join("reference.json").exists() {
             let script = root().join("scripts/face_reference.py");

@@ -345,6 +345,8 @@ mod tests {
         REFERENCE.get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
             tandem_models::real::ensure_real_models().expect("the astronaut photo (models/fetch_real.py)");
+            tandem_models::tflite::ensure_tflite_models()
+                .expect("the TFLite models (models/fetch_tflite.py)");
             let cache = tandem_models::cache_dir();
             let out = cache.join("face");
             if !out.join("reference.json").exists() {
