@@ -252,7 +252,12 @@ impl Interp {
         if let Some(t) = settings.ready_timeout {
             app.set_ready_timeout(t)?;
         }
-        let session = app.open()?;
+        // What the session refuses at open (a model it cannot run) is Tandem's
+        // refusal, not a wrong argument.
+        let session = app.open().map_err(|e| match e {
+            AppError::Tandem(e) => InterpError::Tandem(e.to_string()),
+            other => other.into(),
+        })?;
         let g = session.model().graph();
         let spec = |t: tandem::TensorId| {
             let info = g.tensor(t);

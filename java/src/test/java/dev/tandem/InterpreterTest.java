@@ -74,6 +74,7 @@ public final class InterpreterTest {
     TESTS.put("a real model on the paired handheld equals the CLI's", () -> real(true));
     TESTS.put("a real model as the planner places it over the link is within tolerance", InterpreterTest::realAuto);
     TESTS.put("buffers give the same outputs as arrays", InterpreterTest::buffers);
+    TESTS.put("long, int and byte arrays and buffers feed and read integer tensors", InterpreterTest::integers);
     TESTS.put("tensors, indices and the report describe the model and the frame", InterpreterTest::describe);
     TESTS.put("a stream takes frames back in order, pipelined on the handheld", InterpreterTest::stream);
     TESTS.put("a wrong shape, type or index is an IllegalArgumentException", InterpreterTest::wrongArguments);
@@ -363,6 +364,57 @@ public final class InterpreterTest {
       bout.asFloatBuffer().get(b);
       check(Arrays.equals(b, arrayOut[0]), "a FloatBuffer in, a direct ByteBuffer out: the same outputs");
     }
+  }
+
+  static void integers() throws Exception {
+    Path model = WORK.resolve("integers.onnx");
+    Files.write(model, Onnx.integerModel());
+    try (Interpreter in = new Interpreter(model.toFile())) {
+      check(in.getInputTensor(0).dataType() == DataType.INT64, "a: " + in.getInputTensor(0));
+      check(in.getInputTensor(1).dataType() == DataType.INT32, "b: " + in.getInputTensor(1));
+      int twice = in.getOutputIndex("twice");
+      int ints = in.getOutputIndex("ints");
+      int floats = in.getOutputIndex("floats");
+      int bytes = in.getOutputIndex("bytes");
+      check(in.getOutputTensor(ints).dataType() == DataType.INT32, "ints: " + in.getOutputTensor(ints));
+      check(in.getOutputTensor(bytes).dataType() == DataType.UINT8, "bytes: " + in.getOutputTensor(bytes));
+      long[][] a = {{1, -2, 3}, {1L << 40, 0, -7}};
+      int[] b = {0, 1, 200, 255};
+      Map<Integer, Object> out = new HashMap<>();
+      long[][] twiceOut = new long[2][3];
+      int[][] intsOut = new int[2][3];
+      float[] floatsOut = new float[4];
+      byte[] bytesOut = new byte[4];
+      out.put(twice, twiceOut);
+      out.put(ints, intsOut);
+      out.put(floats, floatsOut);
+      out.put(bytes, bytesOut);
+      in.runForMultipleInputsOutputs(new Object[] {a, b}, out);
+      check(Arrays.deepEquals(twiceOut, new long[][] {{2, -4, 6}, {1L << 41, 0, -14}}), Arrays.deepToString(twiceOut));
+      check(Arrays.equals(intsOut[0], new int[] {1, -2, 3}) && intsOut[1][2] == -7, Arrays.deepToString(intsOut));
+      check(Arrays.equals(floatsOut, new float[] {0, 1, 200, 255}), Arrays.toString(floatsOut));
+      check(Arrays.equals(bytesOut, new byte[] {0, 1, (byte) 200, (byte) 255}), Arrays.toString(bytesOut));
+      // The same through buffers: a LongBuffer and an IntBuffer in, a direct ByteBuffer out.
+      java.nio.LongBuffer la = java.nio.LongBuffer.wrap(new long[] {1, -2, 3, 1L << 40, 0, -7});
+      ByteBuffer twiceBuf = ByteBuffer.allocateDirect(48).order(ByteOrder.nativeOrder());
+      out.put(twice, twiceBuf);
+      in.runForMultipleInputsOutputs(new Object[] {la, java.nio.IntBuffer.wrap(b)}, out);
+      twiceBuf.flip();
+      check(twiceBuf.asLongBuffer().get(3) == 1L << 41, "a LongBuffer in, a ByteBuffer out");
+      expect(IllegalArgumentException.class,
+          () -> in.runForMultipleInputsOutputs(new Object[] {new int[2][3], b}, new HashMap<>()), "ints for longs");
+      expect(IllegalArgumentException.class,
+          () -> in.runForMultipleInputsOutputs(new Object[] {a, new short[4]}, new HashMap<>()), "shorts for ints");
+      Map<Integer, Object> wrong = new HashMap<>();
+      wrong.put(ints, new long[2][3]);
+      expect(IllegalArgumentException.class, () -> in.runForMultipleInputsOutputs(new Object[] {a, b}, wrong),
+          "longs for an int32 output");
+    }
+    // A uint8 input is one Tandem's sessions do not take: refused, saying so.
+    Path u8 = WORK.resolve("uint8-input.onnx");
+    Files.write(u8, Onnx.integerModel(Onnx.UINT8));
+    TandemException e = expect(TandemException.class, () -> new Interpreter(u8.toFile()), "a uint8 input");
+    check(e.getMessage().contains("'b'") && e.getMessage().contains("U8"), e.getMessage());
   }
 
   static void describe() throws Exception {
