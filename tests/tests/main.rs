@@ -8,6 +8,7 @@ mod partition_zoo;
 mod readme;
 mod real_models;
 mod split_zoo;
+mod tflite;
 
 /// jemalloc with transparent huge pages (see `.cargo/config.toml`): the
 /// split checks build plans holding hundreds of MB of weights, and glibc's
