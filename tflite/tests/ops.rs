@@ -357,6 +357,72 @@ proptest! {
     }
 }
 
+/// Sets the affine quantization of tensor `t`.
+fn quantize(m: &mut TinyModel, t: i32, scale: f32, zero_point: i64) {
+    m.tensors[t as usize].quantization =
+        Some(Box::new(tandem_tflite_schema::tflite::QuantizationParameters {
+            scale: Some(vec![scale]),
+            zero_point: Some(vec![zero_point]),
+            ..Default::default()
+        }));
+}
+
+/// `scale · (clamp(round(x / scale) + zp) − zp)`, TFLite's int8 round trip.
+fn fake_quant(x: f32, scale: f32, zp: i32) -> f32 {
+    let q = ((x / scale).round() as i32 + zp).clamp(-128, 127);
+    scale * (q - zp) as f32
+}
+
+#[test]
+fn int8_fully_connected_runs_as_quantize_dequantize_around_float() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[1, 4], TensorType::Float32, None);
+    let xq = m.tensor("x_int8", &[1, 4], TensorType::Int8, None);
+    quantize(&mut m, xq, 0.05, 3);
+    let weights: [i8; 8] = [10, -20, 30, -40, 50, 60, -70, 80];
+    let w = m.tensor("w", &[2, 4], TensorType::Int8, Some(weights.iter().map(|&v| v as u8).collect()));
+    quantize(&mut m, w, 0.01, 0);
+    let b = m.tensor(
+        "b",
+        &[2],
+        TensorType::Int32,
+        Some([100i32, -200].iter().flat_map(|v| v.to_le_bytes()).collect()),
+    );
+    quantize(&mut m, b, 0.0005, 0);
+    let yq = m.tensor("y_int8", &[1, 2], TensorType::Int8, None);
+    quantize(&mut m, yq, 0.02, -1);
+    let y = m.tensor("y", &[1, 2], TensorType::Float32, None);
+    m.op(BuiltinOperator::Quantize, None, &[x], &[xq], None);
+    let fc = tandem_tflite_schema::tflite::FullyConnectedOptions::default();
+    m.op(
+        BuiltinOperator::FullyConnected,
+        None,
+        &[xq, w, b],
+        &[yq],
+        Some(BuiltinOptions::FullyConnectedOptions(Box::new(fc))),
+    );
+    m.op(BuiltinOperator::Dequantize, None, &[yq], &[y], None);
+    let tflite = m.finish(&[x], &[y]);
+    let input = [0.3f32, -0.7, 1.1, 0.05];
+    let out = run(&tflite, tensor2(&[input]))?;
+    let xs: Vec<f32> = input.iter().map(|&v| fake_quant(v, 0.05, 3)).collect();
+    let by_hand: Vec<f32> = (0..2)
+        .map(|o| {
+            let acc: f32 = (0..4).map(|k| xs[k] * 0.01 * f32::from(weights[o * 4 + k])).sum();
+            fake_quant(acc + [100.0, -200.0][o] * 0.0005, 0.02, -1)
+        })
+        .collect();
+    // LiteRT 2.3.0 on this model and input gives [0.54, -1.1], as by hand.
+    // Output 0 is a tie (26.5 steps): TFLite rounds it away from zero, ONNX's
+    // QuantizeLinear to even, so the translation may be one step (0.02) off.
+    assert_close(&tensor1(&by_hand), &[0.54, -1.1]);
+    let got: Vec<f32> = out[0].to_plain_array_view::<f32>()?.iter().copied().collect();
+    for (g, e) in got.iter().zip(&by_hand) {
+        assert!((g - e).abs() <= 0.02 + 1e-6, "{got:?} vs LiteRT's {by_hand:?}");
+    }
+    Ok(())
+}
+
 /// A real model of the fetched TFLite set, when `models/fetch_tflite.py` has run.
 fn real_model() -> Option<Vec<u8>> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
