@@ -456,16 +456,18 @@ fn reshape_into(ctx: &mut Ctx<'_>, x: &str, dims: &[i64], out: &str) {
 
 fn fully_connected(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
     let o = options!(ctx, op, FullyConnectedOptions);
-    let (act, keep_dims) = match o {
+    // keep_num_dims is honoured through the output tensor's own shape, which
+    // the result is reshaped to.
+    let act = match o {
         Some(o) => {
             if field!(op, o.weights_format())
                 != tandem_tflite_schema::tflite::FullyConnectedOptionsWeightsFormat::Default
             {
                 return Err(ctx.unsupported("shuffled weights"));
             }
-            (field!(op, o.fused_activation_function()), field!(op, o.keep_num_dims()))
+            field!(op, o.fused_activation_function())
         }
-        None => (Act::None, false),
+        None => Act::None,
     };
     let w_tensor = ctx.input_tensor(op, 1)?;
     let w_shape = ctx.shape(w_tensor);
@@ -490,7 +492,6 @@ fn fully_connected(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
     }
     let out_rank = ctx.shape(out_tensor).len();
     let target = reshape_target(ctx, out_tensor)?;
-    let _ = keep_dims;
     with_activation(ctx, act, out, |ctx, target_name| {
         let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
         if out_rank == 2 {

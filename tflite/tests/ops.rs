@@ -423,6 +423,23 @@ fn int8_fully_connected_runs_as_quantize_dequantize_around_float() -> TractResul
     Ok(())
 }
 
+#[test]
+fn translations_are_cached_by_digest_and_a_bad_entry_is_rebuilt() -> TractResult<()> {
+    let dir = std::env::temp_dir().join(format!("tandem-tflite-cache-{}", std::process::id()));
+    let (tflite, ..) = conv_model(false, ActivationFunctionType::Relu);
+    let first = tandem_tflite::cache::onnx_bytes_in(&dir, &tflite)?;
+    assert_eq!(first, tandem_tflite::translate_to_bytes(&tflite)?, "translations are deterministic");
+    let path = tandem_tflite::cache::entry_path(&dir, &tflite);
+    assert_eq!(std::fs::read(&path)?, first, "written under the TFLite bytes' digest");
+    std::fs::write(&path, b"\xff\xff not a protobuf")?;
+    assert_eq!(tandem_tflite::cache::onnx_bytes_in(&dir, &tflite)?, first, "a corrupt entry is rebuilt");
+    assert_eq!(std::fs::read(&path)?, first);
+    let leftovers = std::fs::read_dir(&dir)?.count();
+    assert_eq!(leftovers, 1, "no temporary file is left behind");
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
 /// A real model of the fetched TFLite set, when `models/fetch_tflite.py` has run.
 fn real_model() -> Option<Vec<u8>> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
