@@ -32,6 +32,8 @@ Writes into OUT (default models/cache/face/):
                   crop's bytes and the landmark model's raw outputs;
   *.npy:          the same raw tensors, for numpy users.
 LiteRT (ai-edge-litert), numpy and Pillow are test-time dependencies only.
+scripts/face_mediapipe.py checks this reference against MediaPipe itself
+(on the astronaut: the box within 5e-5 px, the landmarks within 0.02 px).
 Usage: python3 scripts/face_reference.py [--image PNG] [--models DIR] [--out DIR]
 """
 
