@@ -23,20 +23,27 @@ pub fn is_tflite(bytes: &[u8]) -> bool {
     bytes.get(4..8) == Some(FILE_IDENTIFIER.as_slice())
 }
 
-/// A TFLite model's first subgraph, read.
+/// A TFLite model, read: its subgraphs (the first is the model; others are
+/// called by control-flow ops).
 pub(crate) struct TfModel<'a> {
-    /// Every tensor of subgraph 0, by index.
+    /// Every subgraph, by index.
+    pub graphs: Vec<TfGraph<'a>>,
+    /// The model's description string, if any.
+    pub description: Option<String>,
+}
+
+/// One subgraph.
+pub(crate) struct TfGraph<'a> {
+    /// Its index in the file.
+    pub index: usize,
+    /// Every tensor of the subgraph, by index.
     pub tensors: Vec<TfTensor<'a>>,
     /// Operators in execution order.
     pub operators: Vec<TfOperator<'a>>,
-    /// Indices of the graph's inputs.
+    /// Indices of the subgraph's inputs.
     pub inputs: Vec<usize>,
-    /// Indices of the graph's outputs.
+    /// Indices of the subgraph's outputs.
     pub outputs: Vec<usize>,
-    /// How many subgraphs the file holds (only the first is translated).
-    pub subgraph_count: usize,
-    /// The model's description string, if any.
-    pub description: Option<String>,
 }
 
 /// One TFLite tensor.
@@ -139,14 +146,29 @@ pub(crate) fn read(bytes: &[u8]) -> Result<TfModel<'_>> {
         .subgraphs()
         .context(|| "subgraphs".into())?
         .ok_or_else(|| Error::Malformed("no subgraphs".into()))?;
-    let subgraph_count = subgraphs.len();
-    let graph = subgraphs
-        .get(0)
-        .ok_or_else(|| Error::Malformed("no subgraphs".into()))?
-        .context(|| "subgraph 0".into())?;
+    if subgraphs.is_empty() {
+        return Err(Error::Malformed("no subgraphs".into()));
+    }
     let description = model.description().context(|| "description".into())?.map(str::to_string);
+    let mut graphs = Vec::new();
+    for (index, graph) in subgraphs.into_iter().enumerate() {
+        let graph = graph.context(|| format!("subgraph {index}"))?;
+        graphs.push(read_graph(bytes, index, graph, codes, buffers)?);
+    }
+    Ok(TfModel { graphs, description })
+}
 
-    let raw_tensors = graph.tensors().context(|| "tensors".into())?;
+type Codes<'a> = Option<planus::Vector<'a, planus::Result<tflite::OperatorCodeRef<'a>>>>;
+type Buffers<'a> = Option<planus::Vector<'a, planus::Result<tflite::BufferRef<'a>>>>;
+
+fn read_graph<'a>(
+    bytes: &'a [u8],
+    index: usize,
+    graph: tflite::SubGraphRef<'a>,
+    codes: Codes<'a>,
+    buffers: Buffers<'a>,
+) -> Result<TfGraph<'a>> {
+    let raw_tensors = graph.tensors().context(|| format!("subgraph {index}'s tensors"))?;
     let mut tensors = Vec::new();
     for (ix, t) in raw_tensors.into_iter().flatten().enumerate() {
         let t = t.context(|| format!("tensor {ix}"))?;
@@ -209,14 +231,14 @@ pub(crate) fn read(bytes: &[u8]) -> Result<TfModel<'_>> {
             .collect::<Result<Vec<_>>>()?;
         operators.push(TfOperator { code: code_value, name, inputs: op_inputs, outputs: op_outputs, raw });
     }
-    Ok(TfModel { tensors, operators, inputs, outputs, subgraph_count, description })
+    Ok(TfGraph { index, tensors, operators, inputs, outputs })
 }
 
 fn read_tensor<'a>(
     bytes: &'a [u8],
     ix: usize,
     t: tflite::TensorRef<'a>,
-    buffers: Option<planus::Vector<'a, planus::Result<tflite::BufferRef<'a>>>>,
+    buffers: Buffers<'a>,
 ) -> Result<TfTensor<'a>> {
     let what = || format!("tensor {ix}");
     let name = t.name().context(what)?.unwrap_or_default().to_string();

@@ -14,20 +14,22 @@ use tract_onnx::pb::{tensor_proto::DataType, ModelProto};
 use crate::constant::{element_count, Const};
 use crate::error::{Error, Result};
 use crate::onnx::{self, GraphBuilder};
-use crate::reader::{self, TfModel, TfOperator, TfTensor};
+use crate::reader::{self, TfGraph, TfModel, TfOperator, TfTensor};
 use tandem_tflite_schema::tflite::TensorType;
 
-/// Builtin codes of ops that hold state or control flow: refused by name
-/// (resource variables, `IF`, `WHILE`, `CALL_ONCE`, hash tables).
-const STATEFUL: &[i32] = &[118, 119, 129, 136, 137, 138, 139, 142, 143, 144];
+/// Builtin codes of ops that hold state or loop: refused by name (resource
+/// variables, `WHILE`, `CALL_ONCE`, hash tables).
+const STATEFUL: &[i32] = &[119, 129, 136, 137, 138, 139, 142, 143, 144];
+/// The builtin code of `IF`.
+const IF: i32 = 118;
+/// How deep `IF` branches may nest.
+const MAX_NESTING: usize = 8;
 
 /// Translates the TFLite model in `bytes` to an ONNX model.
 pub fn translate(bytes: &[u8]) -> Result<ModelProto> {
     let tf = reader::read(bytes)?;
-    let mut ctx = Ctx::new(&tf)?;
-    for (index, op) in tf.operators.iter().enumerate() {
-        ctx.translate_op(index, op)?;
-    }
+    let mut ctx = Ctx::new(&tf, &tf.graphs[0], GraphBuilder::default(), vec![0], None)?;
+    ctx.translate_ops()?;
     ctx.finish()
 }
 
@@ -62,8 +64,13 @@ fn is_quantized(t: &TfTensor<'_>) -> bool {
 
 /// The translation state of one model.
 pub(crate) struct Ctx<'a> {
-    pub tf: &'a TfModel<'a>,
+    /// The whole model (its other subgraphs are `IF` branches).
+    model: &'a TfModel<'a>,
+    /// The subgraph being translated.
+    pub tf: &'a TfGraph<'a>,
     pub g: GraphBuilder,
+    /// Subgraphs being translated, outermost first (no recursion).
+    stack: Vec<usize>,
     /// ONNX names of tensors computed so far (or graph inputs).
     names: Vec<Option<String>>,
     /// Constants folded at translation time, by tensor.
@@ -79,9 +86,21 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(tf: &'a TfModel<'a>) -> Result<Ctx<'a>> {
-        let mut g = GraphBuilder::default();
+    /// A context for subgraph `tf`; `arguments` names its inputs when it
+    /// is an `IF` branch inlined into the graph being built.
+    fn new(
+        model: &'a TfModel<'a>,
+        tf: &'a TfGraph<'a>,
+        mut g: GraphBuilder,
+        stack: Vec<usize>,
+        arguments: Option<Vec<String>>,
+    ) -> Result<Ctx<'a>> {
         let mut names = vec![None; tf.tensors.len()];
+        if let Some(args) = arguments {
+            for (&i, name) in tf.inputs.iter().zip(args) {
+                names[i] = Some(name);
+            }
+        }
         // The interface keeps TFLite's names: reserve them first.
         for &i in tf.inputs.iter().chain(&tf.outputs) {
             let t = &tf.tensors[i];
@@ -96,8 +115,10 @@ impl<'a> Ctx<'a> {
             }
         }
         Ok(Ctx {
+            model,
             tf,
             g,
+            stack,
             names,
             folded: HashMap::new(),
             materialized: HashMap::new(),
@@ -105,6 +126,14 @@ impl<'a> Ctx<'a> {
             pending: Vec::new(),
             current: (0, String::new(), String::new()),
         })
+    }
+
+    fn translate_ops(&mut self) -> Result<()> {
+        let tf = self.tf;
+        for (index, op) in tf.operators.iter().enumerate() {
+            self.translate_op(index, op)?;
+        }
+        Ok(())
     }
 
     fn translate_op(&mut self, index: usize, op: &TfOperator<'a>) -> Result<()> {
@@ -115,8 +144,8 @@ impl<'a> Ctx<'a> {
         }
         if op.calls_subgraph() || STATEFUL.contains(&op.code) {
             return Err(self.unsupported(&format!(
-                "control flow and resource variables cannot be translated (the model has {} subgraphs)",
-                self.tf.subgraph_count
+                "loops, calls and resource variables cannot be translated (the model has {} subgraphs)",
+                self.model.graphs.len()
             )));
         }
         for &o in &op.outputs {
@@ -124,7 +153,11 @@ impl<'a> Ctx<'a> {
                 return Err(self.unsupported("it writes a variable tensor"));
             }
         }
-        crate::ops::translate(self, op)?;
+        if op.code == IF {
+            self.translate_if(op)?;
+        } else {
+            crate::ops::translate(self, op)?;
+        }
         for (float, tensor) in std::mem::take(&mut self.pending) {
             let t = &self.tf.tensors[tensor];
             let name = self.name_of(tensor);
@@ -170,7 +203,68 @@ impl<'a> Ctx<'a> {
             }
             outputs.push(self.interface(o, "output")?);
         }
-        Ok(self.g.finish("tflite".into(), inputs, outputs, tf.description.clone()))
+        Ok(self.g.finish("tflite".into(), inputs, outputs, self.model.description.clone()))
+    }
+
+    /// `IF`: both branches are pure functions of the op's inputs, so both
+    /// are inlined and `Where` picks the taken one's outputs (branches that
+    /// write variables or loop are refused inside them).
+    fn translate_if(&mut self, op: &TfOperator<'a>) -> Result<()> {
+        use tandem_tflite_schema::tflite::BuiltinOptionsRef;
+        let (then_graph, else_graph) = match op.raw.builtin_options() {
+            Ok(Some(BuiltinOptionsRef::IfOptions(o))) => {
+                let read = |v: planus::Result<i32>| {
+                    v.map_err(|source| Error::Flatbuffer { context: "IF's options".into(), source })
+                };
+                (read(o.then_subgraph_index())?, read(o.else_subgraph_index())?)
+            }
+            _ => return Err(self.unsupported("no IfOptions")),
+        };
+        let cond = self.input(op, 0)?;
+        let arguments = (1..op.inputs.len()).map(|k| self.input_tensor(op, k)).collect::<Result<Vec<_>>>()?;
+        let then_out = self.inline(then_graph, &arguments)?;
+        let else_out = self.inline(else_graph, &arguments)?;
+        if then_out.len() != op.outputs.len() || else_out.len() != op.outputs.len() {
+            return Err(self.unsupported("branches with another number of outputs than the op"));
+        }
+        for (k, (a, b)) in then_out.iter().zip(&else_out).enumerate() {
+            let out = self.output(op, k)?;
+            self.g.node("Where", &[&cond, a, b], &[&out], vec![]);
+        }
+        Ok(())
+    }
+
+    /// Translates subgraph `index` into the graph being built, its inputs
+    /// bound to `arguments`; returns the names of its outputs' float views.
+    fn inline(&mut self, index: i32, arguments: &[usize]) -> Result<Vec<String>> {
+        let model = self.model;
+        let graph = usize::try_from(index)
+            .ok()
+            .and_then(|i| model.graphs.get(i))
+            .ok_or_else(|| self.unsupported(&format!("it names subgraph {index}, which is not there")))?;
+        if self.stack.contains(&graph.index) || self.stack.len() >= MAX_NESTING {
+            return Err(self.unsupported(&format!("subgraph {index} is recursive or nested too deep")));
+        }
+        if graph.inputs.len() != arguments.len() {
+            return Err(self.unsupported(&format!("subgraph {index} takes {} inputs", graph.inputs.len())));
+        }
+        let mut names = Vec::new();
+        for &a in arguments {
+            let t = &self.tf.tensors[a];
+            if is_quantized(t) || t.dtype == TensorType::Float16 {
+                return Err(self.unsupported("a quantized or fp16 tensor passed to a branch"));
+            }
+            names.push(self.float_view(a)?);
+        }
+        let mut stack = self.stack.clone();
+        stack.push(graph.index);
+        let g = std::mem::take(&mut self.g);
+        let mut branch = Ctx::new(model, graph, g, stack, Some(names))?;
+        let result = branch
+            .translate_ops()
+            .and_then(|()| graph.outputs.iter().map(|&o| branch.float_view(o)).collect::<Result<Vec<_>>>());
+        self.g = std::mem::take(&mut branch.g);
+        result
     }
 
     /// The value info of interface tensor `i`.
@@ -192,7 +286,10 @@ impl<'a> Ctx<'a> {
             op: self.current.1.clone(),
             index: self.current.0,
             node: self.current.2.clone(),
-            reason: reason.to_string(),
+            reason: match self.tf.index {
+                0 => reason.to_string(),
+                n => format!("in subgraph {n} (an IF branch): {reason}"),
+            },
         }
     }
 

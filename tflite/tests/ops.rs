@@ -86,17 +86,24 @@ impl TinyModel {
     }
 
     fn finish(self, inputs: &[i32], outputs: &[i32]) -> Vec<u8> {
+        self.finish_with(inputs, outputs, vec![])
+    }
+
+    /// The model, with more subgraphs (`IF` branches) after the main one.
+    fn finish_with(mut self, inputs: &[i32], outputs: &[i32], mut branches: Vec<SubGraph>) -> Vec<u8> {
+        let main = SubGraph {
+            tensors: Some(std::mem::take(&mut self.tensors)),
+            inputs: Some(inputs.to_vec()),
+            outputs: Some(outputs.to_vec()),
+            operators: Some(std::mem::take(&mut self.ops)),
+            name: Some("main".into()),
+            ..Default::default()
+        };
+        branches.insert(0, main);
         let model = Model {
             version: 3,
             operator_codes: Some(self.codes),
-            subgraphs: Some(vec![SubGraph {
-                tensors: Some(self.tensors),
-                inputs: Some(inputs.to_vec()),
-                outputs: Some(outputs.to_vec()),
-                operators: Some(self.ops),
-                name: Some("main".into()),
-                ..Default::default()
-            }]),
+            subgraphs: Some(branches),
             buffers: Some(self.buffers),
             ..Default::default()
         };
@@ -115,6 +122,14 @@ fn run(tflite: &[u8], input: Tensor) -> TractResult<Vec<Tensor>> {
     let proto = tandem_tflite::translate(tflite)?;
     let model = tract_onnx::onnx().model_for_proto_model(&proto)?.into_optimized()?.into_runnable()?;
     Ok(model.run(tvec!(input.into()))?.into_iter().map(|t| t.into_tensor()).collect())
+}
+
+/// Translates `tflite` and runs it in tract on several inputs.
+fn run_many(tflite: &[u8], inputs: Vec<Tensor>) -> TractResult<Vec<Tensor>> {
+    let proto = tandem_tflite::translate(tflite)?;
+    let model = tract_onnx::onnx().model_for_proto_model(&proto)?.into_optimized()?.into_runnable()?;
+    let inputs: TVec<TValue> = inputs.into_iter().map(|t| t.into()).collect();
+    Ok(model.run(inputs)?.into_iter().map(|t| t.into_tensor()).collect())
 }
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -438,6 +453,66 @@ fn translations_are_cached_by_digest_and_a_bad_entry_is_rebuilt() -> TractResult
     assert_eq!(leftovers, 1, "no temporary file is left behind");
     std::fs::remove_dir_all(&dir)?;
     Ok(())
+}
+
+#[test]
+fn if_runs_the_branch_its_condition_picks() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let flag = m.tensor("flag", &[1], TensorType::Bool, None);
+    let x = m.tensor("x", &[3], TensorType::Float32, None);
+    let y = m.tensor("y", &[3], TensorType::Float32, None);
+    let options = tandem_tflite_schema::tflite::IfOptions { then_subgraph_index: 1, else_subgraph_index: 2 };
+    m.op(BuiltinOperator::If, None, &[flag, x], &[y], Some(BuiltinOptions::IfOptions(Box::new(options))));
+    // Subgraph 1 (then): x · 2, its own tensors and a constant; 2 (else): x.
+    m.codes.push(OperatorCode {
+        builtin_code: BuiltinOperator::Mul,
+        deprecated_builtin_code: 18,
+        ..Default::default()
+    });
+    let mul = m.codes.len() as u32 - 1;
+    m.buffers.push(Buffer { data: Some(2f32.to_le_bytes().to_vec()), ..Default::default() });
+    let two = m.buffers.len() as u32 - 1;
+    let t = |name: &str, shape: &[i32], buffer: u32| TfTensor {
+        name: Some(name.into()),
+        shape: Some(shape.to_vec()),
+        buffer,
+        ..Default::default()
+    };
+    let then_graph = SubGraph {
+        tensors: Some(vec![t("x", &[3], 0), t("two", &[], two), t("doubled", &[3], 0)]),
+        inputs: Some(vec![0]),
+        outputs: Some(vec![2]),
+        operators: Some(vec![Operator {
+            opcode_index: mul,
+            inputs: Some(vec![0, 1]),
+            outputs: Some(vec![2]),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let else_graph = SubGraph {
+        tensors: Some(vec![t("x", &[3], 0)]),
+        inputs: Some(vec![0]),
+        outputs: Some(vec![0]),
+        ..Default::default()
+    };
+    let tflite = m.finish_with(&[flag, x], &[y], vec![then_graph, else_graph]);
+    for (taken, expected) in [(true, [2f32, -4., 6.]), (false, [1., -2., 3.])] {
+        let out = run_many(&tflite, vec![tensor1(&[taken]), tensor1(&[1f32, -2., 3.])])?;
+        assert_close(&out[0], &expected);
+    }
+    Ok(())
+}
+
+#[test]
+fn an_if_calling_its_own_subgraph_is_refused() {
+    let mut m = TinyModel::new();
+    let flag = m.tensor("flag", &[1], TensorType::Bool, None);
+    let y = m.tensor("y", &[1], TensorType::Float32, None);
+    let options = tandem_tflite_schema::tflite::IfOptions { then_subgraph_index: 0, else_subgraph_index: 0 };
+    m.op(BuiltinOperator::If, None, &[flag], &[y], Some(BuiltinOptions::IfOptions(Box::new(options))));
+    let err = tandem_tflite::translate(&m.finish(&[flag], &[y])).expect_err("refused");
+    assert!(err.to_string().contains("IF"), "{err}");
 }
 
 /// A real model of the fetched TFLite set, when `models/fetch_tflite.py` has run.
