@@ -24,7 +24,7 @@ as .npy files:
     window of LiteRT's mel frames, the keyword heads 16 embeddings.
 Models Tandem must refuse get no outputs: `"refuse"` names the operator
 (MediaPipe's custom ops, which LiteRT cannot run without MediaPipe's op
-resolver either, and the control flow of one keyword head).
+resolver either).
 
 ai-edge-litert, numpy and Pillow are test-time dependencies only
 (scripts/test.sh installs them). Writes models/cache/tflite/tflite.json,
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fetch_real import PHRASE, atomic_write, member, photo, sha256, speech_16k  # noqa: E402
 from fetch_real import WHEELS as REAL_WHEELS  # noqa: E402
 
-VERSION = 2
+VERSION = 3
 
 # package: (version, wheel sha256, licence of what we use)
 WHEELS = {
@@ -116,10 +116,10 @@ MODELS = {
     "oww_hey_mycroft": ("wyoming-openwakeword", OWW + "hey_mycroft_v0.1.tflite",
                         "bf9e43136afd3ca323698820a6e32a47f885ef4c30a3b8b577ec71688a9d64d8",
                         ("embeddings",), None),
-    # Its head is an IF over three subgraphs: control flow, refused by name.
+    # Its head is an IF over three subgraphs (both branches inlined by the translator).
     "oww_hey_jarvis": ("wyoming-openwakeword", OWW + "hey_jarvis_v0.1.tflite",
                        "14bff778604985e1b5c19f0f7bbe477a69cf281d8db34b232b3b972411f710e2",
-                       ("embeddings",), "IF"),
+                       ("embeddings",), None),
 }
 
 # Crops of the 512 x 512 astronaut photo (left, top, right, bottom): her

@@ -5,7 +5,7 @@ outputs compared with LiteRT's (`--expected NAME=FILE.npy` for every
 output; they agree when every output is within 1e-3 of its largest
 magnitude, or of 0.01 for scores near 0) and sampled cuts checked against
 the unsplit run (the split checks' own tolerance); the models the manifest
-marks (MediaPipe's custom ops, one keyword head's control flow) must be
+marks (MediaPipe's custom ops) must be
 refused (exit 2, naming the op).
 
 Usage: python3 scripts/tflite-table.py [--cuts N] [--bin target/debug/tandem-wearable]
