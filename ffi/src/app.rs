@@ -53,7 +53,7 @@ pub enum AppError {
     #[error("{0}")]
     BadLink(#[from] tandem::emulate::LinkError),
     /// A wait that is not a positive, finite number of seconds.
-    #[error("{what} {secs} s: must be a positive, finite number of seconds")]
+    #[error("{what} {secs} s: must be a positive number of seconds, at most 10^7")]
     BadWait {
         /// The setting.
         what: &'static str,
@@ -321,9 +321,13 @@ impl AppSession {
     }
 }
 
-/// Refuses a wait that is not a positive, finite number of seconds.
+/// The longest wait taken, seconds (about 115 days): a deadline this far
+/// ahead is still a valid `Instant`.
+const LONGEST_WAIT_S: f64 = 1e7;
+
+/// Refuses a wait that is not a positive number of seconds up to [`LONGEST_WAIT_S`].
 fn check_wait(what: &'static str, secs: f64) -> Result<(), AppError> {
-    if secs > 0.0 && secs.is_finite() {
+    if secs > 0.0 && secs <= LONGEST_WAIT_S {
         Ok(())
     } else {
         Err(AppError::BadWait { what, secs })
@@ -346,5 +350,6 @@ mod tests {
         assert_eq!(dims(&[1, 3]).ok(), Some(vec![1, 3]));
         assert!(dims(&[1, 0]).expect_err("zero").to_string().contains("dimension 0 is not positive"));
         assert!(check_wait("w", f64::INFINITY).is_err() && check_wait("w", 0.5).is_ok());
+        assert!(check_wait("w", 1e300).is_err() && check_wait("w", f64::NAN).is_err());
     }
 }

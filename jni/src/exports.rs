@@ -107,7 +107,8 @@ fn optional(env: &mut JNIEnv, s: &JString) -> Result<Option<String>, Failure> {
     Ok(Some(env.get_string(s)?.into()))
 }
 
-/// A positive number of seconds as a wait; `None` for 0, NaN or below.
+/// A positive number of seconds as a wait; `None` for 0, NaN or below (the
+/// session's default). One too long to be a deadline is refused by the session.
 fn wait(secs: f64) -> Option<Duration> {
     (secs > 0.0).then(|| Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }

@@ -592,6 +592,12 @@ public final class InterpreterTest {
     expect(IllegalArgumentException.class,
         () -> Native.open(need("tandem.mnist"), null, null, null, null, null, Double.NaN, 0, 0,
             new String[] {"x"}, new int[][] {null}), "a null shape");
+    expect(IllegalArgumentException.class,
+        () -> Native.open(need("tandem.mnist"), "127.0.0.1:9", null, null, null, null, Double.NaN,
+            Double.POSITIVE_INFINITY, 0, null, null), "an endless wait");
+    expect(IllegalArgumentException.class,
+        () -> Native.open(need("tandem.mnist"), null, null, null, null, null, Double.POSITIVE_INFINITY, 0, 0,
+            null, null), "an infinite hint");
     try (Interpreter in = new Interpreter(new File(need("tandem.mnist")))) {
       long h = in.handle();
       expect(IllegalArgumentException.class, () -> Native.feed(h, 0, null), "null data");
