@@ -118,6 +118,18 @@ def atomic_write(path, data):
     os.replace(tmp, path)
 
 
+def manifest_current(manifest_path, version, extra=()):
+    """Whether the manifest at `manifest_path` is of `version` and every file
+    it names (each model, its inputs and outputs), and `extra`, is there."""
+    if not os.path.exists(manifest_path):
+        return False
+    with open(manifest_path) as f:
+        old = json.load(f)
+    files = [m["file"] for m in old["models"]] + [p for m in old["models"] for p in m["inputs"] + m["outputs"]]
+    out_dir = os.path.dirname(manifest_path)
+    return old.get("version") == version and all(os.path.exists(os.path.join(out_dir, p)) for p in [*files, *extra])
+
+
 def wheel(package, wheel_dir, pins=None):
     """The pinned wheel of `package` in `wheel_dir`, downloaded with pip when
     missing; `pins` maps packages to (version, sha256, licence), WHEELS by default."""
@@ -269,14 +281,9 @@ def main():
     out_dir = os.path.join(args.cache, "real")
     wheel_dir = os.path.join(out_dir, "wheels")
     manifest_path = os.path.join(out_dir, "real.json")
-    if os.path.exists(manifest_path):
-        with open(manifest_path) as f:
-            old = json.load(f)
-        files = [m["file"] for m in old["models"]] + [p for m in old["models"] for p in m["inputs"] + m["outputs"]]
-        files += [f"photos/{p}.png" for p in PHOTOS]
-        if old.get("version") == VERSION and all(os.path.exists(os.path.join(out_dir, p)) for p in files):
-            print(f"real models already in {out_dir}")
-            return
+    if manifest_current(manifest_path, VERSION, [f"photos/{p}.png" for p in PHOTOS]):
+        print(f"real models already in {out_dir}")
+        return
 
     import numpy as np
     import onnx

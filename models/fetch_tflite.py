@@ -37,7 +37,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fetch_real import PHRASE, atomic_write, member, photo, sha256, speech_16k  # noqa: E402
+from fetch_real import PHRASE, atomic_write, manifest_current, member, photo, sha256, speech_16k  # noqa: E402
 from fetch_real import WHEELS as REAL_WHEELS  # noqa: E402
 
 VERSION = 3
@@ -146,13 +146,9 @@ def main():
     out_dir = os.path.join(args.cache, "tflite")
     wheel_dir = os.path.join(out_dir, "wheels")
     manifest_path = os.path.join(out_dir, "tflite.json")
-    if os.path.exists(manifest_path):
-        with open(manifest_path) as f:
-            old = json.load(f)
-        files = [m["file"] for m in old["models"]] + [p for m in old["models"] for p in m["inputs"] + m["outputs"]]
-        if old.get("version") == VERSION and all(os.path.exists(os.path.join(out_dir, p)) for p in files):
-            print(f"TFLite models already in {out_dir}")
-            return
+    if manifest_current(manifest_path, VERSION):
+        print(f"TFLite models already in {out_dir}")
+        return
 
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
