@@ -260,6 +260,15 @@ pub(crate) fn densify(values: &Const, sparsity: &Sparsity, shape: &[usize]) -> R
         }
     }
     let count = element_count(shape)?;
+    // The dense levels of a valid encoding span at most the tensor: this
+    // bounds the walk of a hostile file (dense levels over empty rows).
+    let dense_span = sparsity.dims.iter().try_fold(1usize, |acc, d| match d {
+        SparseDim::Dense { size } => acc.checked_mul(*size),
+        SparseDim::Csr { .. } => Some(acc),
+    });
+    if dense_span.is_none_or(|n| n > count.max(1)) {
+        return Err(bad("dense dimensions larger than the tensor".into()));
+    }
     let source = values.to_f32();
     let mut dense = vec![0f32; count];
     let mut state =
@@ -376,6 +385,22 @@ mod tests {
         let values = Const::f32(vec![3], vec![7., 5., 6.]);
         let dense = densify(&values, &sparsity, &[2, 3]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(dense.to_f32(), vec![0., 7., 0., 5., 0., 6.]);
+    }
+
+    #[test]
+    fn refuses_dense_levels_larger_than_the_tensor() {
+        // Two dense levels of 2^20 over empty rows: a hostile file's walk of
+        // 2^40 steps, refused before it starts.
+        let sparsity = Sparsity {
+            traversal_order: vec![0, 1, 2],
+            block_map: vec![],
+            dims: vec![
+                SparseDim::Dense { size: 1 << 20 },
+                SparseDim::Dense { size: 1 << 20 },
+                SparseDim::Csr { segments: vec![0; (1 << 20) + 1], indices: vec![] },
+            ],
+        };
+        assert!(densify(&Const::f32(vec![0], vec![]), &sparsity, &[4, 4, 4]).is_err());
     }
 
     #[test]

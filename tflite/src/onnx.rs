@@ -1,7 +1,7 @@
 //! Building the ONNX graph: unique tensor names, nodes with their
 //! attributes, initializers, and the model wrapper (opset, interface).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use tract_onnx::pb::{
     attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto, ModelProto,
@@ -24,6 +24,9 @@ pub(crate) struct GraphBuilder {
     pub initializers: Vec<tract_onnx::pb::TensorProto>,
     /// Every tensor and node name given out so far.
     taken: HashSet<String>,
+    /// The next suffix to try per base name (names repeat a lot: keeps
+    /// [`GraphBuilder::fresh`] linear on a file that repeats one name).
+    next_suffix: HashMap<String, usize>,
 }
 
 impl GraphBuilder {
@@ -37,8 +40,12 @@ impl GraphBuilder {
         if self.reserve(base) {
             return base.to_string();
         }
-        let name =
-            (1..).map(|i| format!("{base}__{i}")).find(|n| !self.taken.contains(n)).unwrap_or_default();
+        let start = self.next_suffix.get(base).copied().unwrap_or(1);
+        let (i, name) = (start..)
+            .map(|i| (i, format!("{base}__{i}")))
+            .find(|(_, n)| !self.taken.contains(n))
+            .unwrap_or_default();
+        self.next_suffix.insert(base.to_string(), i + 1);
         self.taken.insert(name.clone());
         name
     }

@@ -24,6 +24,9 @@ const STATEFUL: &[i32] = &[119, 129, 136, 137, 138, 139, 142, 143, 144];
 const IF: i32 = 118;
 /// How deep `IF` branches may nest.
 const MAX_NESTING: usize = 8;
+/// The most ONNX nodes a translation may hold: inlined branches could
+/// otherwise multiply a hostile file's ops without bound.
+const MAX_NODES: usize = 500_000;
 
 /// Translates the TFLite model in `bytes` to an ONNX model.
 pub fn translate(bytes: &[u8]) -> Result<ModelProto> {
@@ -141,6 +144,9 @@ impl<'a> Ctx<'a> {
         self.current = (index, op.name.clone(), node);
         if op.is_custom() {
             return Err(self.unsupported("custom operators have no ONNX translation"));
+        }
+        if self.g.nodes.len() > MAX_NODES {
+            return Err(self.unsupported(&format!("the translation passes {MAX_NODES} ONNX nodes")));
         }
         if op.calls_subgraph() || STATEFUL.contains(&op.code) {
             return Err(self.unsupported(&format!(
