@@ -2,5 +2,6 @@
 //! one test binary per file cost build time).
 
 mod common;
+mod import;
 mod light;
 mod zoo;
