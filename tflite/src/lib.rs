@@ -7,6 +7,32 @@
 //! variables, control flow, ops not covered) is refused with an
 //! [`Error::Unsupported`] naming the op and the node; nothing is dropped.
 //!
+//! # Coverage
+//! Subgraph 0 is translated; `IF` branches (other subgraphs) are inlined,
+//! both computed and `Where` picking the taken one's outputs. Ops: the
+//! convolutions (`CONV_2D`, `DEPTHWISE_CONV_2D`, grouped, dilated), pooling
+//! (`MAX_POOL_2D`, `AVERAGE_POOL_2D`), `FULLY_CONNECTED`, `BATCH_MATMUL`,
+//! `RESIZE_BILINEAR` and `RESIZE_NEAREST_NEIGHBOR` (align_corners,
+//! half_pixel_centers), `DEPTH_TO_SPACE`, `SPACE_TO_DEPTH`, `PAD`, `PADV2`,
+//! `MIRROR_PAD` (REFLECT), `CONCATENATION`, `PACK`, `RESHAPE`, `SQUEEZE`,
+//! `EXPAND_DIMS`, `TRANSPOSE`, `SLICE`, `STRIDED_SLICE`, `GATHER`, `TILE`,
+//! `CAST`, the reductions (`MEAN`, `SUM`, `REDUCE_MAX`, `REDUCE_MIN`,
+//! `REDUCE_PROD`), `SOFTMAX`, `LOG_SOFTMAX`, the element-wise ops (`ADD`,
+//! `SUB`, `MUL`, `DIV`, `MAXIMUM`, `MINIMUM`, `POW`, `SQUARED_DIFFERENCE`,
+//! `ADD_N`, comparisons, logical ops, `SELECT`, `ABS`, `NEG`, `EXP`, `LOG`,
+//! `SQRT`, `RSQRT`, `SQUARE`, `FLOOR`, `CEIL`, `ROUND`, `SIGN`, `SIN`,
+//! `COS`), activations (`RELU`, `RELU6`, `RELU_N1_TO_1`, `RELU_0_TO_1`,
+//! `TANH`, `LOGISTIC`, `HARD_SWISH`, `LEAKY_RELU`, `PRELU`) and fused ones
+//! (NONE, RELU, RELU6, RELU_N1_TO_1, TANH); `DEQUANTIZE` and `DENSIFY` of
+//! constants are folded (fp16, int8 and sparse weights become float32
+//! initializers). int8/uint8 tensors are computed as tf2onnx does:
+//! `DequantizeLinear`, the float op, `QuantizeLinear` (ONNX rounds ties to
+//! even where TFLite rounds them away from zero: one step at most).
+//!
+//! Translations are deterministic: the same TFLite bytes give the same ONNX
+//! bytes, so a wearable and a handheld that both translate a file agree on
+//! its digest.
+//!
 //! ```
 //! // Not a TFLite file: an error, never a panic.
 //! assert!(!tandem_tflite::is_tflite(b"\x08\x07"));

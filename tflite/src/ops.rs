@@ -70,7 +70,6 @@ pub(crate) fn translate(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
         "ROUND" => unary(ctx, op, "Round", vec![]),
         "SIGN" => unary(ctx, op, "Sign", vec![]),
         "LOGICAL_NOT" => unary(ctx, op, "Not", vec![]),
-        "GELU" => unary(ctx, op, "Gelu", vec![]),
         "RSQRT" => rsqrt(ctx, op),
         "SQUARE" => square(ctx, op),
         "LEAKY_RELU" => {
