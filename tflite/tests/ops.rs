@@ -515,6 +515,49 @@ fn an_if_calling_its_own_subgraph_is_refused() {
     assert!(err.to_string().contains("IF"), "{err}");
 }
 
+#[test]
+fn average_pool_same_excludes_the_padding_and_hard_swish_follows() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[1, 3, 3, 1], TensorType::Float32, None);
+    let pooled = m.tensor("pooled", &[1, 3, 3, 1], TensorType::Float32, None);
+    let y = m.tensor("y", &[1, 3, 3, 1], TensorType::Float32, None);
+    let options = tandem_tflite_schema::tflite::Pool2DOptions {
+        padding: Padding::Same,
+        stride_w: 1,
+        stride_h: 1,
+        filter_width: 2,
+        filter_height: 2,
+        fused_activation_function: ActivationFunctionType::None,
+    };
+    m.op(
+        BuiltinOperator::AveragePool2d,
+        None,
+        &[x],
+        &[pooled],
+        Some(BuiltinOptions::Pool2DOptions(Box::new(options))),
+    );
+    m.op(BuiltinOperator::HardSwish, None, &[pooled], &[y], None);
+    let input: Vec<f32> = vec![1., -8., 3., 4., 5., -6., 7., 8., 9.];
+    let out = run(&TinyModel::finish(m, &[x], &[y]), tensor1(&input).into_shape(&[1, 3, 3, 1])?)?;
+    // SAME pads one row and column at the end; TFLite averages the cells
+    // inside the image only.
+    let at = |r: usize, c: usize| input[r * 3 + c];
+    let mut expected = Vec::new();
+    for r in 0..3 {
+        for c in 0..3 {
+            let cells: Vec<f32> = [(r, c), (r, c + 1), (r + 1, c), (r + 1, c + 1)]
+                .into_iter()
+                .filter(|&(rr, cc)| rr < 3 && cc < 3)
+                .map(|(rr, cc)| at(rr, cc))
+                .collect();
+            let avg = cells.iter().sum::<f32>() / cells.len() as f32;
+            expected.push(avg * (avg + 3.0).clamp(0.0, 6.0) / 6.0);
+        }
+    }
+    assert_close(&out[0], &expected);
+    Ok(())
+}
+
 /// A real model of the fetched TFLite set, when `models/fetch_tflite.py` has run.
 fn real_model() -> Option<Vec<u8>> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
