@@ -22,6 +22,7 @@ pub mod mincut;
 pub mod rules;
 pub mod simplify;
 pub mod stream;
+pub mod tiers;
 
 pub use codecs::{CodecOption, Crossing, LinkCodecs};
 pub use simplify::{Simplified, SimplifyStats};
@@ -342,13 +343,33 @@ pub struct Decision {
 /// Most cuts [`Method::Exhaustive`] enumerates.
 pub const EXHAUSTIVE_LIMIT: usize = 200_000;
 
+/// What Algorithm 1 ([`choose`]) compares of a candidate: its time under
+/// each mode and its weighted energy. Two-tier cuts ([`Evaluation`]) and
+/// three-tier placements ([`tiers::TierEvaluation`]) are chosen alike.
+pub trait Priced {
+    /// Seconds: a single inference's latency, or a stream's period.
+    fn time(&self, mode: Mode) -> f64;
+    /// Weighted joules.
+    fn energy_j(&self) -> f64;
+}
+
+impl Priced for Evaluation {
+    fn time(&self, mode: Mode) -> f64 {
+        Evaluation::time(self, mode)
+    }
+
+    fn energy_j(&self) -> f64 {
+        self.energy_j
+    }
+}
+
 /// Algorithm 1 over evaluated candidates; returns the chosen index and why.
-pub fn choose(evaluations: &[Evaluation], hint: LatencyHint, mode: Mode) -> Option<(usize, String)> {
-    let by = |f: &dyn Fn(&Evaluation) -> f64, pool: &mut dyn Iterator<Item = usize>| {
+pub fn choose<E: Priced>(evaluations: &[E], hint: LatencyHint, mode: Mode) -> Option<(usize, String)> {
+    let by = |f: &dyn Fn(&E) -> f64, pool: &mut dyn Iterator<Item = usize>| {
         pool.min_by(|&a, &b| f(&evaluations[a]).total_cmp(&f(&evaluations[b])))
     };
-    let time = |e: &Evaluation| e.time(mode);
-    let energy = |e: &Evaluation| e.energy_j;
+    let time = |e: &E| e.time(mode);
+    let energy = |e: &E| e.energy_j();
     match hint {
         LatencyHint::Fastest => {
             by(&time, &mut (0..evaluations.len())).map(|i| (i, "PropT = 0: the fastest".into()))
