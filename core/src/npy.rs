@@ -57,8 +57,54 @@ pub fn read(path: &Path) -> Result<Tensor> {
     from_bytes(&bytes).map_err(npy)
 }
 
+/// numpy's own bound on a header (`max_header_size`): longer ones are refused
+/// before anything is allocated for them.
+pub const MAX_HEADER_BYTES: usize = 10_000;
+
+/// The deepest nesting of brackets a header may have (a dictionary holding a
+/// shape tuple is 2): the header parser recurses per level.
+const MAX_HEADER_DEPTH: usize = 4;
+
+/// Checks the preamble and the header text before `npyz` parses them: the
+/// length field within the file and `MAX_HEADER_BYTES`, the nesting shallow.
+fn check_header(bytes: &[u8]) -> std::result::Result<(), NpyError> {
+    let bad = |why: String| NpyError::Header(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    if !is_npy(bytes) || bytes.len() < 10 {
+        return Err(bad("no .npy preamble (\\x93NUMPY, version, header length)".into()));
+    }
+    let (len, at) = match bytes[6] {
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        2 | 3 if bytes.len() >= 12 => {
+            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+        }
+        v => return Err(bad(format!("format version {v} is not 1, 2 or 3"))),
+    };
+    if len > MAX_HEADER_BYTES {
+        return Err(bad(format!("a header of {len} bytes (numpy's own limit is {MAX_HEADER_BYTES})")));
+    }
+    let Some(text) = bytes.get(at..at + len) else {
+        return Err(bad(format!("a header of {len} bytes in a file of {}", bytes.len())));
+    };
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for &b in text {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_HEADER_DEPTH {
+        return Err(bad(format!("the header nests {deepest} levels deep (at most {MAX_HEADER_DEPTH})")));
+    }
+    Ok(())
+}
+
 /// Decodes the bytes of a `.npy` file.
 pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Tensor, NpyError> {
+    check_header(bytes)?;
     let mut cursor = Cursor::new(bytes);
     let header = npyz::NpyHeader::from_reader(&mut cursor).map_err(NpyError::Header)?;
     let data_at = usize::try_from(cursor.position()).unwrap_or(usize::MAX).min(bytes.len());
@@ -180,15 +226,15 @@ mod tests {
 
     #[test]
     fn a_file_numpy_wrote_reads_back() {
-        let t = from_bytes(NUMPY_F32).unwrap();
+        let t = from_bytes(NUMPY_F32).expect("npy");
         assert_eq!(t.shape(), &[2, 3]);
         assert_eq!(
-            t.to_plain_array_view::<f32>().unwrap().as_slice().unwrap(),
+            t.to_plain_array_view::<f32>().expect("npy").as_slice().expect("npy"),
             &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
         );
         // What we write has numpy's layout: a header padded to 64 bytes
         // (npyz spells the shape `(2, 3, )`), then the same data bytes.
-        let ours = to_bytes(&t).unwrap();
+        let ours = to_bytes(&t).expect("npy");
         assert_eq!(ours.len(), NUMPY_F32.len());
         assert_eq!(ours[..10], NUMPY_F32[..10]);
         assert_eq!(ours[128..], NUMPY_F32[128..]);
@@ -197,18 +243,18 @@ mod tests {
     #[test]
     fn every_type_round_trips() {
         let cases: Vec<Tensor> = vec![
-            Tensor::from_shape(&[2, 2], &[1.5f32, -2.0, 3.25, 0.0]).unwrap(),
-            Tensor::from_shape(&[3], &[1.5f64, -2.0, 1e300]).unwrap(),
-            Tensor::from_shape(&[1, 3], &[-128i8, 0, 127]).unwrap(),
-            Tensor::from_shape(&[2], &[i64::MIN, i64::MAX]).unwrap(),
-            Tensor::from_shape(&[2], &[7i32, -9]).unwrap(),
-            Tensor::from_shape(&[4], &[0u8, 1, 254, 255]).unwrap(),
-            Tensor::from_shape(&[2], &[true, false]).unwrap(),
-            Tensor::from_shape(&[2], &[half::f16::from_f32(0.5), half::f16::from_f32(-3.0)]).unwrap(),
-            Tensor::from_shape::<f32>(&[0, 4], &[]).unwrap(),
+            Tensor::from_shape(&[2, 2], &[1.5f32, -2.0, 3.25, 0.0]).expect("npy"),
+            Tensor::from_shape(&[3], &[1.5f64, -2.0, 1e300]).expect("npy"),
+            Tensor::from_shape(&[1, 3], &[-128i8, 0, 127]).expect("npy"),
+            Tensor::from_shape(&[2], &[i64::MIN, i64::MAX]).expect("npy"),
+            Tensor::from_shape(&[2], &[7i32, -9]).expect("npy"),
+            Tensor::from_shape(&[4], &[0u8, 1, 254, 255]).expect("npy"),
+            Tensor::from_shape(&[2], &[true, false]).expect("npy"),
+            Tensor::from_shape(&[2], &[half::f16::from_f32(0.5), half::f16::from_f32(-3.0)]).expect("npy"),
+            Tensor::from_shape::<f32>(&[0, 4], &[]).expect("npy"),
         ];
         for t in cases {
-            let back = from_bytes(&to_bytes(&t).unwrap()).unwrap();
+            let back = from_bytes(&to_bytes(&t).expect("npy")).expect("npy");
             assert_eq!(back, t, "{t:?}");
         }
     }
@@ -217,9 +263,9 @@ mod tests {
     fn fortran_order_is_transposed_back() {
         // The values of NUMPY_F32, stored column by column.
         let header = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }";
-        let t = from_bytes(&npy_file(header, &f32_bytes(&[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]))).unwrap();
+        let t = from_bytes(&npy_file(header, &f32_bytes(&[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]))).expect("npy");
         assert_eq!(t.shape(), &[2, 3]);
-        let c_order = t.into_plain_array::<f32>().unwrap().iter().copied().collect::<Vec<_>>();
+        let c_order = t.into_plain_array::<f32>().expect("npy").iter().copied().collect::<Vec<_>>();
         assert_eq!(c_order, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
     }
 
@@ -243,6 +289,29 @@ mod tests {
         assert!(matches!(from_bytes(&npy_file(complex, &[0; 24])), Err(NpyError::Type { .. })));
         let object = "{'descr': '|O', 'fortran_order': False, 'shape': (3,), }";
         assert!(from_bytes(&npy_file(object, &[0; 24])).is_err());
+    }
+
+    #[test]
+    fn headers_that_are_too_long_or_too_deep_are_refused_before_parsing() {
+        // A version 2 header claiming 4 GiB in a 16-byte file.
+        let mut huge = MAGIC.to_vec();
+        huge.extend([2, 0]);
+        huge.extend(u32::MAX.to_le_bytes());
+        huge.extend(b"{'d");
+        let err = from_bytes(&huge).expect_err("refused").to_string();
+        assert!(err.contains("4294967295 bytes"), "{err}");
+        // A header within numpy's limit but nested 2000 levels deep.
+        let deep = format!(
+            "{{'descr': '<f4', 'fortran_order': False, 'shape': {}{}, }}",
+            "(".repeat(2000),
+            ")".repeat(2000)
+        );
+        let err = from_bytes(&npy_file(&deep, &[])).expect_err("refused").to_string();
+        assert!(err.contains("2001 levels"), "{err}");
+        // Version 9 does not exist.
+        let mut v9 = NUMPY_F32.to_vec();
+        v9[6] = 9;
+        assert!(from_bytes(&v9).expect_err("refused").to_string().contains("version 9"));
     }
 
     proptest::proptest! {
