@@ -165,21 +165,24 @@ def member(package, name, digest, wheel_dir, pins=None):
     return data
 
 
-def speech_16k(seconds):
-    """The phrase spoken by espeak-ng, 16 kHz mono int16 PCM as floats (as a
-    microphone gives it, and openWakeWord feeds it), padded."""
+def speech_16k(seconds, phrase=PHRASE, lead=0.0):
+    """`phrase` spoken by espeak-ng after `lead` seconds of silence, 16 kHz
+    mono int16 PCM as floats (as a microphone gives it, and openWakeWord
+    feeds it), padded to `seconds`."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "speech.wav")
-        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", path, PHRASE], check=True)
+        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", path, phrase], check=True)
         with wave.open(path) as w:
             rate, n = w.getframerate(), w.getnframes()
             samples = np.frombuffer(w.readframes(n), dtype=np.int16).astype(np.float32)
     t = np.arange(int(len(samples) * 16000 / rate)) / 16000.0
     resampled = np.interp(t, np.arange(len(samples)) / rate, samples)
-    out = np.zeros(16000 * seconds, dtype=np.float32)
-    out[: min(len(out), len(resampled))] = np.round(resampled[: len(out)])
+    out = np.zeros(int(16000 * seconds), dtype=np.float32)
+    at = int(16000 * lead)
+    n = max(0, min(len(out) - at, len(resampled)))
+    out[at:at + n] = np.round(resampled[:n])
     return out
 
 

@@ -21,7 +21,10 @@ as .npy files:
     an eye) and scaled to the range MediaPipe's graph feeds each model;
   * audio: the phrase of fetch_real.py spoken by espeak-ng at 16 kHz; the
     mel spectrogram model reads its samples, the embedding model a 76-frame
-    window of LiteRT's mel frames, the keyword heads 16 embeddings.
+    window of LiteRT's mel frames; each keyword head reads the 16
+    embeddings (of its own wake word spoken after a second of silence)
+    that LiteRT scores highest, so that its output is far from 0 and an
+    error in it shows.
 Models Tandem must refuse get no outputs: `"refuse"` names the operator
 (MediaPipe's custom ops, which LiteRT cannot run without MediaPipe's op
 resolver either).
@@ -40,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fetch_real import PHRASE, atomic_write, manifest_current, member, photo, sha256, speech_16k  # noqa: E402
 from fetch_real import WHEELS as REAL_WHEELS  # noqa: E402
 
-VERSION = 3
+VERSION = 4
 
 # package: (version, wheel sha256, licence of what we use)
 WHEELS = {
@@ -112,14 +115,15 @@ MODELS = {
                       ("mel",), None),
     "oww_alexa": ("wyoming-openwakeword", OWW + "alexa_v0.1.tflite",
                   "7333a317a790070a7f3432b81d9439c779481cc4ebd67c73da7174ea3cf48397",
-                  ("embeddings",), None),
+                  ("embeddings", "alexa"), None),
+    # espeak-ng's "mycroft" is not heard as the wake word; "my croft" is.
     "oww_hey_mycroft": ("wyoming-openwakeword", OWW + "hey_mycroft_v0.1.tflite",
                         "bf9e43136afd3ca323698820a6e32a47f885ef4c30a3b8b577ec71688a9d64d8",
-                        ("embeddings",), None),
+                        ("embeddings", "hey my croft"), None),
     # Its head is an IF over three subgraphs (both branches inlined by the translator).
     "oww_hey_jarvis": ("wyoming-openwakeword", OWW + "hey_jarvis_v0.1.tflite",
                        "14bff778604985e1b5c19f0f7bbe477a69cf281d8db34b232b3b972411f710e2",
-                       ("embeddings",), None),
+                       ("embeddings", "hey jarvis"), None),
 }
 
 # Crops of the 512 x 512 astronaut photo (left, top, right, bottom): her
@@ -181,7 +185,14 @@ def main():
     astronaut = photo("astronaut", os.path.join(args.cache, "real", "wheels"), WHEELS)
     speech = speech_16k(SPEECH_SECONDS)[None]
     mel = None
-    embeddings = None
+
+    def embeddings_of(phrase):
+        """The embeddings of `phrase` after a second of silence, one per
+        8 mel frames (openWakeWord's buffering), through LiteRT."""
+        audio = speech_16k(3, phrase, lead=1.0)[None]
+        frames = litert("oww_melspectrogram", [audio])[1][0][1].reshape(-1, 32) / 10.0 + 2.0
+        windows = [frames[None, s:s + 76, :, None].astype(np.float32) for s in range(0, frames.shape[0] - 75, 8)]
+        return np.concatenate([litert("oww_embedding", [w])[1][0][1].reshape(1, 96) for w in windows])
     entries = []
     for name, (package, _, digest, feed, refuse) in MODELS.items():
         entry = {"name": name, "file": f"{name}.tflite", "sha256": digest, "package": package,
@@ -198,14 +209,16 @@ def main():
         elif feed[0] == "mel":
             x = mel[None, :76, :, None].astype(np.float32)
         else:
-            x = embeddings[None, :16, :].astype(np.float32)
+            # The 16 consecutive embeddings LiteRT scores highest for this head.
+            e = embeddings_of(feed[1])
+            starts = range(0, len(e) - 15)
+            scores = [float(litert(name, [e[None, k:k + 16, :].astype(np.float32)])[1][0][1].max()) for k in starts]
+            best = int(np.argmax(scores))
+            x = e[None, best:best + 16, :].astype(np.float32)
         details, outputs = litert(name, [x])
         if name == "oww_melspectrogram":
             # openWakeWord's own scaling of the mel frames before the embedding model.
             mel = outputs[0][1].reshape(-1, 32) / 10.0 + 2.0
-        if name == "oww_embedding":
-            windows = [mel[None, s:s + 76, :, None].astype(np.float32) for s in range(0, mel.shape[0] - 75, 8)]
-            embeddings = np.concatenate([litert(name, [w])[1][0][1].reshape(1, 96) for w in windows[:16]])
         entry["input_names"].append(details[0]["name"])
         entry["inputs"].append(f"{name}.in0.npy")
         np.save(os.path.join(out_dir, entry["inputs"][0]), x)
@@ -214,7 +227,7 @@ def main():
             entry["outputs"].append(f"{name}.out{k}.npy")
             np.save(os.path.join(out_dir, entry["outputs"][-1]), y)
         entries.append(entry)
-        print(f"{name}: {[tuple(o[1].shape) for o in outputs]}")
+        print(f"{name}: {[tuple(o[1].shape) for o in outputs]}, max {max(float(abs(o[1]).max()) for o in outputs):.3g}")
     manifest = {"version": VERSION, "litert": "ai-edge-litert", "phrase": PHRASE, "models": entries}
     atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
     print(f"{len(entries)} TFLite models in {out_dir}")
