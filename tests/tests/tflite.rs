@@ -26,17 +26,12 @@ const CUTS: usize = 6;
 
 /// `max |got − expected| / max(1, max |expected|)`: relative to the output's
 /// scale, absolute for outputs under 1 (a sigmoid's 2e-6 is not a scale).
-/// Infinite on a shape mismatch.
+/// Infinite on a shape mismatch or where only one side is NaN
+/// (`tandem::check::diff`'s rule).
 fn scaled_error(expected: &Tensor, got: &Tensor) -> anyhow::Result<f32> {
-    if expected.shape() != got.shape() {
-        return Ok(f32::INFINITY);
-    }
-    let e = expected.cast_to::<f32>()?;
-    let g = got.cast_to::<f32>()?;
-    let (e, g) = (e.to_plain_array_view::<f32>()?, g.to_plain_array_view::<f32>()?);
-    let scale = e.iter().fold(0f32, |m, x| m.max(x.abs())).max(1.0);
-    let worst = e.iter().zip(g.iter()).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    Ok(worst / scale)
+    let d = tandem::check::diff(expected, got)?;
+    let scale = tandem::check::as_f32(expected)?.iter().fold(0f32, |m, x| m.max(x.abs())).max(1.0);
+    Ok(d.max_abs / scale)
 }
 
 fn onnxruntime() -> anyhow::Result<()> {
@@ -146,4 +141,14 @@ fn selfie_segmentation_is_refused_naming_its_custom_op() -> anyhow::Result<()> {
 #[test]
 fn face_landmark_with_attention_is_refused_naming_its_custom_op() -> anyhow::Result<()> {
     check_refused("face_landmark_with_attention", "Landmarks2TransformMatrix")
+}
+
+/// The comparison fails on a NaN where LiteRT has a number, and on a shape mismatch.
+#[test]
+fn the_comparison_with_litert_sees_nan_and_shapes() -> anyhow::Result<()> {
+    let want = Tensor::from_shape(&[2], &[0.5f32, 1.0])?;
+    assert_eq!(scaled_error(&want, &Tensor::from_shape(&[2], &[0.5f32, f32::NAN])?)?, f32::INFINITY);
+    assert_eq!(scaled_error(&want, &Tensor::from_shape(&[1, 2], &[0.5f32, 1.0])?)?, f32::INFINITY);
+    assert_eq!(scaled_error(&want, &Tensor::from_shape(&[2], &[0.5f32, 1.25])?)?, 0.25);
+    Ok(())
 }
