@@ -125,7 +125,14 @@ props=(
   -Dtandem.only="${TANDEM_JAVA_ONLY:-}"
 )
 echo "== Java tests" >&2
-java -Xcheck:jni "${props[@]}" -cp "$out/classes:$out/test-classes" dev.tandem.InterpreterTest
+# -Xcheck:jni only warns (on the JVM's stdout) of a misused JNI call, such as
+# local references past the frame's capacity (which ART aborts on): a warning fails the run.
+java -Xcheck:jni "${props[@]}" -cp "$out/classes:$out/test-classes" dev.tandem.InterpreterTest 2>&1 |
+  tee "$work/java-tests.log"
+if grep -E "WARNING: JNI|WARNING in native method" "$work/java-tests.log" >/dev/null; then
+  echo "scripts/java.sh: -Xcheck:jni warned (see above): a JNI defect" >&2
+  exit 1
+fi
 
 echo "== Java example (java/examples/TandemExample.java)" >&2
 java -Djava.library.path="$lib" -cp "$out/tandem.jar:$out/example-classes" TandemExample \

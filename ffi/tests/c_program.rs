@@ -17,14 +17,7 @@ fn workspace() -> PathBuf {
 
 /// The directory holding `libtandem_ffi.so` (cargo builds the cdylib with the tests).
 fn library_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps dir");
-    for dir in [deps.parent().expect("profile dir"), deps] {
-        if dir.join("libtandem_ffi.so").exists() {
-            return dir.to_path_buf();
-        }
-    }
-    panic!("libtandem_ffi.so is not next to {}", exe.display());
+    tandem_tools::testing::library_dir("libtandem_ffi.so").expect("libtandem_ffi.so")
 }
 
 /// The `tandem-handheld` binary of this build (built here when a narrower

@@ -128,17 +128,23 @@ fn shapes(
     }
     let mut out = vec![];
     for i in 0..n {
-        let name = JString::from(env.get_object_array_element(names, i)?);
-        let name =
-            optional(env, &name)?.ok_or_else(|| InterpError::Argument("input shapes: a null name".into()))?;
-        let shape = JIntArray::from(env.get_object_array_element(dims, i)?);
-        if shape.is_null() {
-            return Err(InterpError::Argument(format!("input shape of '{name}' is null")).into());
-        }
-        let len = env.get_array_length(&shape)?;
-        let mut buf = vec![0; usize::try_from(len).unwrap_or(0)];
-        env.get_int_array_region(&shape, 0, &mut buf)?;
-        out.push((name, buf.into_iter().map(i64::from).collect()));
+        // Each element read is a local reference, freed only when the call
+        // returns to Java unless its frame is popped here: thousands of
+        // shapes would overflow the JVM's local reference table (ART aborts).
+        let entry = env.with_local_frame(2, |env| -> Result<_, Failure> {
+            let name = JString::from(env.get_object_array_element(names, i)?);
+            let name = optional(env, &name)?
+                .ok_or_else(|| InterpError::Argument("input shapes: a null name".into()))?;
+            let shape = JIntArray::from(env.get_object_array_element(dims, i)?);
+            if shape.is_null() {
+                return Err(InterpError::Argument(format!("input shape of '{name}' is null")).into());
+            }
+            let len = env.get_array_length(&shape)?;
+            let mut buf = vec![0; usize::try_from(len).unwrap_or(0)];
+            env.get_int_array_region(&shape, 0, &mut buf)?;
+            Ok((name, buf.into_iter().map(i64::from).collect()))
+        })?;
+        out.push(entry);
     }
     Ok(out)
 }

@@ -1,5 +1,6 @@
-//! Test helpers: a handheld child process for end-to-end tests, and
-//! pairing two keystores through the real binaries.
+//! Test helpers: a handheld child process for end-to-end tests, pairing
+//! two keystores through the real binaries, and finding the shared
+//! libraries cargo builds beside a test.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,20 @@ pub fn temp_dir(what: &str) -> std::io::Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// The directory holding the shared library `file` (`libtandem_ffi.so`,
+/// `libtandem_jni.so`) that cargo built with the running test: `deps`, next
+/// to the test's executable, else the profile directory (`target/debug`).
+/// `deps` comes first: `cargo test` builds a cdylib there without copying it
+/// up, so the profile directory's may be an older `cargo build`'s.
+pub fn library_dir(file: &str) -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let deps = exe.parent().ok_or_else(|| std::io::Error::other("the test executable has no directory"))?;
+    let found = [deps].into_iter().chain(deps.parent()).find(|dir| dir.join(file).exists());
+    found
+        .map(Path::to_path_buf)
+        .ok_or_else(|| std::io::Error::other(format!("{file} is not next to {}", exe.display())))
 }
 
 /// Spawns `cmd` with its stdout read line by line on a thread.

@@ -82,6 +82,7 @@ public final class InterpreterTest {
     TESTS.put("use after close is an IllegalStateException", InterpreterTest::afterClose);
     TESTS.put("bad options and a bad model are refused with reasons", InterpreterTest::badOptions);
     TESTS.put("forged handles and nulls never crash the JVM", InterpreterTest::forged);
+    TESTS.put("thousands of input shapes fit the JVM's local reference table", InterpreterTest::manyShapes);
     if (System.getProperty("tandem.tflite") != null) {
       TESTS.put("a translated TFLite model equals the CLI's outputs", InterpreterTest::tflite);
     }
@@ -440,6 +441,21 @@ public final class InterpreterTest {
       check(r.getWearableMillis() > 0 && r.getLatencyMillis() > 0, r.toJson());
       check(r.getFallback() == null, "no fallback");
     }
+  }
+
+  /**
+   * Thousands of input shapes cross JNI in one call: each is read in a local frame of its own, or
+   * the JVM's local reference table overflows (ART aborts; {@code -Xcheck:jni} warns, and the
+   * runners fail on the warning). The names are none of the model's, so the open refuses them.
+   */
+  static void manyShapes() throws Exception {
+    Interpreter.Options options = new Interpreter.Options();
+    for (int i = 0; i < 5000; i++) {
+      options.setInputShape("not_an_input_" + i, new int[] {1, 1, 28, 28});
+    }
+    TandemException e = expect(TandemException.class,
+        () -> new Interpreter(new File(need("tandem.mnist")), options), "shapes of no input");
+    check(e.getMessage().contains("unknown input 'not_an_input_"), e.getMessage());
   }
 
   static void stream() throws Exception {
