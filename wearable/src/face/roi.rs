@@ -129,12 +129,18 @@ pub fn warp(
     for v in 0..out_h {
         for u in 0..out_w {
             let [x, y] = roi.frame_point(u as f64 / out_w as f64, v as f64 / out_h as f64);
+            if !(x.is_finite() && y.is_finite()) {
+                // A region from a non-finite detection: nothing to sample (the pixel stays 0).
+                continue;
+            }
             let (x0, y0) = (x.floor(), y.floor());
             let (fx, fy) = (x - x0, y - y0);
             let (x0, y0) = (x0 as i64, y0 as i64);
             for c in 0..3 {
-                let top = pixel(x0, y0, c) * (1.0 - fx) + pixel(x0 + 1, y0, c) * fx;
-                let bottom = pixel(x0, y0 + 1, c) * (1.0 - fx) + pixel(x0 + 1, y0 + 1, c) * fx;
+                // `as i64` saturates far outside the frame: +1 must not overflow.
+                let (x1, y1) = (x0.saturating_add(1), y0.saturating_add(1));
+                let top = pixel(x0, y0, c) * (1.0 - fx) + pixel(x1, y0, c) * fx;
+                let bottom = pixel(x0, y1, c) * (1.0 - fx) + pixel(x1, y1, c) * fx;
                 let value = top * (1.0 - fy) + bottom * fy;
                 out[(v * out_w + u) * 3 + c] = (value + 0.5).floor().clamp(0.0, 255.0) as u8;
             }
@@ -214,5 +220,19 @@ mod tests {
         let out = warp(&rgb, 2, 1, &turned, 2, 1, Border::Replicate);
         assert_eq!(out.chunks(3).map(|p| p[0]).collect::<Vec<_>>(), [255, 0]);
         assert_eq!(warp(&rgb, 0, 0, &roi, 2, 2, Border::Zero), vec![0; 12], "an empty frame reads black");
+    }
+
+    /// A region from a detection gone wrong (infinite or NaN regressors, or
+    /// far past any frame) reads black or the border, and never panics.
+    #[test]
+    fn a_region_far_outside_or_not_finite_is_no_panic() {
+        let rgb = [0, 0, 0, 255, 255, 255];
+        for cx in [f64::INFINITY, f64::NAN, 1e300, -1e300] {
+            let roi = Roi { cx, cy: 0.5, width: 2.0, height: 1.0, rotation: 0.0 };
+            let out = warp(&rgb, 2, 1, &roi, 2, 2, Border::Zero);
+            assert_eq!(out, vec![0; 12], "cx {cx}");
+            let out = warp(&rgb, 2, 1, &roi, 2, 2, Border::Replicate);
+            assert_eq!(out.len(), 12, "cx {cx}");
+        }
     }
 }
