@@ -214,10 +214,11 @@ pub struct Interp {
     current: Option<Outputs>,
     report: Option<FrameReport>,
     /// A stream's frame being fed, then those submitted and not yet run,
-    /// then those run and not yet taken (in order).
+    /// then each one run and not yet taken, in order: its frame or its own
+    /// error.
     feeding: Values,
     submitted: Vec<Values>,
-    done: VecDeque<tandem::Result<Frame>>,
+    done: VecDeque<Result<Frame, InterpError>>,
 }
 
 impl Interp {
@@ -381,15 +382,21 @@ impl Interp {
 
     /// Takes the oldest frame's result, running the frames submitted so
     /// far through the pipeline first when none is waiting; its outputs and
-    /// report become the current ones.
+    /// report become the current ones. Each frame is taken once, in the
+    /// order submitted: a frame that failed, or that a failing session did
+    /// not run, is its own error at its own take.
     pub fn stream_take(&mut self) -> Result<FrameReport, InterpError> {
         if self.done.is_empty() {
             if self.submitted.is_empty() {
                 return Err(InterpError::State("no frame was submitted: nothing to take".into()));
             }
             let frames = std::mem::take(&mut self.submitted);
-            let results = self.session()?.stream(frames)?;
-            self.done.extend(results);
+            let count = frames.len();
+            let mut delivered = Vec::with_capacity(count);
+            let outcome = self.session().and_then(|s| {
+                Ok(s.stream_with(frames, None, |r| delivered.push(r.map_err(InterpError::from)))?)
+            });
+            self.done.extend(settle(count, delivered, outcome));
         }
         let frame = self
             .done
@@ -400,6 +407,26 @@ impl Interp {
         self.report = Some(frame.report.clone());
         Ok(frame.report)
     }
+}
+
+/// The results of a stream of `count` frames, one per frame in order: those
+/// `delivered` (in order), then, for each frame the stream did not deliver
+/// because the session failed (`outcome`), an error of its own naming it.
+fn settle<T>(
+    count: usize,
+    mut delivered: Vec<Result<T, InterpError>>,
+    outcome: Result<(), InterpError>,
+) -> Vec<Result<T, InterpError>> {
+    delivered.truncate(count);
+    let why = match outcome {
+        Err(e) => e.to_string(),
+        Ok(()) => "the stream ended before it".to_string(),
+    };
+    let first = delivered.len();
+    delivered.extend((first..count).map(|k| {
+        Err(InterpError::Tandem(format!("frame {} of {count} taken together did not run: {why}", k + 1)))
+    }));
+    delivered
 }
 
 #[cfg(test)]
@@ -419,6 +446,22 @@ mod tests {
         assert!(matches!(e, InterpError::Argument(_)));
         let b = tensor_from_bytes(DType::Bool, &[2], &[0, 7]).expect("bool");
         assert_eq!(tensor_to_bytes("b", &b).expect("bytes"), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_failed_stream_gives_every_frame_not_run_its_own_error() {
+        let delivered = vec![Ok(1), Err(InterpError::Argument("frame 2 is wrong".into()))];
+        let failed = Err(InterpError::Tandem("the link broke".into()));
+        let results = settle(4, delivered, failed);
+        assert_eq!(results.len(), 4, "one result per frame");
+        assert!(matches!(results[0], Ok(1)));
+        assert!(matches!(&results[1], Err(InterpError::Argument(m)) if m == "frame 2 is wrong"));
+        for (k, r) in results.iter().enumerate().skip(2) {
+            let want = format!("frame {} of 4 taken together did not run: the link broke", k + 1);
+            assert!(matches!(r, Err(InterpError::Tandem(m)) if *m == want), "{r:?}");
+        }
+        let all: Vec<Result<u8, _>> = settle(2, vec![Ok(1), Ok(2)], Ok(()));
+        assert!(matches!(all[..], [Ok(1), Ok(2)]));
     }
 
     #[test]
@@ -446,6 +489,16 @@ mod tests {
         i.stream_take().expect("takes");
         assert_eq!(i.output(0).expect("output").1, bytes);
         assert!(matches!(i.stream_take(), Err(InterpError::State(_))));
+        // Frames taken together come back once each, in order.
+        for _ in 0..3 {
+            i.stream_feed(0, &x).expect("feeds");
+            i.stream_submit().expect("submits");
+        }
+        assert_eq!(i.stream_pending(), (3, 0));
+        let frames: Vec<u64> = (0..3).map(|_| i.stream_take().expect("takes").frame).collect();
+        assert!(frames.windows(2).all(|w| w[0] < w[1]), "{frames:?}");
+        assert_eq!(i.output(0).expect("output").1, bytes);
+        assert_eq!(i.stream_pending(), (0, 0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

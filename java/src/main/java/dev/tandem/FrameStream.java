@@ -20,8 +20,11 @@ import java.util.Map;
  * }</pre>
  *
  * <p>Frames submitted since the last {@code take} run together, pipelined, when a {@code take}
- * finds no frame done. A frame that fails gets its own {@link TandemException} at its {@code
- * take}; the others go on. Obtained from {@link Interpreter#stream()}; its calls lock the
+ * finds no frame done. Each frame is taken once, in the order submitted. A frame that fails gets
+ * its own {@link TandemException} at its {@code take}; the others go on. If the session itself
+ * fails while running them, the frames it delivered are taken as usual and each one it did not
+ * run raises its own {@link TandemException} (naming the failure) at its own {@code take}:
+ * none is lost or taken twice. Obtained from {@link Interpreter#stream()}; its calls lock the
  * interpreter.
  */
 public final class FrameStream {
@@ -57,7 +60,7 @@ public final class FrameStream {
    * @return the frame's report
    * @throws IllegalArgumentException if {@code output} has the wrong shape or type
    * @throws IllegalStateException if the interpreter is closed or no frame is pending
-   * @throws TandemException if this frame failed
+   * @throws TandemException if this frame failed, or the session failed before running it
    */
   public FrameReport take(Object output) {
     Map<Integer, Object> out = new HashMap<>();
@@ -76,7 +79,7 @@ public final class FrameStream {
    * @throws IllegalArgumentException if an index is out of range or a destination has the wrong
    *     shape or type
    * @throws IllegalStateException if the interpreter is closed or no frame is pending
-   * @throws TandemException if this frame failed
+   * @throws TandemException if this frame failed, or the session failed before running it
    */
   public FrameReport take(Map<Integer, Object> outputs) {
     synchronized (interpreter) {
