@@ -12,6 +12,19 @@ use tandem_tflite_schema::tflite::TensorType;
 /// The most elements a constant may expand to (a sparse tensor's dense form):
 /// 2^28, 1 GiB of float32, far above any mobile model's weight.
 const MAX_ELEMENTS: usize = 1 << 28;
+/// The most bytes one constant folded at translation time (densified,
+/// dequantized) may hold: 500 MiB, `tandem_core::ModelLimits::TENSOR_BYTES`
+/// (not a dependency: the core depends on this crate).
+pub(crate) const MAX_FOLDED_TENSOR_BYTES: usize = 500 << 20;
+/// The most bytes all constants folded in one translation may hold
+/// together: 1 GiB. A few bytes of sparse encoding must not buy gigabytes.
+pub(crate) const MAX_FOLDED_TOTAL_BYTES: usize = 1 << 30;
+/// The most a sparse tensor's dense form may exceed its stored values, in
+/// elements (and at least `MIN_DENSE_ELEMENTS`): pruned weights keep far
+/// more than one value in 256.
+pub(crate) const MAX_DENSE_RATIO: usize = 256;
+/// Dense forms this small are allowed whatever their stored values.
+pub(crate) const MIN_DENSE_ELEMENTS: usize = 1 << 16;
 
 /// A constant tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +73,20 @@ pub(crate) fn element_count(shape: &[usize]) -> Result<usize> {
         .ok_or_else(|| Error::Malformed(format!("a constant of shape {shape:?} is too large")))
 }
 
+/// The bytes one value of `dtype` takes in a buffer, for the types a
+/// constant can hold (`name` is the tensor's, for the error).
+pub(crate) fn element_size(name: &str, dtype: TensorType) -> Result<usize> {
+    Ok(match dtype {
+        TensorType::Float32 | TensorType::Int32 => 4,
+        TensorType::Float16 | TensorType::Int16 => 2,
+        TensorType::Int64 => 8,
+        TensorType::Int8 | TensorType::Uint8 | TensorType::Bool => 1,
+        other => {
+            return Err(Error::UnsupportedType { tensor: name.to_string(), dtype: format!("{other:?}") })
+        }
+    })
+}
+
 impl Const {
     /// A float32 constant.
     pub fn f32(shape: Vec<usize>, values: Vec<f32>) -> Const {
@@ -82,15 +109,7 @@ impl Const {
         fn chunks<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
             bytes.chunks_exact(N).map(|c| f(c.try_into().unwrap_or([0; N]))).collect()
         }
-        let size = match dtype {
-            TensorType::Float32 | TensorType::Int32 => 4,
-            TensorType::Float16 | TensorType::Int16 => 2,
-            TensorType::Int64 => 8,
-            TensorType::Int8 | TensorType::Uint8 | TensorType::Bool => 1,
-            other => {
-                return Err(Error::UnsupportedType { tensor: name.to_string(), dtype: format!("{other:?}") })
-            }
-        };
+        let size = element_size(name, dtype)?;
         if Some(bytes.len()) != count.checked_mul(size) {
             return Err(Error::Malformed(format!(
                 "tensor '{name}': {} bytes of data for {count} values of {dtype:?}",
@@ -108,6 +127,17 @@ impl Const {
             _ => ConstData::Bool(bytes.iter().map(|&b| b != 0).collect()),
         };
         Ok(Const { shape, data })
+    }
+
+    /// The bytes its values take in memory.
+    pub fn byte_len(&self) -> usize {
+        let size = match &self.data {
+            ConstData::F32(_) | ConstData::I32(_) => 4,
+            ConstData::F16(_) | ConstData::I16(_) => 2,
+            ConstData::I64(_) => 8,
+            ConstData::I8(_) | ConstData::U8(_) | ConstData::Bool(_) => 1,
+        };
+        self.len().saturating_mul(size)
     }
 
     /// How many values it holds.
@@ -305,7 +335,10 @@ impl Walk<'_> {
                 } else {
                     let block = t - rank;
                     let dim = self.sparsity.block_map[block];
-                    orig[dim] = orig[dim] * self.block_size[block] + indices[i];
+                    orig[dim] = orig[dim]
+                        .checked_mul(self.block_size[block])
+                        .and_then(|o| o.checked_add(indices[i]))
+                        .ok_or_else(|| bad("index overflow"))?;
                 }
             }
             let mut flat = 0usize;
@@ -313,6 +346,7 @@ impl Walk<'_> {
                 if o >= size {
                     return Err(bad(&format!("index {o} past dimension {d}")));
                 }
+                // Cannot overflow: o < size and the shape's product fits.
                 flat = flat * size + o;
             }
             let value = *self.source.get(self.next).ok_or_else(|| bad("fewer values than indices"))?;

@@ -9,7 +9,9 @@
 //!
 //! # Coverage
 //! Subgraph 0 is translated; `IF` branches (other subgraphs) are inlined,
-//! both computed and `Where` picking the taken one's outputs. Ops: the
+//! both computed and `Where` picking the taken one's outputs. Both branches
+//! run on every frame: a run-time failure in the branch not taken (a shape
+//! it cannot take, say) fails the frame, where TFLite would not. Ops: the
 //! convolutions (`CONV_2D`, `DEPTHWISE_CONV_2D`, grouped, dilated), pooling
 //! (`MAX_POOL_2D`, `AVERAGE_POOL_2D`), `FULLY_CONNECTED`, `BATCH_MATMUL`,
 //! `RESIZE_BILINEAR` and `RESIZE_NEAREST_NEIGHBOR` (align_corners,
@@ -28,6 +30,11 @@
 //! initializers). int8/uint8 tensors are computed as tf2onnx does:
 //! `DequantizeLinear`, the float op, `QuantizeLinear` (ONNX rounds ties to
 //! even where TFLite rounds them away from zero: one step at most).
+//!
+//! A dimension TFLite leaves open (-1 in a tensor's shape signature) stays
+//! open: SAME padding, resize sizes and the like follow the size at run
+//! time, or the op is refused by name. Folded constants are bounded (one of
+//! 500 MiB, 1 GiB in all, a dense form at most 256 times its stored values).
 //!
 //! Translations are deterministic: the same TFLite bytes give the same ONNX
 //! bytes, so a wearable and a handheld that both translate a file agree on

@@ -6,7 +6,9 @@
 //! at translation time. Every option an op carries is either honoured or
 //! refused with the op's name and node.
 
-use crate::constant::{densify, Const};
+use crate::constant::{
+    densify, element_count, Const, MAX_DENSE_RATIO, MAX_FOLDED_TENSOR_BYTES, MIN_DENSE_ELEMENTS,
+};
 use crate::error::{FlatbufferContext, Result};
 use crate::onnx::{float, int, ints, string};
 use crate::reader::TfOperator;
@@ -74,7 +76,7 @@ pub(crate) fn translate(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
         "SQUARE" => square(ctx, op),
         "LEAKY_RELU" => {
             let alpha = options!(ctx, op, LeakyReluOptions).map(|o| o.alpha()).transpose();
-            let alpha = alpha.context(|| "LEAKY_RELU's options".into())?.unwrap_or(0.2);
+            let alpha = alpha.context(|| "LEAKY_RELU's options".into())?.unwrap_or(0.0);
             unary(ctx, op, "LeakyRelu", vec![float("alpha", alpha)])
         }
         "PRELU" => {
@@ -143,8 +145,19 @@ pub(crate) fn translate(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
             let sparsity =
                 ctx.tensor(i).sparsity.clone().ok_or_else(|| ctx.unsupported("its input is not sparse"))?;
             let values =
-                ctx.raw_constant(i)?.ok_or_else(|| ctx.unsupported("its input is not a constant"))?;
-            let dense = densify(&values, &sparsity, &ctx.shape(o))?;
+                ctx.sparse_values(i)?.ok_or_else(|| ctx.unsupported("its input is not a constant"))?;
+            let shape = ctx.shape(o);
+            // Checked before densifying: the dense form is float32.
+            let count = element_count(&shape).map_err(|e| ctx.unsupported(&e.to_string()))?;
+            if count.saturating_mul(4) > MAX_FOLDED_TENSOR_BYTES
+                || count > values.len().saturating_mul(MAX_DENSE_RATIO).max(MIN_DENSE_ELEMENTS)
+            {
+                return Err(ctx.unsupported(&format!(
+                    "a dense form of {count} values from {} stored ones",
+                    values.len()
+                )));
+            }
+            let dense = densify(&values, &sparsity, &shape)?;
             // Folded values of computed tensors are their float view.
             let dense = dense.dequantize(ctx.tensor(o).quant.as_ref())?;
             ctx.fold(op, 0, dense)
@@ -157,12 +170,7 @@ pub(crate) fn translate(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
             ctx.g.node("Tile", &[&x, &reps], &[&out], vec![]);
             Ok(())
         }
-        "SELECT" | "SELECT_V2" => {
-            let (c, a, b) = (ctx.input(op, 0)?, ctx.input(op, 1)?, ctx.input(op, 2)?);
-            let out = ctx.output(op, 0)?;
-            ctx.g.node("Where", &[&c, &a, &b], &[&out], vec![]);
-            Ok(())
-        }
+        "SELECT" | "SELECT_V2" => select(ctx, op),
         "ADD_N" => {
             let xs = (0..op.inputs.len()).map(|k| ctx.input(op, k)).collect::<Result<Vec<_>>>()?;
             let out = ctx.output(op, 0)?;
@@ -172,6 +180,26 @@ pub(crate) fn translate(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
         "PACK" => pack(ctx, op),
         _ => Err(ctx.unsupported("no translation for this operator")),
     }
+}
+
+/// `SELECT_V2` broadcasts as ONNX's `Where` does; `SELECT` (v1) takes a
+/// rank-1 condition as one choice per row (along the first axis), so it is
+/// unsqueezed to the inputs' rank.
+fn select(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
+    let cond_rank = ctx.shape(ctx.input_tensor(op, 0)?).len();
+    let rank = ctx.shape(ctx.input_tensor(op, 1)?).len();
+    let (mut c, a, b) = (ctx.input(op, 0)?, ctx.input(op, 1)?, ctx.input(op, 2)?);
+    let out = ctx.output(op, 0)?;
+    if op.name == "SELECT" && cond_rank != rank {
+        if cond_rank != 1 {
+            return Err(ctx.unsupported(&format!("a rank-{cond_rank} condition for rank-{rank} inputs")));
+        }
+        let axes: Vec<i64> = (1..rank as i64).collect();
+        let axes = ctx.g.constant(&format!("{out}_condition_axes"), &Const::i64(vec![axes.len()], axes));
+        c = ctx.g.op("Unsqueeze", &[&c, &axes], &format!("{out}_condition"), vec![]);
+    }
+    ctx.g.node("Where", &[&c, &a, &b], &[&out], vec![]);
+    Ok(())
 }
 
 /// A fused activation as ONNX: applied from `pre` into `out`.
@@ -300,22 +328,29 @@ fn same_padding(input: usize, kernel: usize, stride: usize, dilation: usize) -> 
     (total / 2, total - total / 2)
 }
 
-/// ONNX `pads` for a 2-D window over NHWC input `shape`.
+/// The ONNX padding attribute for a 2-D window over NHWC input `k` of
+/// `op`: explicit `pads`, or `auto_pad` SAME_UPPER (TensorFlow's SAME, the
+/// odd cell at the end) when its height or width is open, so that the
+/// padding follows the size at run time.
 fn pads(
-    shape: &[usize],
+    ctx: &Ctx<'_>,
+    op: &TfOperator<'_>,
     padding: Padding,
     kernel: [usize; 2],
     stride: [usize; 2],
     dilation: [usize; 2],
-) -> Vec<i64> {
-    match padding {
-        Padding::Valid => vec![0; 4],
+) -> Result<tract_onnx::pb::AttributeProto> {
+    let shape = nhwc_shape(ctx, op, 0)?;
+    let open = ctx.open_dims(ctx.input_tensor(op, 0)?);
+    Ok(match padding {
+        Padding::Valid => ints("pads", &[0; 4]),
+        Padding::Same if open[1] || open[2] => string("auto_pad", "SAME_UPPER"),
         Padding::Same => {
             let (t, b) = same_padding(shape[1], kernel[0], stride[0], dilation[0]);
             let (l, r) = same_padding(shape[2], kernel[1], stride[1], dilation[1]);
-            vec![t, l, b, r]
+            ints("pads", &[t, l, b, r])
         }
-    }
+    })
 }
 
 /// Checks a stride, dilation or window size read from the file.
@@ -371,7 +406,7 @@ fn conv(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, depthwise: bool) -> Result<()> {
         (filter.transpose(&[0, 3, 1, 2]), channels / per_group)
     };
     let kernel = [weights.shape[2], weights.shape[3]];
-    let pads = pads(&shape, padding, kernel, stride, dilation);
+    let pads = pads(ctx, op, padding, kernel, stride, dilation)?;
     let w_tensor = ctx.input_tensor(op, 1)?;
     let w_name = format!("{}_oihw", ctx.tensor(w_tensor).name);
     let w = ctx.g.constant(&w_name, &weights);
@@ -386,7 +421,7 @@ fn conv(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, depthwise: bool) -> Result<()> {
         ints("kernel_shape", &[kernel[0] as i64, kernel[1] as i64]),
         ints("strides", &[stride[0] as i64, stride[1] as i64]),
         ints("dilations", &[dilation[0] as i64, dilation[1] as i64]),
-        ints("pads", &pads),
+        pads,
         int("group", group as i64),
     ];
     let y = ctx.g.op(
@@ -413,15 +448,14 @@ fn pool(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, onnx_op: &str) -> Result<()> {
     ];
     let padding = field!(op, o.padding());
     let act = field!(op, o.fused_activation_function());
-    let shape = nhwc_shape(ctx, op, 0)?;
-    let pads = pads(&shape, padding, kernel, stride, [1, 1]);
+    let pads = pads(ctx, op, padding, kernel, stride, [1, 1])?;
     let x = ctx.input(op, 0)?;
     let out = ctx.output(op, 0)?;
     let x = ctx.g.op("Transpose", &[&x], &format!("{out}_nchw_input"), vec![ints("perm", &TO_NCHW)]);
     let mut attrs = vec![
         ints("kernel_shape", &[kernel[0] as i64, kernel[1] as i64]),
         ints("strides", &[stride[0] as i64, stride[1] as i64]),
-        ints("pads", &pads),
+        pads,
     ];
     if onnx_op == "AveragePool" {
         // TensorFlow averages over the window's valid cells only.
@@ -566,6 +600,9 @@ fn squeeze(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
         None => vec![],
     };
     let shape = ctx.shape(ctx.input_tensor(op, 0)?);
+    if dims.is_empty() && ctx.open_dims(ctx.input_tensor(op, 0)?).contains(&true) {
+        return Err(ctx.unsupported("no squeeze_dims on an input with open dimensions"));
+    }
     let axes: Vec<i64> = if dims.is_empty() {
         shape.iter().enumerate().filter(|(_, &d)| d == 1).map(|(i, _)| i as i64).collect()
     } else {
@@ -672,6 +709,12 @@ fn reduce(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, onnx_op: &str) -> Result<()> {
     axes.dedup();
     let x = ctx.input(op, 0)?;
     let out = ctx.output(op, 0)?;
+    if axes.is_empty() {
+        // TFLite reduces over no axis (the input unchanged); ONNX would
+        // reduce over every axis.
+        ctx.g.node("Identity", &[&x], &[&out], vec![]);
+        return Ok(());
+    }
     let keep = int("keepdims", i64::from(keep));
     if onnx_op == "ReduceSum" {
         let a = ctx.g.constant(&format!("{out}_axes"), &Const::i64(vec![axes.len()], axes));
@@ -694,10 +737,14 @@ fn resize(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, bilinear: bool) -> Result<()> 
             None => (false, false),
         }
     };
+    if align_corners && half_pixel {
+        return Err(ctx.unsupported("both align_corners and half_pixel_centers"));
+    }
     let shape = nhwc_shape(ctx, op, 0)?;
+    let open = ctx.open_dims(ctx.input_tensor(op, 0)?);
     let size = ctx.int_constant(op, 1, "size")?;
     let [h, w] = size.as_slice() else { return Err(ctx.unsupported("a size that is not [height, width]")) };
-    let sizes = vec![shape[0] as i64, shape[3] as i64, *h, *w];
+    let (h, w) = (*h, *w);
     let mut attrs = vec![string("mode", if bilinear { "linear" } else { "nearest" })];
     let coordinates = match (align_corners, half_pixel, bilinear) {
         (true, _, _) => "align_corners",
@@ -712,7 +759,19 @@ fn resize(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, bilinear: bool) -> Result<()> 
     let x = ctx.input(op, 0)?;
     let out = ctx.output(op, 0)?;
     let x = ctx.g.op("Transpose", &[&x], &format!("{out}_nchw_input"), vec![ints("perm", &TO_NCHW)]);
-    let sizes = ctx.g.constant(&format!("{out}_sizes"), &Const::i64(vec![4], sizes));
+    let sizes = if open[0] || open[3] {
+        // N or C is open: take them from the input at run time.
+        let dims = ctx.g.op("Shape", &[&x], &format!("{out}_input_shape"), vec![]);
+        let c = |ctx: &mut Ctx<'_>, what: &str, v: Vec<i64>| {
+            ctx.g.constant(&format!("{out}_{what}"), &Const::i64(vec![v.len()], v))
+        };
+        let (from, to, hw) = (c(ctx, "from", vec![0]), c(ctx, "to", vec![2]), c(ctx, "hw", vec![h, w]));
+        let nc = ctx.g.op("Slice", &[&dims, &from, &to], &format!("{out}_nc"), vec![]);
+        ctx.g.op("Concat", &[&nc, &hw], &format!("{out}_sizes"), vec![int("axis", 0)])
+    } else {
+        let sizes = vec![shape[0] as i64, shape[3] as i64, h, w];
+        ctx.g.constant(&format!("{out}_sizes"), &Const::i64(vec![4], sizes))
+    };
     let y = ctx.g.op("Resize", &[&x, "", "", &sizes], &format!("{out}_nchw"), attrs);
     ctx.g.node("Transpose", &[&y], &[&out], vec![ints("perm", &TO_NHWC)]);
     Ok(())
@@ -755,40 +814,45 @@ fn strided_slice(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
     if end.len() != begin.len() || strides.len() != begin.len() || begin.len() > 31 {
         return Err(ctx.unsupported("begin, end and strides of different lengths"));
     }
-    let (mut starts, mut ends, mut squeeze) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut starts, mut ends, mut steps, mut squeeze) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for d in 0..begin.len() {
         let bit = 1i32 << d;
         let s = strides[d];
         if s == 0 {
             return Err(ctx.unsupported("a zero stride"));
         }
-        let start = if begin_mask & bit != 0 {
-            if s > 0 {
-                0
-            } else {
-                i64::MAX
+        if shrink & bit != 0 {
+            // A shrunk axis takes the one element at `begin` (the first under
+            // begin_mask). LiteRT reads none for a negative stride there.
+            if s < 0 {
+                return Err(ctx.unsupported(&format!("shrinking axis {d} with a negative stride")));
             }
-        } else {
-            begin[d]
-        };
-        let stop = if shrink & bit != 0 {
+            let start = if begin_mask & bit != 0 { 0 } else { begin[d] };
+            let stop = match start {
+                -1 => i64::MAX,
+                _ => start
+                    .checked_add(1)
+                    .ok_or_else(|| ctx.unsupported(&format!("begin {start} of axis {d} overflows")))?,
+            };
             squeeze.push(d as i64);
-            if start == -1 {
-                i64::MAX
-            } else {
-                start + 1
-            }
-        } else if end_mask & bit != 0 {
-            if s > 0 {
-                i64::MAX
-            } else {
-                i64::MIN
-            }
-        } else {
-            end[d]
+            starts.push(start);
+            ends.push(stop);
+            steps.push(1);
+            continue;
+        }
+        let start = match (begin_mask & bit != 0, s > 0) {
+            (true, true) => 0,
+            (true, false) => i64::MAX,
+            (false, _) => begin[d],
+        };
+        let stop = match (end_mask & bit != 0, s > 0) {
+            (true, true) => i64::MAX,
+            (true, false) => i64::MIN,
+            (false, _) => end[d],
         };
         starts.push(start);
         ends.push(stop);
+        steps.push(s);
     }
     let n = begin.len();
     let x = ctx.input(op, 0)?;
@@ -799,7 +863,7 @@ fn strided_slice(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
     let starts = c(ctx, "starts", starts);
     let ends = c(ctx, "ends", ends);
     let axes = c(ctx, "axes", (0..n as i64).collect());
-    let steps = c(ctx, "steps", strides);
+    let steps = c(ctx, "steps", steps);
     if squeeze.is_empty() {
         ctx.g.node("Slice", &[&x, &starts, &ends, &axes, &steps], &[&out], vec![]);
     } else {
@@ -816,8 +880,17 @@ fn slice(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
     if size.len() != begin.len() {
         return Err(ctx.unsupported("begin and size of different lengths"));
     }
-    let ends: Vec<i64> =
-        begin.iter().zip(&size).map(|(&b, &s)| if s < 0 { i64::MAX } else { b + s }).collect();
+    // A size of -1 takes the rest of the axis; begin + size must not overflow.
+    let ends = begin
+        .iter()
+        .zip(&size)
+        .enumerate()
+        .map(|(d, (&b, &s))| match s {
+            -1 => Ok(i64::MAX),
+            s if s < 0 || b < 0 => Err(ctx.unsupported(&format!("begin {b} and size {s} on axis {d}"))),
+            s => b.checked_add(s).ok_or_else(|| ctx.unsupported(&format!("begin {b} + size {s} overflows"))),
+        })
+        .collect::<Result<Vec<i64>>>()?;
     let n = begin.len();
     let x = ctx.input(op, 0)?;
     let out = ctx.output(op, 0)?;

@@ -6,12 +6,12 @@
 //! for float kernels: a `DequantizeLinear` (or `Cast`) gives each op float
 //! inputs, and a `QuantizeLinear` (or `Cast`) writes its quantized output.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use prost::Message;
 use tract_onnx::pb::{tensor_proto::DataType, ModelProto};
 
-use crate::constant::{element_count, Const};
+use crate::constant::{element_count, element_size, Const, MAX_FOLDED_TENSOR_BYTES, MAX_FOLDED_TOTAL_BYTES};
 use crate::error::{Error, Result};
 use crate::onnx::{self, GraphBuilder};
 use crate::reader::{self, TfGraph, TfModel, TfOperator, TfTensor};
@@ -27,6 +27,9 @@ const MAX_NESTING: usize = 8;
 /// The most ONNX nodes a translation may hold: inlined branches could
 /// otherwise multiply a hostile file's ops without bound.
 const MAX_NODES: usize = 500_000;
+/// The most inputs and outputs a subgraph may declare: far above any real
+/// model's, and a bound on the interface work a hostile file can ask for.
+const MAX_INTERFACE: usize = 4096;
 
 /// Translates the TFLite model in `bytes` to an ONNX model.
 pub fn translate(bytes: &[u8]) -> Result<ModelProto> {
@@ -76,8 +79,19 @@ pub(crate) struct Ctx<'a> {
     stack: Vec<usize>,
     /// ONNX names of tensors computed so far (or graph inputs).
     names: Vec<Option<String>>,
-    /// Constants folded at translation time, by tensor.
+    /// The subgraph's outputs, each once, in declared order.
+    outputs: Vec<usize>,
+    /// The same, to look up.
+    output_set: HashSet<usize>,
+    /// Values computed at translation time (`DEQUANTIZE`, `DENSIFY`), by
+    /// output tensor: their float view.
     folded: HashMap<usize, Const>,
+    /// Buffers decoded as stored (not dequantized), by tensor; a sparse
+    /// tensor's stored values are never here.
+    decoded: HashMap<usize, Const>,
+    /// Bytes of constants folded so far, against [`MAX_FOLDED_TOTAL_BYTES`]
+    /// (shared with inlined branches).
+    folded_bytes: usize,
     /// Initializers already written for constant tensors (float view).
     materialized: HashMap<usize, String>,
     /// Float views of quantized or fp16 dynamic tensors.
@@ -98,6 +112,16 @@ impl<'a> Ctx<'a> {
         stack: Vec<usize>,
         arguments: Option<Vec<String>>,
     ) -> Result<Ctx<'a>> {
+        if tf.inputs.len() + tf.outputs.len() > MAX_INTERFACE {
+            return Err(Error::Malformed(format!(
+                "subgraph {} declares {} inputs and {} outputs (at most {MAX_INTERFACE} in all)",
+                tf.index,
+                tf.inputs.len(),
+                tf.outputs.len()
+            )));
+        }
+        let mut output_set = HashSet::new();
+        let outputs: Vec<usize> = tf.outputs.iter().copied().filter(|&o| output_set.insert(o)).collect();
         let mut names = vec![None; tf.tensors.len()];
         if let Some(args) = arguments {
             for (&i, name) in tf.inputs.iter().zip(args) {
@@ -123,7 +147,11 @@ impl<'a> Ctx<'a> {
             g,
             stack,
             names,
+            outputs,
+            output_set,
             folded: HashMap::new(),
+            decoded: HashMap::new(),
+            folded_bytes: 0,
             materialized: HashMap::new(),
             float_views: HashMap::new(),
             pending: Vec::new(),
@@ -194,11 +222,12 @@ impl<'a> Ctx<'a> {
         for &i in &tf.inputs {
             inputs.push(self.interface(i, "input")?);
         }
+        let written: HashSet<String> = self.g.nodes.iter().flat_map(|n| n.output.iter().cloned()).collect();
         let mut outputs = Vec::new();
-        for &o in &tf.outputs {
+        for o in self.outputs.clone() {
             // An output that is a constant or an input still needs a node.
             let name = self.name_of(o);
-            let written = self.g.nodes.iter().any(|n| n.output.contains(&name));
+            let written = written.contains(&name);
             if !written {
                 let source = if self.folded.contains_key(&o) || tf.tensors[o].data.is_some() {
                     self.constant_name(o)?
@@ -266,10 +295,12 @@ impl<'a> Ctx<'a> {
         stack.push(graph.index);
         let g = std::mem::take(&mut self.g);
         let mut branch = Ctx::new(model, graph, g, stack, Some(names))?;
+        branch.folded_bytes = self.folded_bytes;
         let result = branch
             .translate_ops()
             .and_then(|()| graph.outputs.iter().map(|&o| branch.float_view(o)).collect::<Result<Vec<_>>>());
         self.g = std::mem::take(&mut branch.g);
+        self.folded_bytes = branch.folded_bytes;
         result
     }
 
@@ -331,30 +362,64 @@ impl<'a> Ctx<'a> {
         self.tf.tensors[i].shape.iter().map(|&d| d as usize).collect()
     }
 
-    /// The raw constant value of tensor `i` (not dequantized), if it is one.
+    /// Which dimensions of tensor `i` are open (-1 in its shape signature):
+    /// TFLite declares them 1, and they take any size at run time.
+    pub fn open_dims(&self, i: usize) -> Vec<bool> {
+        let t = &self.tf.tensors[i];
+        match &t.signature {
+            Some(sig) => sig.iter().map(|&d| d < 0).collect(),
+            None => vec![false; t.shape.len()],
+        }
+    }
+
+    /// The raw constant value of tensor `i` (not dequantized), if it is one;
+    /// a sparse tensor is refused (only `DENSIFY` reads it, through
+    /// [`Ctx::sparse_values`]).
     pub fn raw_constant(&mut self, i: usize) -> Result<Option<Const>> {
         if let Some(c) = self.folded.get(&i) {
             return Ok(Some(c.clone()));
         }
         let t = &self.tf.tensors[i];
+        if t.sparsity.is_some() {
+            return Err(self.unsupported(&format!("sparse tensor '{}' is read without DENSIFY", t.name)));
+        }
+        if let Some(c) = self.decoded.get(&i) {
+            return Ok(Some(c.clone()));
+        }
         let Some(data) = t.data else { return Ok(None) };
-        let shape: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
-        let count = if t.sparsity.is_some() {
-            // A sparse tensor stores fewer values than its shape holds.
-            let size = match t.dtype {
-                TensorType::Float32 | TensorType::Int32 => 4,
-                TensorType::Float16 | TensorType::Int16 => 2,
-                TensorType::Int64 => 8,
-                _ => 1,
-            };
-            data.len() / size
-        } else {
-            element_count(&shape)?
-        };
-        let shape = if t.sparsity.is_some() { vec![count] } else { shape };
+        let shape = self.shape(i);
+        let count = element_count(&shape)?;
         let c = Const::decode(&t.name, t.dtype, shape, data, count)?;
-        self.folded.insert(i, c.clone());
+        self.decoded.insert(i, c.clone());
         Ok(Some(c))
+    }
+
+    /// The values sparse constant `i` stores (fewer than its shape holds),
+    /// as a vector, for `DENSIFY`.
+    pub fn sparse_values(&self, i: usize) -> Result<Option<Const>> {
+        let t = &self.tf.tensors[i];
+        let Some(data) = t.data else { return Ok(None) };
+        let count = data.len() / element_size(&t.name, t.dtype)?;
+        Const::decode(&t.name, t.dtype, vec![count], data, count).map(Some)
+    }
+
+    /// Accounts for a constant of `bytes` folded at translation time,
+    /// refusing one past [`MAX_FOLDED_TENSOR_BYTES`] or a translation whose
+    /// folded constants pass [`MAX_FOLDED_TOTAL_BYTES`].
+    pub fn charge_folded(&mut self, bytes: usize) -> Result<()> {
+        if bytes > MAX_FOLDED_TENSOR_BYTES {
+            return Err(self.unsupported(&format!(
+                "a folded constant of {bytes} bytes (more than {MAX_FOLDED_TENSOR_BYTES})"
+            )));
+        }
+        let total = self.folded_bytes.saturating_add(bytes);
+        if total > MAX_FOLDED_TOTAL_BYTES {
+            return Err(self.unsupported(&format!(
+                "folded constants of {total} bytes in all (more than {MAX_FOLDED_TOTAL_BYTES})"
+            )));
+        }
+        self.folded_bytes = total;
+        Ok(())
     }
 
     /// The value of input `k` of `op` when it is a constant, as float32 if
@@ -366,9 +431,6 @@ impl<'a> Ctx<'a> {
 
     fn float_constant(&mut self, i: usize) -> Result<Option<Const>> {
         let t = &self.tf.tensors[i];
-        if t.sparsity.is_some() && !self.folded.contains_key(&i) {
-            return Err(self.unsupported(&format!("sparse tensor '{}' is read without DENSIFY", t.name)));
-        }
         let Some(c) = self.raw_constant(i)? else { return Ok(None) };
         let needs_float = matches!(c.data, crate::constant::ConstData::F16(_))
             || (t.quant.is_some()
@@ -376,16 +438,12 @@ impl<'a> Ctx<'a> {
                     t.dtype,
                     TensorType::Int8 | TensorType::Uint8 | TensorType::Int16 | TensorType::Int32
                 ));
-        if needs_float && !self.folded_is_float(i) {
+        // A folded value is already the float view.
+        if needs_float && !self.folded.contains_key(&i) {
+            self.charge_folded(c.len().saturating_mul(4))?;
             return Ok(Some(c.dequantize(t.quant.as_ref())?));
         }
         Ok(Some(c))
-    }
-
-    /// Whether the folded value of `i` was computed by a translation
-    /// (already float), rather than read from its buffer.
-    fn folded_is_float(&self, i: usize) -> bool {
-        self.tf.tensors[i].data.is_none()
     }
 
     /// The integer values of constant input `k` (axes, shapes, paddings).
@@ -399,6 +457,7 @@ impl<'a> Ctx<'a> {
     /// Records that output `k` of `op` is the constant `value`.
     pub fn fold(&mut self, op: &TfOperator<'_>, k: usize, value: Const) -> Result<()> {
         let o = *op.outputs.get(k).ok_or_else(|| self.unsupported(&format!("output {k} is missing")))?;
+        self.charge_folded(value.byte_len())?;
         self.folded.insert(o, value);
         Ok(())
     }
@@ -465,7 +524,7 @@ impl<'a> Ctx<'a> {
         let t = &self.tf.tensors[i];
         let base = if t.name.is_empty() { format!("const_{i}") } else { t.name.clone() };
         // An interface tensor keeps its reserved name.
-        let name = if self.tf.outputs.contains(&i) { format!("{base}_value") } else { base };
+        let name = if self.output_set.contains(&i) { format!("{base}_value") } else { base };
         let name = self.g.constant(&name, &value);
         self.materialized.insert(i, name.clone());
         Ok(name)

@@ -586,3 +586,472 @@ proptest! {
         prop_assert!(tandem_tflite::translate(&tflite[..cut]).is_err() || cut > tflite.len() / 2);
     }
 }
+
+/// Writes `tflite` and its float inputs under `$TANDEM_TFLITE_DUMP` when
+/// set, to check the expected values below against LiteRT.
+fn dump(name: &str, tflite: &[u8], inputs: &[(&[usize], &[f32])]) {
+    let Some(dir) = std::env::var_os("TANDEM_TFLITE_DUMP") else { return };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("dump directory");
+    std::fs::write(dir.join(format!("{name}.tflite")), tflite).expect("dump");
+    let inputs: Vec<String> =
+        inputs.iter().map(|(s, v)| format!("{{\"shape\":{s:?},\"values\":{v:?}}}")).collect();
+    std::fs::write(dir.join(format!("{name}.json")), format!("[{}]", inputs.join(","))).expect("dump");
+}
+
+/// Translates `tflite`, runs it on float `inputs` (their shapes bound
+/// before optimizing, as Tandem binds a model's input shapes) and compares
+/// output 0.
+fn check(name: &str, tflite: &[u8], inputs: &[(&[usize], &[f32])], expected: &[f32]) -> TractResult<()> {
+    dump(name, tflite, inputs);
+    let mut model = tract_onnx::onnx().model_for_proto_model(&tandem_tflite::translate(tflite)?)?;
+    for (k, (shape, _)) in inputs.iter().enumerate() {
+        model.set_input_fact(k, f32::fact(*shape).into())?;
+    }
+    let model = model.into_optimized()?.into_runnable()?;
+    let tensors = inputs
+        .iter()
+        .map(|(s, v)| Ok(tensor1(v).into_shape(s)?.into()))
+        .collect::<TractResult<TVec<TValue>>>()?;
+    let out = model.run(tensors)?;
+    assert_close(&out[0].clone().into_tensor(), expected);
+    Ok(())
+}
+
+/// The translation's refusal, which must name `op`.
+fn refusal(tflite: &[u8], op: &str) -> String {
+    let err = tandem_tflite::translate(tflite).expect_err("refused").to_string();
+    assert!(err.contains(op), "{err}");
+    err
+}
+
+fn i64s(m: &mut TinyModel, name: &str, values: &[i64]) -> i32 {
+    let shape = [values.len() as i32];
+    m.tensor(name, &shape, TensorType::Int64, Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()))
+}
+
+/// A float tensor whose dimensions marked -1 in `signature` are open
+/// (TFLite declares them 1).
+fn open_tensor(m: &mut TinyModel, name: &str, signature: &[i32]) -> i32 {
+    let shape: Vec<i32> = signature.iter().map(|&d| d.max(1)).collect();
+    let t = m.tensor(name, &shape, TensorType::Float32, None);
+    m.tensors[t as usize].shape_signature = Some(signature.to_vec());
+    t
+}
+
+fn strided_slice_model(
+    input: &[i32],
+    output: &[i32],
+    [begin, end, strides]: [&[i32]; 3],
+    options: tandem_tflite_schema::tflite::StridedSliceOptions,
+) -> Vec<u8> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", input, TensorType::Float32, None);
+    let b = m.i32s("begin", begin);
+    let e = m.i32s("end", end);
+    let s = m.i32s("strides", strides);
+    let y = m.tensor("y", output, TensorType::Float32, None);
+    let options = BuiltinOptions::StridedSliceOptions(Box::new(options));
+    m.op(BuiltinOperator::StridedSlice, None, &[x, b, e, s], &[y], Some(options));
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn strided_slice_shrinking_with_a_negative_stride_is_refused_not_a_panic() {
+    use tandem_tflite_schema::tflite::StridedSliceOptions;
+    // x[:, last] with begin_mask and a stride of -1 on the shrunk axis: the
+    // translation computed i64::MAX + 1 (a panic in debug builds). LiteRT
+    // 1.x reads no element there ([0, 0] for [[0, 1, 2], [3, 4, 5]]), so it
+    // is refused.
+    let options = StridedSliceOptions { begin_mask: 0b10, shrink_axis_mask: 0b10, ..Default::default() };
+    let tflite = strided_slice_model(&[2, 3], &[2], [&[0, 0], &[2, 0], &[1, -1]], options);
+    dump("strided_slice_shrink_masked", &tflite, &[(&[2, 3], &[0., 1., 2., 3., 4., 5.])]);
+    refusal(&tflite, "STRIDED_SLICE");
+    // A begin of i64::MAX on a shrunk axis: its end overflows.
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[4], TensorType::Float32, None);
+    let b = i64s(&mut m, "begin", &[i64::MAX]);
+    let e = i64s(&mut m, "end", &[0]);
+    let s = i64s(&mut m, "strides", &[1]);
+    let y = m.tensor("y", &[], TensorType::Float32, None);
+    let options = StridedSliceOptions { shrink_axis_mask: 1, ..Default::default() };
+    let options = BuiltinOptions::StridedSliceOptions(Box::new(options));
+    m.op(BuiltinOperator::StridedSlice, None, &[x, b, e, s], &[y], Some(options));
+    refusal(&m.finish(&[x], &[y]), "STRIDED_SLICE");
+}
+
+#[test]
+fn strided_slice_honours_begin_end_and_shrink_masks() -> TractResult<()> {
+    use tandem_tflite_schema::tflite::StridedSliceOptions;
+    let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    // x[1:, ::-2, 1] on [2, 3, 4]: begin_mask and end_mask on axis 1 (negative
+    // stride), begin 1 on axis 0, end ignored by end_mask on axis 0, axis 2
+    // shrunk at 1.
+    let options = StridedSliceOptions {
+        begin_mask: 0b010,
+        end_mask: 0b011,
+        shrink_axis_mask: 0b100,
+        ..Default::default()
+    };
+    let tflite = strided_slice_model(&[2, 3, 4], &[1, 2], [&[1, 0, 1], &[0, 0, 2], &[1, -2, 1]], options);
+    // Rows 2 and 0 of the second block, column 1: 12 + 4·2 + 1, 12 + 1
+    // (LiteRT 1.x agrees, as on every check below).
+    check("strided_slice_masks", &tflite, &[(&[2, 3, 4], &x)], &[21., 13.])?;
+    // A negative begin and end, stride 2: x[0, -3:-1:2, :] → row 0 only.
+    let options = StridedSliceOptions { shrink_axis_mask: 0b001, ..Default::default() };
+    let tflite = strided_slice_model(&[2, 3, 4], &[1, 4], [&[0, -3, 0], &[1, -1, 4], &[1, 2, 1]], options);
+    check("strided_slice_negative", &tflite, &[(&[2, 3, 4], &x)], &[0., 1., 2., 3.])
+}
+
+#[test]
+fn strided_slice_ellipsis_and_new_axis_are_refused_by_name() {
+    use tandem_tflite_schema::tflite::StridedSliceOptions;
+    for options in [
+        StridedSliceOptions { ellipsis_mask: 1, ..Default::default() },
+        StridedSliceOptions { new_axis_mask: 1, ..Default::default() },
+    ] {
+        let tflite = strided_slice_model(&[2, 3], &[2, 3], [&[0, 0], &[2, 3], &[1, 1]], options);
+        refusal(&tflite, "STRIDED_SLICE");
+    }
+}
+
+#[test]
+fn slice_whose_end_overflows_is_refused_not_a_panic() {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[4], TensorType::Float32, None);
+    let b = i64s(&mut m, "begin", &[i64::MAX - 1]);
+    let s = i64s(&mut m, "size", &[2]);
+    let y = m.tensor("y", &[2], TensorType::Float32, None);
+    m.op(BuiltinOperator::Slice, None, &[x, b, s], &[y], None);
+    refusal(&m.finish(&[x], &[y]), "SLICE");
+}
+
+/// A sparse float constant of `shape` storing `values` in CSR over its
+/// last axis (`segments`, `indices`), and a DENSIFY of it into "dense".
+fn sparse_model(
+    m: &mut TinyModel,
+    shape: &[i32],
+    values: &[f32],
+    segments: &[i32],
+    indices: &[i32],
+) -> (i32, i32) {
+    use tandem_tflite_schema::tflite::{
+        DimensionMetadata, DimensionType, Int32Vector, SparseIndexVector, SparsityParameters,
+    };
+    let s = m.f32s("sparse", shape, values);
+    let int32s =
+        |v: &[i32]| SparseIndexVector::Int32Vector(Box::new(Int32Vector { values: Some(v.to_vec()) }));
+    m.tensors[s as usize].sparsity = Some(Box::new(SparsityParameters {
+        traversal_order: Some(vec![0, 1]),
+        block_map: Some(vec![]),
+        dim_metadata: Some(vec![
+            DimensionMetadata { format: DimensionType::Dense, dense_size: shape[0], ..Default::default() },
+            DimensionMetadata {
+                format: DimensionType::SparseCsr,
+                array_segments: Some(int32s(segments)),
+                array_indices: Some(int32s(indices)),
+                ..Default::default()
+            },
+        ]),
+    }));
+    let d = m.tensor("dense", shape, TensorType::Float32, None);
+    m.op(BuiltinOperator::Densify, None, &[s], &[d], None);
+    (s, d)
+}
+
+#[test]
+fn a_dense_form_far_larger_than_its_stored_values_is_refused() {
+    // Two stored values densified to 2^24 float32 (64 MiB): refused before
+    // anything is allocated.
+    let mut m = TinyModel::new();
+    let (_, d) = sparse_model(&mut m, &[1, 1 << 24], &[1., 2.], &[0, 2], &[0, 5]);
+    let x = m.tensor("x", &[1, 1 << 24], TensorType::Float32, None);
+    let y = m.tensor("y", &[1, 1 << 24], TensorType::Float32, None);
+    m.op(BuiltinOperator::Add, None, &[x, d], &[y], None);
+    let err = refusal(&m.finish(&[x], &[y]), "DENSIFY");
+    assert!(err.contains("dense form"), "{err}");
+}
+
+#[test]
+fn a_sparse_tensor_read_without_densify_is_refused_even_after_a_densify() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    // [[0, 7, 0], [5, 0, 6]].
+    let (s, d) = sparse_model(&mut m, &[2, 3], &[7., 5., 6.], &[0, 1, 3], &[1, 0, 2]);
+    let x = m.tensor("x", &[2, 3], TensorType::Float32, None);
+    let y = m.tensor("y", &[2, 3], TensorType::Float32, None);
+    m.op(BuiltinOperator::Add, None, &[x, d], &[y], None);
+    let z = m.tensor("z", &[2, 3], TensorType::Float32, None);
+    m.op(BuiltinOperator::Add, None, &[y, s], &[z], None);
+    let err = refusal(&m.finish(&[x], &[z]), "ADD");
+    assert!(err.contains("without DENSIFY"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn densify_feeds_the_dense_weights() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let (_, d) = sparse_model(&mut m, &[2, 3], &[7., 5., 6.], &[0, 1, 3], &[1, 0, 2]);
+    let x = m.tensor("x", &[2, 3], TensorType::Float32, None);
+    let y = m.tensor("y", &[2, 3], TensorType::Float32, None);
+    m.op(BuiltinOperator::Add, None, &[x, d], &[y], None);
+    let x_values = [1f32, 1., 1., 1., 1., 1.];
+    check("densify", &m.finish(&[x], &[y]), &[(&[2, 3], &x_values)], &[1., 8., 1., 6., 1., 7.])
+}
+
+#[test]
+fn outputs_listed_twice_are_one_output_and_too_many_are_refused() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[2], TensorType::Float32, None);
+    let y = m.tensor("y", &[2], TensorType::Float32, None);
+    m.op(BuiltinOperator::Relu, None, &[x], &[y], None);
+    let proto = tandem_tflite::translate(&m.finish(&[x], &[y, y]))?;
+    let names: Vec<&str> =
+        proto.graph.as_ref().map(|g| g.output.iter().map(|o| o.name.as_str()).collect()).unwrap_or_default();
+    assert_eq!(names, ["y"]);
+
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[2], TensorType::Float32, None);
+    let y = m.tensor("y", &[2], TensorType::Float32, None);
+    m.op(BuiltinOperator::Relu, None, &[x], &[y], None);
+    let err = tandem_tflite::translate(&m.finish(&[x], &vec![y; 5000])).expect_err("refused").to_string();
+    assert!(err.contains("outputs"), "{err}");
+    Ok(())
+}
+
+fn max_pool_same(m: &mut TinyModel, x: i32, y: i32, kernel: [i32; 2], stride: [i32; 2]) {
+    let options = tandem_tflite_schema::tflite::Pool2DOptions {
+        padding: Padding::Same,
+        stride_h: stride[0],
+        stride_w: stride[1],
+        filter_height: kernel[0],
+        filter_width: kernel[1],
+        fused_activation_function: ActivationFunctionType::None,
+    };
+    m.op(
+        BuiltinOperator::MaxPool2d,
+        None,
+        &[x],
+        &[y],
+        Some(BuiltinOptions::Pool2DOptions(Box::new(options))),
+    );
+}
+
+#[test]
+fn same_padding_follows_an_open_height_at_run_time() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let x = open_tensor(&mut m, "x", &[1, -1, 1, 1]);
+    let y = open_tensor(&mut m, "y", &[1, -1, 1, 1]);
+    max_pool_same(&mut m, x, y, [3, 1], [2, 1]);
+    let tflite = m.finish(&[x], &[y]);
+    // Height 6: SAME pads 0 rows before and 1 after (the declared height 1
+    // would pad 1 and 1): windows [0, 2], [2, 4], [4, 5].
+    let x: Vec<f32> = vec![0., 1., 2., 3., 4., 5.];
+    // LiteRT 1.x gives [2, 4, 5].
+    check("max_pool_open_height", &tflite, &[(&[1, 6, 1, 1], &x)], &[2., 4., 5.])
+}
+
+fn resize_nearest_model(
+    input: &[i32],
+    output: &[i32],
+    size: [i32; 2],
+    align_corners: bool,
+    half_pixel_centers: bool,
+) -> Vec<u8> {
+    use tandem_tflite_schema::tflite::ResizeNearestNeighborOptions;
+    let mut m = TinyModel::new();
+    let x = open_tensor(&mut m, "x", input);
+    let s = m.i32s("size", &size);
+    let y = open_tensor(&mut m, "y", output);
+    let options = ResizeNearestNeighborOptions { align_corners, half_pixel_centers };
+    let options = BuiltinOptions::ResizeNearestNeighborOptions(Box::new(options));
+    m.op(BuiltinOperator::ResizeNearestNeighbor, None, &[x, s], &[y], Some(options));
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn resize_nearest_takes_an_open_batch_from_the_input() -> TractResult<()> {
+    let tflite = resize_nearest_model(&[-1, 2, 2, 1], &[-1, 4, 4, 1], [4, 4], false, false);
+    let x = [1f32, 2., 3., 4., 5., 6., 7., 8.];
+    // out[y][x] = in[y / 2][x / 2] per image, for two images.
+    let mut expected = Vec::new();
+    for image in 0..2 {
+        for r in 0..4 {
+            for c in 0..4 {
+                expected.push(x[image * 4 + (r / 2) * 2 + c / 2]);
+            }
+        }
+    }
+    check("resize_nearest_open_batch", &tflite, &[(&[2, 2, 2, 1], &x)], &expected)
+}
+
+#[test]
+fn resize_nearest_honours_align_corners_and_half_pixel_centers() -> TractResult<()> {
+    let x: Vec<f32> = (0..3).map(|v| v as f32).collect();
+    // 1 × 3 → 1 × 5 along the width; LiteRT 1.x gives these values.
+    for (align, half, expected) in [
+        (false, false, [0f32, 0., 1., 1., 2.]),
+        (true, false, [0., 1., 1., 2., 2.]),
+        (false, true, [0., 0., 1., 2., 2.]),
+    ] {
+        let tflite = resize_nearest_model(&[1, 1, 3, 1], &[1, 1, 5, 1], [1, 5], align, half);
+        check(&format!("resize_nearest_{align}_{half}"), &tflite, &[(&[1, 1, 3, 1], &x)], &expected)?;
+    }
+    let tflite = resize_nearest_model(&[1, 1, 3, 1], &[1, 1, 5, 1], [1, 5], true, true);
+    refusal(&tflite, "RESIZE_NEAREST_NEIGHBOR");
+    Ok(())
+}
+
+fn squeeze_model(input: &[i32], output: &[i32], dims: Option<Vec<i32>>) -> Vec<u8> {
+    let mut m = TinyModel::new();
+    let x = open_tensor(&mut m, "x", input);
+    let y = open_tensor(&mut m, "y", output);
+    let options = tandem_tflite_schema::tflite::SqueezeOptions { squeeze_dims: dims };
+    m.op(BuiltinOperator::Squeeze, None, &[x], &[y], Some(BuiltinOptions::SqueezeOptions(Box::new(options))));
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn squeeze_removes_the_named_or_unit_dimensions_and_refuses_open_ones() -> TractResult<()> {
+    let x = [1f32, 2., 3.];
+    check("squeeze_all", &squeeze_model(&[1, 3, 1], &[3], None), &[(&[1, 3, 1], &x)], &x)?;
+    let tflite = squeeze_model(&[1, 3, 1], &[1, 3], Some(vec![-1]));
+    let out = run(&tflite, tensor1(&x).into_shape(&[1, 3, 1])?)?;
+    assert_eq!(out[0].shape(), [1, 3]);
+    // No axes and an open batch: which dimensions go depends on the run.
+    let err = refusal(&squeeze_model(&[-1, 3, 1], &[3], None), "SQUEEZE");
+    assert!(err.contains("open"), "{err}");
+    Ok(())
+}
+
+fn unary_model(code: BuiltinOperator, shape: &[i32], options: Option<BuiltinOptions>) -> Vec<u8> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", shape, TensorType::Float32, None);
+    let y = m.tensor("y", shape, TensorType::Float32, None);
+    m.op(code, None, &[x], &[y], options);
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn leaky_relu_without_options_has_alpha_zero() -> TractResult<()> {
+    let tflite = unary_model(BuiltinOperator::LeakyRelu, &[3], None);
+    // LiteRT 1.x gives [0, 0, 3] (its options default alpha to 0).
+    check("leaky_relu_no_options", &tflite, &[(&[3], &[-2., 0., 3.])], &[0., 0., 3.])?;
+    let options =
+        BuiltinOptions::LeakyReluOptions(Box::new(tandem_tflite_schema::tflite::LeakyReluOptions {
+            alpha: 0.5,
+        }));
+    let tflite = unary_model(BuiltinOperator::LeakyRelu, &[3], Some(options));
+    check("leaky_relu_half", &tflite, &[(&[3], &[-2., 0., 3.])], &[-1., 0., 3.])
+}
+
+fn reduce_model(
+    code: BuiltinOperator,
+    input: &[i32],
+    axes: &[i32],
+    output: &[i32],
+    keep_dims: bool,
+) -> Vec<u8> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", input, TensorType::Float32, None);
+    let a = m.i32s("axes", axes);
+    let y = m.tensor("y", output, TensorType::Float32, None);
+    let options = tandem_tflite_schema::tflite::ReducerOptions { keep_dims };
+    m.op(code, None, &[x, a], &[y], Some(BuiltinOptions::ReducerOptions(Box::new(options))));
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn reductions_over_no_axis_leave_the_input_and_keep_dims_is_honoured() -> TractResult<()> {
+    let x = [1f32, 2., 3., 4., 5., 6.];
+    for code in [BuiltinOperator::Mean, BuiltinOperator::Sum, BuiltinOperator::ReduceMax] {
+        let tflite = reduce_model(code, &[2, 3], &[], &[2, 3], false);
+        // LiteRT 1.x returns the input unchanged.
+        check("reduce_no_axis", &tflite, &[(&[2, 3], &x)], &x)?;
+    }
+    let tflite = reduce_model(BuiltinOperator::Sum, &[2, 3], &[-1], &[2, 1], true);
+    let out = run(&tflite, tensor1(&x).into_shape(&[2, 3])?)?;
+    assert_eq!(out[0].shape(), [2, 1]);
+    assert_close(&out[0], &[6., 15.]);
+    let tflite = reduce_model(BuiltinOperator::Mean, &[2, 3], &[0], &[3], false);
+    let out = run(&tflite, tensor1(&x).into_shape(&[2, 3])?)?;
+    assert_eq!(out[0].shape(), [3]);
+    assert_close(&out[0], &[2.5, 3.5, 4.5]);
+    Ok(())
+}
+
+#[test]
+fn select_v1_with_a_rank_1_condition_picks_rows() -> TractResult<()> {
+    let mut m = TinyModel::new();
+    let c = m.tensor("c", &[2], TensorType::Bool, Some(vec![1, 0]));
+    let a = m.tensor("a", &[2, 3], TensorType::Float32, None);
+    let b = m.tensor("b", &[2, 3], TensorType::Float32, None);
+    let y = m.tensor("y", &[2, 3], TensorType::Float32, None);
+    m.op(BuiltinOperator::Select, None, &[c, a, b], &[y], None);
+    let tflite = m.finish(&[a, b], &[y]);
+    let (av, bv) = ([1f32, 2., 3., 4., 5., 6.], [-1f32, -2., -3., -4., -5., -6.]);
+    // Row 0 from a, row 1 from b (LiteRT 1.x agrees).
+    check("select_rows", &tflite, &[(&[2, 3], &av), (&[2, 3], &bv)], &[1., 2., 3., -4., -5., -6.])
+}
+
+fn pad_model(code: BuiltinOperator, paddings: &[i32], options: Option<BuiltinOptions>) -> Vec<u8> {
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[2, 3], TensorType::Float32, None);
+    let p = m.tensor(
+        "paddings",
+        &[2, 2],
+        TensorType::Int32,
+        Some(paddings.iter().flat_map(|v| v.to_le_bytes()).collect()),
+    );
+    let shape = [2 + paddings[0] + paddings[1], 3 + paddings[2] + paddings[3]];
+    let y = m.tensor("y", &shape, TensorType::Float32, None);
+    m.op(code, None, &[x, p], &[y], options);
+    m.finish(&[x], &[y])
+}
+
+#[test]
+fn pad_and_mirror_pad_match_tflite() -> TractResult<()> {
+    use tandem_tflite_schema::tflite::{MirrorPadMode, MirrorPadOptions};
+    let x = [1f32, 2., 3., 4., 5., 6.];
+    // [[1, 2, 3], [4, 5, 6]] padded by one row before, two columns after.
+    let tflite = pad_model(BuiltinOperator::Pad, &[1, 0, 0, 2], None);
+    #[rustfmt::skip]
+    let expected = [0., 0., 0., 0., 0., 1., 2., 3., 0., 0., 4., 5., 6., 0., 0.];
+    check("pad", &tflite, &[(&[2, 3], &x)], &expected)?;
+    let reflect = |mode| Some(BuiltinOptions::MirrorPadOptions(Box::new(MirrorPadOptions { mode })));
+    let tflite = pad_model(BuiltinOperator::MirrorPad, &[1, 0, 1, 1], reflect(MirrorPadMode::Reflect));
+    // REFLECT leaves the edge out: row 1 above, columns 1 and 1 beside.
+    #[rustfmt::skip]
+    let expected = [5., 4., 5., 6., 5., 2., 1., 2., 3., 2., 5., 4., 5., 6., 5.];
+    check("mirror_pad_reflect", &tflite, &[(&[2, 3], &x)], &expected)?;
+    let tflite = pad_model(BuiltinOperator::MirrorPad, &[1, 0, 1, 1], reflect(MirrorPadMode::Symmetric));
+    refusal(&tflite, "MIRROR_PAD");
+    Ok(())
+}
+
+#[test]
+fn fully_connected_keeps_its_leading_dimensions() -> TractResult<()> {
+    use tandem_tflite_schema::tflite::FullyConnectedOptions;
+    let mut m = TinyModel::new();
+    let x = m.tensor("x", &[2, 2, 3], TensorType::Float32, None);
+    let w = m.f32s("w", &[2, 3], &[1., 0., 1., 0., 1., -1.]);
+    let y = m.tensor("y", &[2, 2, 2], TensorType::Float32, None);
+    let options = FullyConnectedOptions { keep_num_dims: true, ..Default::default() };
+    m.op(
+        BuiltinOperator::FullyConnected,
+        None,
+        &[x, w],
+        &[y],
+        Some(BuiltinOptions::FullyConnectedOptions(Box::new(options))),
+    );
+    let tflite = m.finish(&[x], &[y]);
+    let xv: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let out = run(&tflite, tensor1(&xv).into_shape(&[2, 2, 3])?)?;
+    assert_eq!(out[0].shape(), [2, 2, 2]);
+    // Each row r: [r0 + r2, r1 - r2].
+    check(
+        "fully_connected_keep_num_dims",
+        &tflite,
+        &[(&[2, 2, 3], &xv)],
+        &[2., -1., 8., -1., 14., -1., 20., -1.],
+    )
+}
