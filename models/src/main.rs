@@ -138,14 +138,51 @@ fn main() -> Result<std::process::ExitCode> {
 
 /// `tandem-models import`: translates `input` and writes the ONNX bytes.
 fn import(input: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
+    let output = output.unwrap_or_else(|| input.with_extension("onnx"));
+    if same_file(input, &output) {
+        anyhow::bail!(
+            "the output {} is the input: name another (`tandem-models import IN OUT`)",
+            output.display()
+        );
+    }
     let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
     if !tandem_tflite::is_tflite(&bytes) {
         anyhow::bail!("{} is not a TFLite model (no TFL3 identifier)", input.display());
     }
     let onnx = tandem_tflite::translate_to_bytes(&bytes)
         .with_context(|| format!("translating {}", input.display()))?;
-    let output = output.unwrap_or_else(|| input.with_extension("onnx"));
     write_atomic(&output, &onnx)?;
     println!("{}", output.display());
     Ok(())
+}
+
+/// Whether `a` and `b` name one file (through links and `..`), or the same
+/// path when neither can be resolved.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn import_refuses_to_overwrite_its_input() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("tandem-models-import-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        // A TFLite file named `.onnx`: the default output is the input.
+        let input = dir.join("model.onnx");
+        let bytes = b"\x1c\0\0\0TFL3 not a whole model".to_vec();
+        std::fs::write(&input, &bytes)?;
+        let err = import(&input, None).expect_err("refused");
+        assert!(format!("{err:#}").contains("is the input"), "{err:#}");
+        let err = import(&input, Some(dir.join(".").join("model.onnx"))).expect_err("refused");
+        assert!(format!("{err:#}").contains("is the input"), "{err:#}");
+        assert_eq!(std::fs::read(&input)?, bytes, "the input is untouched");
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
 }
