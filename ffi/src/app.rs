@@ -7,6 +7,7 @@
 //! [`AppSession`]: pointers and Java objects in, its errors out.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tandem::client::{ModelFile, Placement, Session, SessionConfig};
@@ -127,6 +128,12 @@ pub fn dims(raw: &[i64]) -> Result<Vec<usize>, AppError> {
 /// feed or run (or [`AppSession::open`]) with them.
 pub struct AppSession {
     model_path: PathBuf,
+    /// The model's ONNX bytes, read (a TFLite file translated) once, in
+    /// [`AppSession::new`]: the open reuses them rather than translate again.
+    onnx: Arc<Vec<u8>>,
+    /// The model as loaded in [`AppSession::new`] without input shapes,
+    /// taken by the open when none was set (`None`: it has symbolic inputs).
+    loaded: Option<Model>,
     /// The handheld's `host:port`; `None`: the watch alone.
     connect: Option<String>,
     shapes: InputShapes,
@@ -149,12 +156,16 @@ impl AppSession {
     /// `connect` (`None`: everything runs on the wearable). Checks the file
     /// now; a symbolic input only needs its shape set before the first feed.
     pub fn new(model_path: PathBuf, connect: Option<String>) -> Result<AppSession, AppError> {
-        match Model::from_path(&model_path, &InputShapes::none()) {
-            Ok(_) | Err(Error::SymbolicInput { .. }) => {}
+        let onnx = tandem::model::onnx_bytes_of(&model_path)?;
+        let loaded = match Model::from_path_bytes(&model_path, &onnx, &InputShapes::none()) {
+            Ok(model) => Some(model),
+            Err(Error::SymbolicInput { .. }) => None,
             Err(e) => return Err(e.into()),
-        }
+        };
         Ok(AppSession {
             model_path,
+            onnx: Arc::new(onnx),
+            loaded,
             connect,
             shapes: InputShapes::none(),
             hint: None,
@@ -262,7 +273,12 @@ impl AppSession {
     /// The session, opened on first use with the shapes and settings so far.
     pub fn open(&mut self) -> Result<&mut Session, AppError> {
         if self.session.is_none() {
-            let model = ModelFile::load(&self.model_path, &self.shapes)?;
+            // The bytes read in `new`: a TFLite file is not translated again.
+            let model = match self.loaded.take() {
+                Some(model) if self.shapes.is_empty() => model,
+                _ => Model::from_path_bytes(&self.model_path, &self.onnx, &self.shapes)?,
+            };
+            let model = ModelFile { bytes: Arc::clone(&self.onnx), model };
             let mut config = SessionConfig::watch_and_phone()?;
             config.engine = self.engine;
             config.require_handheld = self.require_handheld;
@@ -337,6 +353,53 @@ fn check_wait(what: &'static str, secs: f64) -> Result<(), AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TFLite file is translated once per session, in `new`: the open
+    /// reuses the bytes. The translation cache is swapped between the two to
+    /// tell: a second translation would read the other model. The cache's
+    /// directory is the environment's (`TANDEM_CACHE_DIR`), so this runs in a
+    /// child process of its own (this test again, with it set).
+    #[test]
+    fn a_tflite_file_is_translated_once_per_session() {
+        const NAME: &str = "app::tests::a_tflite_file_is_translated_once_per_session";
+        if let Some(dir) = std::env::var_os("TANDEM_TEST_TRANSLATE_ONCE") {
+            translated_once_in(&PathBuf::from(dir));
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("tandem-ffi-translate-once-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let out = std::process::Command::new(std::env::current_exe().expect("test exe"))
+            .args([NAME, "--exact", "--nocapture"])
+            .env("TANDEM_TEST_TRANSLATE_ONCE", &dir)
+            .env("TANDEM_CACHE_DIR", &dir)
+            .output()
+            .expect("the test runs");
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The child's half of the test above: `dir` is the translation cache.
+    fn translated_once_in(dir: &std::path::Path) {
+        // Not a whole TFLite model: only its cached "translation" loads.
+        let tflite = b"\x1c\0\0\0TFL3 not a whole model";
+        let path = dir.join("model.tflite");
+        std::fs::write(&path, tflite).expect("tflite");
+        let digest: String =
+            tandem::protocol::model_digest(tflite).iter().map(|b| format!("{b:02x}")).collect();
+        // tandem_tflite::cache::entry_path, translator version 2.
+        let entry = dir.join(format!("tflite-{digest}-v2.onnx"));
+        let (mlp, diamond) = (tandem_models::tiny::tiny_mlp_onnx(), tandem_models::tiny::tiny_diamond_onnx());
+        std::fs::write(&entry, &mlp).expect("cache entry");
+        let mut app =
+            AppSession::new(path, None).expect("the cached translation loads (is the entry's name current?)");
+        std::fs::write(&entry, &diamond).expect("cache entry");
+        let session = app.open().expect("opens");
+        let g = session.model().graph();
+        assert_eq!(g.tensor(g.inputs()[0]).shape, vec![1, 4], "the MLP, translated once; not the diamond");
+    }
 
     #[test]
     fn settings_are_parsed_with_their_reasons() {

@@ -9,8 +9,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Runs an ONNX model on the watch, split with a paired handheld when that pays, with the shape of
- * LiteRT's {@code org.tensorflow.lite.Interpreter}.
+ * Runs an ONNX or TFLite model on the watch, split with a paired handheld when that pays, with
+ * the shape of LiteRT's {@code org.tensorflow.lite.Interpreter}.
  *
  * <pre>{@code
  * Interpreter.Options options = new Interpreter.Options()
@@ -31,6 +31,13 @@ import java.util.Map;
  * An input buffer is read from its position without moving it; an output buffer is written at
  * its position, which advances.
  *
+ * <p>A {@code .tflite} file (recognized by its content, whatever its name) is translated to ONNX
+ * when opened, and the translation cached by the digest of its bytes, so that later opens load
+ * it without translating: the cache is {@code TANDEM_CACHE_DIR}, else {@code $XDG_CACHE_HOME/tandem}, else
+ * {@code ~/.cache/tandem} (environment variables of the process). Without a writable one, each
+ * open translates again. An op the translator cannot translate is refused by name ({@link
+ * TandemException}).
+ *
  * <p>The session opens in the constructor: it loads the model and, with a handheld set,
  * connects (encrypted with the handheld paired in the keystore) and waits for it to be ready;
  * without one ready, frames run on the watch and {@link FrameReport#getLocalReason()} says why.
@@ -46,7 +53,7 @@ public final class Interpreter implements AutoCloseable {
   /**
    * Opens the model at {@code model} on the watch alone.
    *
-   * @param model an ONNX model file
+   * @param model an ONNX or TFLite model file
    * @throws IllegalArgumentException if {@code model} is null
    * @throws TandemException if the model cannot be read or loaded
    */
@@ -57,7 +64,7 @@ public final class Interpreter implements AutoCloseable {
   /**
    * Opens the model at {@code model} with {@code options}.
    *
-   * @param model an ONNX model file
+   * @param model an ONNX or TFLite model file
    * @param options the handheld, keystore, link, latency hint and placement
    * @throws IllegalArgumentException if {@code model} or {@code options} is null, or an option
    *     is invalid (an unknown placement or link)
