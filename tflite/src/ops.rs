@@ -323,8 +323,10 @@ fn softmax(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
 fn same_padding(input: usize, kernel: usize, stride: usize, dilation: usize) -> (i64, i64) {
     let stride = stride.max(1);
     let out = input.div_ceil(stride);
-    let effective = (kernel.saturating_sub(1)) * dilation.max(1) + 1;
-    let total = ((out.saturating_sub(1)) * stride + effective).saturating_sub(input) as i64;
+    // Saturating: kernel, stride and dilation come from the file.
+    let effective = kernel.saturating_sub(1).saturating_mul(dilation.max(1)).saturating_add(1);
+    let span = out.saturating_sub(1).saturating_mul(stride).saturating_add(effective);
+    let total = i64::try_from(span.saturating_sub(input)).unwrap_or(i64::MAX);
     (total / 2, total - total / 2)
 }
 
@@ -671,6 +673,10 @@ fn pad(ctx: &mut Ctx<'_>, op: &TfOperator<'_>) -> Result<()> {
     if paddings.len() != rank * 2 || rank != ctx.shape(ctx.input_tensor(op, 0)?).len() {
         return Err(ctx.unsupported(&format!("{} padding values for its input's rank", paddings.len())));
     }
+    if let Some(p) = paddings.iter().find(|&&p| p < 0) {
+        // ONNX would crop; TFLite rejects it.
+        return Err(ctx.unsupported(&format!("a negative padding {p}")));
+    }
     // [[b0, e0], [b1, e1], ...] → [b0, b1, ..., e0, e1, ...].
     let onnx_pads: Vec<i64> =
         (0..rank).map(|d| paddings[2 * d]).chain((0..rank).map(|d| paddings[2 * d + 1])).collect();
@@ -745,6 +751,9 @@ fn resize(ctx: &mut Ctx<'_>, op: &TfOperator<'_>, bilinear: bool) -> Result<()> 
     let size = ctx.int_constant(op, 1, "size")?;
     let [h, w] = size.as_slice() else { return Err(ctx.unsupported("a size that is not [height, width]")) };
     let (h, w) = (*h, *w);
+    if h <= 0 || w <= 0 {
+        return Err(ctx.unsupported(&format!("an output size of {h} × {w}")));
+    }
     let mut attrs = vec![string("mode", if bilinear { "linear" } else { "nearest" })];
     let coordinates = match (align_corners, half_pixel, bilinear) {
         (true, _, _) => "align_corners",

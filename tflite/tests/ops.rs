@@ -1032,6 +1032,8 @@ fn pad_and_mirror_pad_match_tflite() -> TractResult<()> {
     check("mirror_pad_reflect", &tflite, &[(&[2, 3], &x)], &expected)?;
     let tflite = pad_model(BuiltinOperator::MirrorPad, &[1, 0, 1, 1], reflect(MirrorPadMode::Symmetric));
     refusal(&tflite, "MIRROR_PAD");
+    // A negative padding: ONNX would crop, TFLite refuses.
+    refusal(&pad_model(BuiltinOperator::Pad, &[-1, 0, 0, 0], None), "PAD");
     Ok(())
 }
 
