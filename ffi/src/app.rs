@@ -153,8 +153,9 @@ pub struct AppSession {
 
 impl AppSession {
     /// A session for the model at `model_path`, with the handheld at
-    /// `connect` (`None`: everything runs on the wearable). Checks the file
-    /// now; a symbolic input only needs its shape set before the first feed.
+    /// `connect` (`None`: everything runs on the wearable). Reads and checks
+    /// the file now, translating a TFLite file (once: the open reuses the
+    /// bytes); a symbolic input only needs its shape set before the first feed.
     pub fn new(model_path: PathBuf, connect: Option<String>) -> Result<AppSession, AppError> {
         let onnx = tandem::model::onnx_bytes_of(&model_path)?;
         let loaded = match Model::from_path_bytes(&model_path, &onnx, &InputShapes::none()) {
