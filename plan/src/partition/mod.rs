@@ -14,7 +14,9 @@
 //!
 //! [`Planner`] re-decides as conditions change, with hysteresis; [`rules`]
 //! holds what a session decides around it (when to tell it, offloading
-//! against running alone, stalls).
+//! against running alone, stalls). [`tiers`] places a model over three
+//! tiers (watch, phone, edge server) on the same prices, exactly for the
+//! sum objectives.
 
 pub mod codecs;
 pub mod dvfs;

@@ -1214,6 +1214,40 @@ mod tests {
     }
 
     #[test]
+    fn a_tensor_read_by_two_edge_layers_crosses_each_link_once() {
+        // x → a → (b, c) → concat: a's output is read by two layers.
+        let mut g = GraphBuilder::new();
+        g.input("x", &[1, 8])
+            .node("Relu", "a", &["x"], &["ta"])
+            .node("Sigmoid", "b", &["ta"], &["tb"])
+            .node("Relu", "c", &["ta"], &["tc"])
+            .node("Concat", "d", &["tb", "tc"], &["y"])
+            .int_attr("axis", 1)
+            .output("y", &[1, 16]);
+        let model = Model::from_bytes(&g.build(), &InputShapes::none()).expect("fork loads");
+        let g = model.graph();
+        let ms = |xs: [f64; 4]| xs.iter().map(|x| x * 1e-3).collect::<Vec<f64>>();
+        let mut pair = pair(ms([1.0, 50.0, 50.0, 50.0]), ms([50.0; 4]), (1e-4, 1e-4), (0.5, 0.5));
+        pair.overhead_s = (0.0, 0.0);
+        let link = EdgeLink { s_per_byte: (1e-4, 1e-4), radio_w: (0.9, 0.5), rtt: Duration::ZERO };
+        let edge =
+            EdgePrices { t_edge: ms([5.0, 1.0, 1.0, 1.0]), overhead_s: 0.0, relay: link, direct: None };
+        let p = TierPrices { pair, pair_rtt: Duration::ZERO, edge };
+        let got = decide_tiers(g, &p, LatencyHint::Fastest, Mode::Single).expect("a decision");
+        assert_eq!(
+            (0..4).map(|v| got.placement.tier(v)).collect::<Vec<_>>(),
+            [Tier::Wearable, Tier::Edge, Tier::Edge, Tier::Edge]
+        );
+        // ta (32 B) up both links once, y (64 B) down both, at 0.1 ms/B: 1 + 3 ms
+        // of compute and 19.2 ms of links, against 27.2 ms for the edge alone
+        // (which would win if ta were paid once per reader).
+        let e = &got.evaluation;
+        assert_eq!((e.phone_link.up_bytes, e.edge_link.up_bytes), (32, 32));
+        assert_eq!((e.phone_link.down_bytes, e.edge_link.down_bytes), (64, 64));
+        assert!(close(e.latency_s, 4e-3 + 19.2e-3), "{}", e.latency_s);
+    }
+
+    #[test]
     fn placements_must_nest_and_be_closed() {
         let model = chain3();
         let g = model.graph();
