@@ -48,14 +48,17 @@
 //! visited placement a candidate, then Algorithm 1 ([`super::choose`]). A
 //! stream's period is not a sum: small DAGs are searched exhaustively
 //! ([`enumerate_placements`]), larger ones choose among the min-cut
-//! candidates and say so ([`TierDecision::optimal`]).
+//! candidates and the two-tier stream search's cuts, and say so
+//! ([`TierDecision::optimal`]).
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{choose, evaluate_stages, LatencyHint, LinkEstimate, Mode, NodePrices, Objective, Priced};
+use super::{
+    choose, evaluate_stages, stream, LatencyHint, LinkEstimate, Mode, NodePrices, Objective, Priced,
+};
 use crate::predict::LatencyModel;
 use tandem_core::cut::enumerate_ideals;
 use tandem_core::graph::{LayerGraph, NodeId, Producer};
@@ -180,6 +183,26 @@ impl Placement {
     /// The two-tier cut this is, when the edge runs nothing.
     pub fn as_two_tier(&self) -> Option<&Cut> {
         (!self.uses_edge()).then_some(&self.watch)
+    }
+}
+
+impl Serialize for Placement {
+    /// The layers (by id) on each tier, and the route: what a report shows.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Tiers {
+            wearable: Vec<NodeId>,
+            handheld: Vec<NodeId>,
+            edge: Vec<NodeId>,
+            route: Route,
+        }
+        Tiers {
+            wearable: self.layers(Tier::Wearable),
+            handheld: self.layers(Tier::Handheld),
+            edge: self.layers(Tier::Edge),
+            route: self.route,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -775,7 +798,7 @@ pub fn enumerate_placements(graph: &LayerGraph, direct: bool, limit: usize) -> O
 pub const TIER_EXHAUSTIVE_LIMIT: usize = 20_000;
 
 /// The chosen placement and why.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct TierDecision {
     /// The placement.
     pub placement: Placement,
@@ -792,20 +815,47 @@ pub struct TierDecision {
     pub reason: String,
 }
 
-/// Decides the three-tier placement: [`candidates`] (for a stream of a
-/// small DAG, every placement), then Algorithm 1 ([`super::choose`]).
+/// Decides the three-tier placement: [`candidates`], then Algorithm 1
+/// ([`super::choose`]). For a stream (its period is not a sum) a small DAG's
+/// placements are all searched; a larger one's candidates also hold the
+/// two-tier stream search's cuts ([`super::stream`]), so three tiers never
+/// pipeline worse than two.
 pub fn decide_tiers(
     graph: &LayerGraph,
     prices: &TierPrices,
     hint: LatencyHint,
     mode: Mode,
 ) -> Result<TierDecision> {
+    decide_within(graph, prices, hint, mode, TIER_EXHAUSTIVE_LIMIT)
+}
+
+/// [`decide_tiers`], searching every placement of a stream when there are at most `limit`.
+fn decide_within(
+    graph: &LayerGraph,
+    prices: &TierPrices,
+    hint: LatencyHint,
+    mode: Mode,
+    limit: usize,
+) -> Result<TierDecision> {
     let mut placements = candidates(graph, prices, hint);
     let mut searched_all = false;
     if mode == Mode::Stream && hint != LatencyHint::EnergyFirst {
-        if let Some(all) = enumerate_placements(graph, prices.edge.direct.is_some(), TIER_EXHAUSTIVE_LIMIT) {
-            placements = all;
-            searched_all = true;
+        match enumerate_placements(graph, prices.edge.direct.is_some(), limit) {
+            Some(all) => {
+                placements = all;
+                searched_all = true;
+            }
+            None => {
+                let cuts: Vec<Cut> = placements.iter().filter_map(|p| p.as_two_tier().cloned()).collect();
+                let mut goals = vec![stream::StreamGoal::Period];
+                if let LatencyHint::Within(d) = hint {
+                    goals.push(stream::StreamGoal::EnergyWithin(d.as_secs_f64()));
+                }
+                for goal in goals {
+                    let found = stream::search(graph, &prices.pair, goal, &cuts, stream::STREAM_BUDGET);
+                    placements.extend(found.cut.map(|c| Placement::two_tier(graph, c)));
+                }
+            }
         }
     }
     let evaluations: Vec<TierEvaluation> =
@@ -1136,6 +1186,40 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// Past the exhaustive limit, a stream's placement is chosen among
+        /// candidates: never slower than the two-tier stream search's cut,
+        /// never claimed optimal, and meeting PropT when that cut does.
+        #[test]
+        fn streams_never_pipeline_worse_than_two_tiers(ops in dag(), case in case(), hint_ms in 1u64..150) {
+            let model = random_dag(&ops);
+            let g = model.graph();
+            let p = prices(g, &case);
+            let all = enumerate_placements(g, p.edge.direct.is_some(), 100_000).expect("small DAG");
+            let period = least(&all.iter().map(|q| evaluate_placement(g, &p, q)).collect::<Vec<_>>(), |e| e.stream_period_s);
+            let two = stream::search(g, &p.pair, stream::StreamGoal::Period, &[], stream::STREAM_BUDGET);
+            let two = evaluate(g, &p.pair, &two.cut.expect("a cut"), p.pair_rtt).stream_period_s;
+            let d = Duration::from_millis(hint_ms);
+            for hint in [LatencyHint::Fastest, LatencyHint::Within(d)] {
+                let got = decide_within(g, &p, hint, Mode::Stream, 0).expect("a decision");
+                let e = &got.evaluation;
+                prop_assert!(!got.optimal || hint == LatencyHint::Fastest && close(e.stream_period_s, period));
+                prop_assert!(e.stream_period_s >= period * (1.0 - 1e-12));
+                match hint {
+                    LatencyHint::Fastest => prop_assert!(e.stream_period_s <= two * (1.0 + 1e-9), "{} vs two tiers' {two}", e.stream_period_s),
+                    _ => if two <= d.as_secs_f64() {
+                        prop_assert!(e.stream_period_s <= d.as_secs_f64());
+                    }
+                }
+                let json = serde_json::to_value(&got).expect("serializes");
+                let layers = ["wearable", "handheld", "edge"].iter().map(|k| json["placement"][k].as_array().map_or(0, Vec::len)).sum::<usize>();
+                prop_assert_eq!(layers, g.nodes().len());
             }
         }
     }
