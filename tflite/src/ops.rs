@@ -4,7 +4,12 @@
 //! NCHW (convolutions, pooling, resizing, depth-to-space) are wrapped in a
 //! pair of `Transpose`s, as tf2onnx does, and their filters are transposed
 //! at translation time. Every option an op carries is either honoured or
-//! refused with the op's name and node.
+//! refused with the op's name and node, save those that only tune TFLite's
+//! integer kernels (`asymmetric_quantize_inputs`, `pot_scale_int16`,
+//! `quantized_bias_type`: the translation computes in float) and those
+//! restating the tensors (`depth_multiplier`, `values_count`, `CAST`'s
+//! types, `RESHAPE`'s `new_shape` beside its shape input), read from the
+//! tensors instead.
 
 use crate::constant::{
     densify, element_count, Const, MAX_DENSE_RATIO, MAX_FOLDED_TENSOR_BYTES, MIN_DENSE_ELEMENTS,
