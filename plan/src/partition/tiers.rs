@@ -895,7 +895,9 @@ fn decide_within(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::partition::{evaluate, min_cut_candidates, EnergyWeights};
+    use crate::partition::{
+        evaluate, min_cut_candidates, CodecOption, EnergyWeights, HandheldStatus, LinkCodecs,
+    };
     use proptest::prelude::*;
     use tandem_core::{enumerate_cuts, InputShapes, Model};
     use tandem_models::tiny::GraphBuilder;
@@ -979,6 +981,8 @@ mod tests {
         rates: (f64, f64, Option<f64>),
         rtt_ms: (u64, u64),
         weights: (f64, f64),
+        /// Whether the watch–phone link may also carry tensors encoded.
+        codecs: bool,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -987,8 +991,15 @@ mod tests {
             (1e3f64..1e7, 1e3f64..1e7, proptest::option::of(1e3f64..1e7)),
             (0u64..20, 0u64..60),
             (0.0f64..1.0, 0.0f64..1.0),
+            any::<bool>(),
         )
-            .prop_map(|(seeds, rates, rtt_ms, weights)| Case { seeds, rates, rtt_ms, weights })
+            .prop_map(|(seeds, rates, rtt_ms, weights, codecs)| Case {
+                seeds,
+                rates,
+                rtt_ms,
+                weights,
+                codecs,
+            })
     }
 
     fn dag() -> impl Strategy<Value = Vec<(u8, usize, usize, u8)>> {
@@ -1002,13 +1013,17 @@ mod tests {
         let at = |i: usize| f64::from(case.seeds[i % case.seeds.len()] % 1000 + 1) * 1e-5;
         let (r1, r2, direct) = case.rates;
         let ms = Duration::from_millis;
+        let mut pair = pair(
+            (0..n).map(|i| 3.0 * at(i)).collect(),
+            (0..n).map(|i| at(i + 7)).collect(),
+            (1.0 / r1, 0.5 / r1),
+            case.weights,
+        );
+        if case.codecs {
+            pair = pair.with_codecs(graph, &codecs(graph, &case.seeds), &HandheldStatus { load: 0.0 });
+        }
         TierPrices {
-            pair: pair(
-                (0..n).map(|i| 3.0 * at(i)).collect(),
-                (0..n).map(|i| at(i + 7)).collect(),
-                (1.0 / r1, 0.5 / r1),
-                case.weights,
-            ),
+            pair,
             pair_rtt: ms(case.rtt_ms.0),
             edge: EdgePrices {
                 t_edge: (0..n).map(|i| 0.3 * at(i + 13)).collect(),
@@ -1025,6 +1040,26 @@ mod tests {
                 }),
             },
         }
+    }
+
+    /// Seeded encodings for two tensors in three (ratio 1–8×, 1 kB/s to
+    /// 100 MB/s each way), half of them lossless, as the two-tier tests do.
+    fn codecs(graph: &LayerGraph, seeds: &[u32]) -> LinkCodecs {
+        let at = |i: usize| f64::from(seeds[i % seeds.len()] % 1000) / 1000.0;
+        let per_tensor = (0..graph.tensors().len())
+            .map(|t| {
+                (0..t % 3)
+                    .map(|k| CodecOption {
+                        label: format!("codec{k}"),
+                        ratio: 1.0 + 7.0 * at(t + 3 * k),
+                        encode_bytes_per_s: 10f64.powf(3.0 + 5.0 * at(t + 5 * k + 1)),
+                        decode_bytes_per_s: 10f64.powf(3.0 + 5.0 * at(t + 7 * k + 2)),
+                        lossless: k == 0,
+                    })
+                    .collect()
+            })
+            .collect();
+        LinkCodecs { per_tensor, slowdown: (2.0, 1.0) }
     }
 
     fn close(a: f64, b: f64) -> bool {
