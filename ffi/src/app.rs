@@ -388,10 +388,7 @@ mod tests {
         let tflite = b"\x1c\0\0\0TFL3 not a whole model";
         let path = dir.join("model.tflite");
         std::fs::write(&path, tflite).expect("tflite");
-        let digest: String =
-            tandem::protocol::model_digest(tflite).iter().map(|b| format!("{b:02x}")).collect();
-        // tandem_tflite::cache::entry_path, translator version 2.
-        let entry = dir.join(format!("tflite-{digest}-v2.onnx"));
+        let entry = tandem_tflite::cache::entry_path(dir, tflite);
         let (mlp, diamond) = (tandem_models::tiny::tiny_mlp_onnx(), tandem_models::tiny::tiny_diamond_onnx());
         std::fs::write(&entry, &mlp).expect("cache entry");
         let mut app =

@@ -12,7 +12,7 @@ use tract_onnx::pb::ModelProto;
 use crate::error::{Error, Result};
 
 /// Bumped whenever a translation changes, so that old entries are not reused.
-pub const TRANSLATOR_VERSION: u32 = 2;
+pub const TRANSLATOR_VERSION: u32 = 3;
 
 /// Where translations are cached: `TANDEM_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/tandem`, else `~/.cache/tandem`.
