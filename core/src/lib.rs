@@ -13,6 +13,7 @@
 //! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
 //! - [`engine`]: the backend trait a half is loaded, run and profiled behind; tract, and onnxruntime (feature `onnxruntime`).
 //! - [`split`]: prefix and suffix plans per cut, cached (bounded in weight bytes).
+//! - [`tier`]: three-part execution (watch, phone, edge server): the phone's middle part, the edge's suffix as ONNX.
 //! - [`lru`]: a map bounded in bytes, least recently used out first.
 //! - [`check`]: split execution compared with the unsplit model.
 //! - [`profile`]: per-node timing and the additivity check.
@@ -55,6 +56,7 @@ pub mod npy;
 pub mod profile;
 pub mod sensor;
 pub mod split;
+pub mod tier;
 pub mod wire;
 mod workaround;
 

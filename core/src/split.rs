@@ -60,7 +60,7 @@ pub struct Half {
 impl Half {
     /// Builds the half computing `outputs` from `inputs` with layers
     /// `nodes`, on `engine`.
-    fn build(
+    pub(crate) fn build(
         model: &Model,
         nodes: &[NodeId],
         inputs: &[TensorId],

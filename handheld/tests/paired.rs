@@ -700,7 +700,7 @@ fn cancelled_frames_that_have_not_started_are_not_run() {
     let mut bytes = vec![];
     for frame in 1..=6 {
         let m = Message::with_tensors(
-            |tensors| Header::RunSuffix { frame, cut: key.clone(), tensors, answer: vec![] },
+            |tensors| Header::RunSuffix { frame, cut: key.clone(), tensors, answer: vec![], edge: None },
             &tensors,
         )
         .expect("message");

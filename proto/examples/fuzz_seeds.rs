@@ -33,7 +33,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let packed = |e| pack_tensor("x", &x, e, None);
     let run = |frame, e| -> Result<Message, Box<dyn std::error::Error>> {
         Ok(Message::from_packed(
-            |tensors| Header::RunSuffix { frame, cut: "0".into(), tensors, answer: vec![Encoding::Raw] },
+            |tensors| Header::RunSuffix {
+                frame,
+                cut: "0".into(),
+                tensors,
+                answer: vec![Encoding::Raw],
+                edge: None,
+            },
             vec![packed(e)?],
         ))
     };
@@ -94,7 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = corpus.join("wearable_session");
     let y = WireTensor::from_f32(vec![1, 2], &[1.0, 2.0])?;
     let result = Message::from_packed(
-        |tensors| Header::Result { frame: 0, handheld_compute_us: 10, tensors },
+        |tensors| Header::Result { frame: 0, handheld_compute_us: 10, tensors, edge: None },
         vec![pack_tensor("y", &y, Encoding::Raw, None)?],
     );
     write(&dir, "ready", &frames(&[all[2].clone(), all[3].clone(), result, all[8].clone(), all[9].clone()]))?;

@@ -136,7 +136,14 @@ impl Pair {
             .iter()
             .map(|(n, t)| pack_tensor(n, t, Encoding::Raw, None).expect("a tensor the wire carries"))
             .collect();
-        match self.wearable.offload(self.now, frame, tandem_types::CutKey::from_wire(cut), packed, vec![]) {
+        match self.wearable.offload(
+            self.now,
+            frame,
+            tandem_types::CutKey::from_wire(cut),
+            packed,
+            vec![],
+            None,
+        ) {
             Some(m) => {
                 self.send_to_handheld(&m);
                 true
@@ -244,6 +251,12 @@ impl Pair {
                         self.to_wearable.push_back((self.now + self.delay, Segment::Bytes(bytes)));
                     }
                 }
+                Action::Edge { url, cuts } => {
+                    // An edge that serves every cut asked about.
+                    let m = self.handheld.edge_ready(&url, cuts, 0, None);
+                    let bytes = encode(&m).expect("encodes");
+                    self.to_wearable.push_back((self.now + self.delay, Segment::Bytes(bytes)));
+                }
                 Action::Close => {
                     if !self.handheld_closed {
                         self.handheld_closed = true;
@@ -285,7 +298,7 @@ impl Pair {
                     moved = true;
                     let result = outputs.and_then(|o| {
                         let us = self.run_time.as_micros() as u64;
-                        HandheldSession::result(frame, us, &o, &[]).map_err(RunError::from)
+                        HandheldSession::result(frame, us, &o, &[], None).map_err(RunError::from)
                     });
                     let out = self.handheld.frame_done(self.now, frame, result);
                     self.handheld_acts(out);

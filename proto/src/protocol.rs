@@ -30,7 +30,12 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 pub use tandem_types::{Engine, WireTensor, WireType};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
+
+/// Most cuts one [`Header::Edge`] may ask about.
+pub const MAX_EDGE_CUTS: usize = 64;
+/// Longest edge server URL a [`Header::Edge`] may carry (bytes).
+pub const MAX_EDGE_URL: usize = 1024;
 
 /// Most cuts one `Prepare` may name.
 pub const MAX_PREPARE: usize = 8;
@@ -272,6 +277,29 @@ pub enum Header {
         /// cut's down-tensor order. Only the generic lossless ones are
         /// honoured (answers are never lossy); others and missing ones: raw.
         answer: Vec<Encoding>,
+        /// Relayed (protocol v10): the key of S2, the cut whose suffix the
+        /// edge server runs; the handheld runs only the layers between
+        /// `cut` and it, and forwards. `None`: the handheld runs the whole suffix.
+        edge: Option<String>,
+    },
+    /// Wearable → handheld (v10): relay to this Open Inference Protocol
+    /// server; which of these cuts' suffixes does it serve? At most
+    /// [`MAX_EDGE_CUTS`] cuts, a URL of at most [`MAX_EDGE_URL`] bytes.
+    /// Answered by [`Header::EdgeReady`].
+    Edge {
+        /// The server's base URL (`http://HOST:PORT`).
+        url: String,
+        /// The cuts' [`tandem_core::Cut::key`]s.
+        cuts: Vec<String>,
+    },
+    /// Handheld → wearable (v10): the edge as the handheld sees it.
+    EdgeReady {
+        /// The cuts asked about whose suffixes the edge serves.
+        deployed: Vec<String>,
+        /// Round trip of one readiness call (µs).
+        rtt_us: u64,
+        /// Why the handheld will not relay there, when it will not.
+        error: Option<String>,
     },
     /// Wearable → handheld: build these cuts' suffix plans in the
     /// background (the cuts the wearable may switch to next), at most
@@ -297,6 +325,8 @@ pub enum Header {
         handheld_compute_us: u64,
         /// The outputs, in the body.
         tensors: Vec<TensorMeta>,
+        /// How a relayed frame's edge part went (protocol v10).
+        edge: Option<EdgeReport>,
     },
     /// Handheld → wearable, periodically.
     Status(StatusReport),
@@ -331,6 +361,22 @@ pub enum Header {
         /// The frames.
         frames: Vec<u64>,
     },
+}
+
+/// How the edge part of one relayed frame went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EdgeReport {
+    /// The key of S2, the cut whose suffix the edge ran.
+    pub near: String,
+    /// Bytes sent to the edge (its request as sent).
+    pub up_bytes: u64,
+    /// Bytes received from it.
+    pub down_bytes: u64,
+    /// The edge request's round trip, its compute included (µs).
+    pub edge_us: u64,
+    /// Why the edge failed, when it did: the handheld then ran the rest
+    /// itself (the frame is answered all the same, on two tiers).
+    pub error: Option<String>,
 }
 
 /// One message: a header and its body.
@@ -536,12 +582,19 @@ pub fn wire_len(message: &Message) -> usize {
 /// Bytes a frame's `RunSuffix` takes on the link: its header (frame, cut,
 /// the tensors' descriptions, the answer's encodings) and the packed
 /// tensors, as [`Message::from_packed`] would build it.
-pub fn run_suffix_wire_len(frame: u64, cut: &str, packed: &[PackedTensor], answer: &[Encoding]) -> usize {
+pub fn run_suffix_wire_len(
+    frame: u64,
+    cut: &str,
+    packed: &[PackedTensor],
+    answer: &[Encoding],
+    edge: Option<&str>,
+) -> usize {
     let header = Header::RunSuffix {
         frame,
         cut: cut.to_string(),
         tensors: packed.iter().map(|p| p.meta.clone()).collect(),
         answer: answer.to_vec(),
+        edge: edge.map(str::to_string),
     };
     header_wire_len(&header) + packed.iter().map(|p| p.bytes.len()).sum::<usize>()
 }

@@ -252,7 +252,7 @@ fn encoded_tensors_cross_the_wire() {
             pack_tensor("ids", &ids, e, None).expect("packs"),
         ];
         let m = Message::from_packed(
-            |tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors, answer: vec![] },
+            |tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors, answer: vec![], edge: None },
             packed,
         );
         let mut d = FrameDecoder::new(MAX_FRAME_BYTES);
@@ -294,6 +294,7 @@ fn one_message_may_not_decode_to_more_than_the_cap() {
             cut: "1".into(),
             tensors: (0..80).map(meta).collect(),
             answer: vec![],
+            edge: None,
         },
         body: vec![0; 80 * 1024],
     };

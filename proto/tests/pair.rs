@@ -230,7 +230,7 @@ fn a_full_run_queue_stops_reading_without_counting_as_idle() {
     for frame in 1..=5 {
         let packed = vec![pack_tensor("x", &x(1.0), Encoding::Raw, None).expect("packs")];
         let m = Message::from_packed(
-            |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![] },
+            |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![], edge: None },
             packed,
         );
         burst.extend(encode(&m).expect("encodes"));

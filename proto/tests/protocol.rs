@@ -19,12 +19,12 @@ fn samples() -> Vec<Message> {
     let ids = Tensor::from_shape(&[4], &[1i64, -7, 0, i64::MAX]).expect("tensor");
     let mask = Tensor::from_shape(&[2], &[true, false]).expect("tensor");
     let run = crate::tract::with_tensors(
-        |tensors| Header::RunSuffix { frame: 7, cut: "3f".into(), tensors, answer: vec![] },
+        |tensors| Header::RunSuffix { frame: 7, cut: "3f".into(), tensors, answer: vec![], edge: None },
         &[("x".to_string(), &x), ("ids".to_string(), &ids), ("mask".to_string(), &mask)],
     )
     .expect("tensors");
     let result = crate::tract::with_tensors(
-        |tensors| Header::Result { frame: 7, handheld_compute_us: 1234, tensors },
+        |tensors| Header::Result { frame: 7, handheld_compute_us: 1234, tensors, edge: None },
         &[("y".to_string(), &x)],
     )
     .expect("tensors");
@@ -110,7 +110,8 @@ fn decode_all(bytes: &[u8]) -> Result<Vec<Message>, ProtocolError> {
 
 /// A RunSuffix whose header is re-encoded with `tensors` and given `body`.
 fn run_frame(tensors: Vec<TensorMeta>, body: &[u8]) -> Vec<u8> {
-    let good = Message::new(Header::RunSuffix { frame: 1, cut: String::new(), tensors, answer: vec![] });
+    let good =
+        Message::new(Header::RunSuffix { frame: 1, cut: String::new(), tensors, answer: vec![], edge: None });
     let encoded = bincode::serde::encode_to_vec(&good.header, bincode::config::standard()).expect("header");
     frame(&encoded, body)
 }
@@ -180,7 +181,7 @@ fn a_frame_over_the_decoders_limit_is_refused_and_encode_checks_bodies() {
     d.push(&encode(&mb).expect("probe"));
     assert_eq!(d.next_message().expect("decodes"), Some(mb));
     let lying = Message {
-        header: Header::Result { frame: 1, handheld_compute_us: 0, tensors: vec![] },
+        header: Header::Result { frame: 1, handheld_compute_us: 0, tensors: vec![], edge: None },
         body: vec![0; 3],
     };
     assert!(matches!(encode(&lying), Err(ProtocolError::BodyMismatch { .. })));

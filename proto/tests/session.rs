@@ -98,7 +98,7 @@ fn a_model_ready_on_an_engine_not_offered_is_refused() {
 fn run(frame: u64) -> Message {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     crate::tract::with_tensors(
-        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![] },
+        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![], edge: None },
         &[("x".into(), &x)],
     )
     .expect("message")
@@ -347,6 +347,7 @@ fn both_sessions_handshake_push_and_run_frames_over_encoded_bytes() {
                 "1".into(),
                 vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
                 vec![],
+                None,
             )
             .expect("ready");
         match &h.on_message(deliver(&m), |_| false)[..] {
@@ -375,6 +376,7 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
             "1".into(),
             vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
             vec![],
+            None,
         )
         .expect("ready");
     }
@@ -384,12 +386,12 @@ fn a_result_out_of_order_or_an_error_returns_the_frames_to_the_wearable() {
     assert_eq!(a.last(), Some(&WearableAction::Close));
     // A handheld error also returns what was in flight.
     let mut w = ready_wearable(vec![1]);
-    w.offload(t0(), 1, CutKey::default(), vec![], vec![]).expect("ready");
+    w.offload(t0(), 1, CutKey::default(), vec![], vec![], None).expect("ready");
     let a = w.on_message(Message::new(Header::Error { code: ErrorCode::Model, reason: "boom".into() }));
     assert_eq!(a, vec![WearableAction::RunLocally(vec![1]), WearableAction::Close]);
     // Not ready: nothing is offloaded.
     let mut w = WearableSession::new("watch-w5", Arc::new(vec![1]), InputShapes::none(), 2);
-    assert_eq!(w.offload(t0(), 1, CutKey::default(), vec![], vec![]), None);
+    assert_eq!(w.offload(t0(), 1, CutKey::default(), vec![], vec![], None), None);
     // Another version in the Welcome.
     w.start(t0());
     let a = w.on_message(Message::new(Header::Welcome {
@@ -476,6 +478,7 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
             "1".into(),
             vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
             vec![],
+            None,
         )
         .expect("ready");
     }
@@ -503,6 +506,7 @@ fn cancelled_frames_leave_both_sides_and_a_late_answer_is_dropped() {
             "1".into(),
             vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
             vec![],
+            None,
         )
         .expect("ready");
     }
@@ -602,4 +606,110 @@ fn pushes_in_progress_share_one_budget_across_connections() {
     assert_eq!(budget.used(), 600);
     third.model_failed("tensor 'x' is too large");
     assert_eq!(budget.used(), 0);
+}
+
+/// The edge tier's rules: a relayed frame only once the shell attached an
+/// edge, asks bounded in count and size, an answer nobody asked for
+/// refused, and the edge report carried back with the frame's result.
+#[test]
+fn relays_need_an_attached_edge_and_edge_asks_are_bounded() {
+    use tandem_proto::protocol::{EdgeReport, MAX_EDGE_CUTS, MAX_EDGE_URL};
+    use tandem_proto::session::MAX_EDGE_ASKS;
+    let digest = [9; 32];
+    let ready = || {
+        let mut s = HandheldSession::new("pixel-8-pro", status(), t0());
+        s.on_message(hello(digest, 10), |d| *d == digest);
+        s.model_loaded(summary());
+        assert!(s.is_ready());
+        s
+    };
+    let relayed = |frame: u64| {
+        let mut m = run(frame);
+        if let Header::RunSuffix { edge, .. } = &mut m.header {
+            *edge = Some("3".into());
+        }
+        m
+    };
+    // Relayed before any edge: refused, naming why.
+    let mut s = ready();
+    let a = s.on_message(relayed(1), |_| true);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected), "{a:?}");
+    assert!(format!("{a:?}").contains("no edge is attached"), "{a:?}");
+    // Asked, refused by the shell: still not attached.
+    let mut s = ready();
+    let ask = |url: &str, n: usize| {
+        Message::new(Header::Edge { url: url.into(), cuts: (0..n).map(|i| format!("{i:x}")).collect() })
+    };
+    let a = s.on_message(ask("http://127.0.0.1:9", 2), |_| true);
+    assert!(
+        matches!(&a[..], [Action::Edge { url, cuts }] if url == "http://127.0.0.1:9" && cuts.len() == 2),
+        "{a:?}"
+    );
+    s.edge_ready("http://127.0.0.1:9", vec![], 0, Some("not allowed".into()));
+    assert_eq!(s.edge(), None);
+    assert_eq!(error_code(&s.on_message(relayed(1), |_| true)), Some(ErrorCode::Unexpected));
+    // Attached: relayed frames run with S2's key.
+    let mut s = ready();
+    s.on_message(ask("http://127.0.0.1:9", 1), |_| true);
+    let m = s.edge_ready("http://127.0.0.1:9", vec![CutKey::from_wire("3".to_string())], 250, None);
+    assert!(
+        matches!(&m.header, Header::EdgeReady { deployed, rtt_us: 250, error: None } if deployed == &["3"])
+    );
+    assert_eq!(s.edge(), Some("http://127.0.0.1:9"));
+    let a = s.on_message(relayed(1), |_| true);
+    assert!(matches!(&a[..], [Action::Run { frame: 1, edge: Some(e), .. }] if e.as_str() == "3"), "{a:?}");
+    // Too many cuts, too long a URL: refused; too many asks: answered with a refusal.
+    let mut s = ready();
+    assert_eq!(
+        error_code(&s.on_message(ask("http://x", MAX_EDGE_CUTS + 1), |_| true)),
+        Some(ErrorCode::Unexpected)
+    );
+    let mut s = ready();
+    let long = format!("http://{}", "a".repeat(MAX_EDGE_URL));
+    assert_eq!(error_code(&s.on_message(ask(&long, 1), |_| true)), Some(ErrorCode::Unexpected));
+    let mut s = ready();
+    for _ in 0..MAX_EDGE_ASKS {
+        assert!(matches!(&s.on_message(ask("http://x", 1), |_| true)[..], [Action::Edge { .. }]));
+    }
+    let a = s.on_message(ask("http://x", 1), |_| true);
+    assert!(
+        matches!(&a[..], [Action::Send(Message { header: Header::EdgeReady { error: Some(why), .. }, .. })] if why.contains("at most")),
+        "{a:?}"
+    );
+    assert!(!s.is_closed());
+    // The wearable: an EdgeReady nobody asked for closes; one asked for is
+    // handed up; a result's edge report reaches Delivered.
+    let mut w = ready_wearable(vec![1, 2, 3]);
+    let answer = Message::new(Header::EdgeReady { deployed: vec!["3".into()], rtt_us: 9, error: None });
+    w.on_message(answer.clone());
+    assert!(w.is_closed(), "an unasked EdgeReady must close");
+    let mut w = ready_wearable(vec![1, 2, 3]);
+    assert!(w.edge(t0(), "http://127.0.0.1:9", vec![CutKey::from_wire("3".to_string())]).is_some());
+    let a = w.on_message(answer);
+    assert!(
+        matches!(&a[..], [WearableAction::EdgeReady { deployed, rtt_us: 9, error: None }] if deployed.len() == 1),
+        "{a:?}"
+    );
+    let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
+    w.offload(
+        t0(),
+        1,
+        "1".into(),
+        vec![pack_tensor("x", &x, Encoding::Raw, None).expect("packs")],
+        vec![],
+        Some(CutKey::from_wire("3".to_string())),
+    )
+    .expect("ready");
+    let report = EdgeReport { near: "3".into(), up_bytes: 8, down_bytes: 8, edge_us: 40, error: None };
+    let result = Message::new(Header::Result {
+        frame: 1,
+        handheld_compute_us: 5,
+        tensors: vec![],
+        edge: Some(report.clone()),
+    });
+    let a = w.on_message(result);
+    assert!(
+        matches!(&a[..], [WearableAction::Delivered { frame: 1, edge: Some(r), .. }] if *r == report),
+        "{a:?}"
+    );
 }

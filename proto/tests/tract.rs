@@ -53,5 +53,5 @@ pub fn result(
     answer: &[Encoding],
 ) -> Result<Message, ProtocolError> {
     let wire: Vec<_> = outputs.iter().map(|(n, t)| (n.clone(), wire(t))).collect();
-    tandem_proto::session::HandheldSession::result(frame, us, &wire, answer)
+    tandem_proto::session::HandheldSession::result(frame, us, &wire, answer, None)
 }

@@ -636,6 +636,19 @@ pub fn min_cut_placement(
     route: Route,
     tiers: &[Tier],
 ) -> Option<Placement> {
+    min_cut_within(graph, prices, objective, route, tiers, None)
+}
+
+/// [`min_cut_placement`], with S2 fixed to `near` when given: the layers
+/// of `near` may not run on the edge, the others only there.
+fn min_cut_within(
+    graph: &LayerGraph,
+    prices: &TierPrices,
+    objective: Objective,
+    route: Route,
+    tiers: &[Tier],
+    near: Option<&Cut>,
+) -> Option<Placement> {
     let n = graph.nodes().len();
     let (s, t) = (2 * n, 2 * n + 1);
     // Graph node of layer v at level k: on the source side when v ∈ S_{k+1}.
@@ -645,6 +658,9 @@ pub fn min_cut_placement(
         let mut price = prices.node(v, objective);
         for (i, tier) in Tier::ALL.into_iter().enumerate() {
             if !tiers.contains(&tier) || (route == Route::Direct && tier == Tier::Handheld) {
+                price[i] = f64::INFINITY;
+            }
+            if near.is_some_and(|c| c.on_wearable(v) == (tier == Tier::Edge)) {
                 price[i] = f64::INFINITY;
             }
         }
@@ -712,16 +728,21 @@ pub fn single_tier_placements(graph: &LayerGraph, prices: &TierPrices) -> Vec<Pl
 /// single-tier placements, the best of them under the full formula is the
 /// exact optimum for a sum objective (the fixed terms only grow with the
 /// busy tiers).
-fn min_cuts(graph: &LayerGraph, prices: &TierPrices, objective: Objective) -> Vec<Placement> {
+fn min_cuts(
+    graph: &LayerGraph,
+    prices: &TierPrices,
+    objective: Objective,
+    near: Option<&Cut>,
+) -> Vec<Placement> {
     use Tier::{Edge, Handheld, Wearable};
     let relayed: [&[Tier]; 4] =
         [&[Wearable, Handheld, Edge], &[Wearable, Handheld], &[Wearable, Edge], &[Handheld, Edge]];
     let mut out: Vec<Placement> = relayed
         .into_iter()
-        .filter_map(|tiers| min_cut_placement(graph, prices, objective, Route::Relay, tiers))
+        .filter_map(|tiers| min_cut_within(graph, prices, objective, Route::Relay, tiers, near))
         .collect();
     if prices.edge.direct.is_some() {
-        out.extend(min_cut_placement(graph, prices, objective, Route::Direct, &[Wearable, Edge]));
+        out.extend(min_cut_within(graph, prices, objective, Route::Direct, &[Wearable, Edge], near));
     }
     out
 }
@@ -732,11 +753,22 @@ fn min_cuts(graph: &LayerGraph, prices: &TierPrices, objective: Objective) -> Ve
 /// energy + λ · latency (each step's exact optimum decides the step; every
 /// placement visited is a candidate). Repeats are dropped.
 pub fn candidates(graph: &LayerGraph, prices: &TierPrices, hint: LatencyHint) -> Vec<Placement> {
-    let singles = single_tier_placements(graph, prices);
+    candidates_within(graph, prices, hint, None)
+}
+
+/// [`candidates`], with S2 fixed to `near` when given.
+fn candidates_within(
+    graph: &LayerGraph,
+    prices: &TierPrices,
+    hint: LatencyHint,
+    near: Option<&Cut>,
+) -> Vec<Placement> {
+    let mut singles = single_tier_placements(graph, prices);
+    singles.retain(|p| near.is_none_or(|c| p.near() == c));
     let mut out = singles.clone();
     let evaluate = |p: &Placement| evaluate_placement(graph, prices, p);
     let best = |objective: Objective, out: &mut Vec<Placement>| -> Option<TierEvaluation> {
-        let mut found = min_cuts(graph, prices, objective);
+        let mut found = min_cuts(graph, prices, objective, near);
         found.extend(singles.iter().cloned());
         let value = |e: &TierEvaluation| match objective {
             Objective::Latency => e.latency_s,
@@ -829,6 +861,21 @@ pub fn decide_tiers(
     decide_within(graph, prices, hint, mode, TIER_EXHAUSTIVE_LIMIT)
 }
 
+/// [`decide_tiers`] when the edge serves only the suffixes of `served`
+/// (as an engine serves only the models deployed on it): every placement
+/// either leaves the edge idle or has its S2 among `served`. Exact as
+/// [`decide_tiers`] is: the min-cuts run once with no edge and once with
+/// S2 fixed to each served cut.
+pub fn decide_tiers_served(
+    graph: &LayerGraph,
+    prices: &TierPrices,
+    hint: LatencyHint,
+    mode: Mode,
+    served: &[Cut],
+) -> Result<TierDecision> {
+    decide_among(graph, prices, hint, mode, TIER_EXHAUSTIVE_LIMIT, Some(served))
+}
+
 /// [`decide_tiers`], searching every placement of a stream when there are at most `limit`.
 fn decide_within(
     graph: &LayerGraph,
@@ -837,11 +884,38 @@ fn decide_within(
     mode: Mode,
     limit: usize,
 ) -> Result<TierDecision> {
-    let mut placements = candidates(graph, prices, hint);
+    decide_among(graph, prices, hint, mode, limit, None)
+}
+
+/// [`decide_within`], the edge's S2 among `served` when given.
+fn decide_among(
+    graph: &LayerGraph,
+    prices: &TierPrices,
+    hint: LatencyHint,
+    mode: Mode,
+    limit: usize,
+    served: Option<&[Cut]>,
+) -> Result<TierDecision> {
+    let allowed = |p: &Placement| !p.uses_edge() || served.is_none_or(|s| s.contains(p.near()));
+    let mut placements = match served {
+        None => candidates(graph, prices, hint),
+        Some(served) => {
+            let no_edge = TierPrices { edge: EdgePrices::absent(graph), ..prices.clone() };
+            let mut out = candidates(graph, &no_edge, hint);
+            for near in served {
+                out.extend(candidates_within(graph, prices, hint, Some(near)));
+            }
+            out.retain(allowed);
+            let mut seen = HashSet::new();
+            out.retain(|p| seen.insert(p.clone()));
+            out
+        }
+    };
     let mut searched_all = false;
     if mode == Mode::Stream && hint != LatencyHint::EnergyFirst {
         match enumerate_placements(graph, prices.edge.direct.is_some(), limit) {
-            Some(all) => {
+            Some(mut all) => {
+                all.retain(allowed);
                 placements = all;
                 searched_all = true;
             }
@@ -1183,6 +1257,37 @@ mod tests {
                 prop_assert!(close(stream.evaluation.stream_period_s, period));
             }
             prop_assert!(stream.evaluation.stream_period_s >= period * (1.0 - 1e-12));
+        }
+
+        /// With only some suffixes served on the edge, decisions against
+        /// brute force over the placements that leave the edge idle or
+        /// end at a served cut.
+        #[test]
+        fn served_cuts_bound_the_search_exactly(ops in dag(), case in case(), pick in proptest::collection::vec(any::<bool>(), 1..40)) {
+            let model = random_dag(&ops);
+            let g = model.graph();
+            let p = TierPrices { edge: EdgePrices { direct: None, ..prices(g, &case).edge }, ..prices(g, &case) };
+            let all = enumerate_placements(g, false, 100_000).expect("small DAG");
+            let mut nears: Vec<Cut> = vec![];
+            for q in all.iter().filter(|q| q.uses_edge()) {
+                if !nears.contains(q.near()) {
+                    nears.push(q.near().clone());
+                }
+            }
+            let served: Vec<Cut> = nears.into_iter().zip(pick.iter().cycle()).filter(|(_, &k)| k).map(|(c, _)| c).collect();
+            let allowed: Vec<TierEvaluation> = all
+                .iter()
+                .filter(|q| !q.uses_edge() || served.contains(q.near()))
+                .map(|q| evaluate_placement(g, &p, q))
+                .collect();
+            for (hint, f) in [(LatencyHint::Fastest, (|e: &TierEvaluation| e.latency_s) as fn(&TierEvaluation) -> f64), (LatencyHint::EnergyFirst, |e: &TierEvaluation| e.energy_j)] {
+                let got = decide_tiers_served(g, &p, hint, Mode::Single, &served).expect("a decision");
+                prop_assert!(!got.placement.uses_edge() || served.contains(got.placement.near()), "an unserved S2");
+                let best = least(&allowed, f);
+                prop_assert!(close(f(&got.evaluation), best), "{hint:?}: {} vs brute force {best}", f(&got.evaluation));
+            }
+            let stream = decide_tiers_served(g, &p, LatencyHint::Fastest, Mode::Stream, &served).expect("a decision");
+            prop_assert!(close(stream.evaluation.stream_period_s, least(&allowed, |e| e.stream_period_s)));
         }
 
         /// With the edge priced out, the three-tier search is today's

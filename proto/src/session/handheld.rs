@@ -15,6 +15,8 @@
 //! Receiving  --chunk out of order / digest mismatch--> Closed (Error{...})
 //! Ready      --RunSuffix{frame}-------------> Ready (Run; frames must increase)
 //! Ready      --Prepare{cuts}----------------> Ready (Prepare; at most MAX_PREPARE cuts)
+//! Ready      --Edge{url, cuts}--------------> Ready (Edge; at most MAX_EDGE_CUTS cuts, MAX_EDGE_ASKS per connection)
+//! Ready      --RunSuffix{edge: S2}----------> Ready (Run with the edge's cut; only once an edge is attached)
 //! Ready      --Cancel{frames}---------------> Ready (queued ones dropped; frames already sent, at most MAX_CANCEL)
 //! any        --Probe------------------------> same (Echo)
 //! AwaitHello --hello deadline---------------> Closed (Error{Unexpected})
@@ -31,11 +33,16 @@ use tandem_types::WireTensor;
 
 use super::{echo, name, CloseReason, Tensors};
 use crate::encoding::Encoding;
+use crate::protocol::EdgeReport;
 use crate::protocol::{
     encode, model_digest, Digest, Engine, ErrorCode, FrameDecoder, Header, LatencySummary, Message,
-    PackedTensor, ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_OVERRIDES, MAX_OVERRIDE_LEN,
-    MAX_PREPARE, PROTOCOL_VERSION,
+    PackedTensor, ProtocolError, StatusReport, MAX_CANCEL, MAX_EDGE_CUTS, MAX_EDGE_URL, MAX_FRAME_BYTES,
+    MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE, PROTOCOL_VERSION,
 };
+
+/// Most [`Header::Edge`] asks one connection may make (each costs the
+/// handheld calls to the edge server).
+pub const MAX_EDGE_ASKS: usize = 8;
 use tandem_types::{CutKey, InputShapes};
 
 /// Largest model a wearable may push (bytes).
@@ -84,6 +91,20 @@ pub enum Action {
         tensors: Tensors,
         /// How the wearable asks for each output to be encoded.
         answer: Vec<Encoding>,
+        /// Relayed: S2's key, the cut whose suffix the attached edge runs
+        /// (the shell runs the layers between `cut` and it, then the
+        /// edge; when the edge fails, the rest itself).
+        edge: Option<CutKey>,
+    },
+    /// The wearable asks this handheld to relay to the Open Inference
+    /// Protocol server at `url`: check which of `cuts`' suffixes it serves
+    /// (and whether this handheld may relay there at all), then send
+    /// [`HandheldSession::edge_ready`]'s message.
+    Edge {
+        /// The server's base URL, as the peer sent it (unchecked beyond its length).
+        url: String,
+        /// The cuts' keys as the peer sent them.
+        cuts: Vec<CutKey>,
     },
     /// These frames, handed out to run, were cancelled by the wearable:
     /// skip those not started. Whatever their results, none is sent.
@@ -160,6 +181,7 @@ struct Queued {
     cut: CutKey,
     tensors: Tensors,
     answer: Vec<Encoding>,
+    edge: Option<CutKey>,
 }
 
 /// One connection's protocol state on the handheld.
@@ -186,6 +208,10 @@ pub struct HandheldSession {
     running: VecDeque<(u64, bool)>,
     /// Cuts the peer may still have built ahead.
     prepares_left: usize,
+    /// Edge asks the peer may still make.
+    edge_asks_left: usize,
+    /// The edge attached (its URL), once the shell said it relays there.
+    edge: Option<String>,
     close: Option<CloseReason>,
     /// Bytes of pushes in progress across the handheld's connections.
     push_budget: Option<Arc<PushBudget>>,
@@ -299,6 +325,8 @@ impl HandheldSession {
             queue: VecDeque::new(),
             running: VecDeque::new(),
             prepares_left: limits.max_prepared,
+            edge_asks_left: MAX_EDGE_ASKS,
+            edge: None,
             close: None,
             push_budget: None,
             push_reserved: None,
@@ -628,8 +656,13 @@ impl HandheldSession {
                     }
                 }
             }
-            (State::Ready { last_frame, .. }, Header::RunSuffix { frame, cut, tensors, answer }) => {
-                if last_frame.is_some_and(|l| frame <= l) {
+            (State::Ready { last_frame, .. }, Header::RunSuffix { frame, cut, tensors, answer, edge }) => {
+                if edge.is_some() && self.edge.is_none() {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!("frame {frame} asks for a relay, but no edge is attached to this connection"),
+                    ))
+                } else if last_frame.is_some_and(|l| frame <= l) {
                     Err((
                         ErrorCode::Unexpected,
                         format!(
@@ -645,10 +678,23 @@ impl HandheldSession {
                 } else {
                     *last_frame = Some(frame);
                     let tensors = Tensors(Message {
-                        header: Header::RunSuffix { frame, cut: String::new(), tensors, answer: vec![] },
+                        header: Header::RunSuffix {
+                            frame,
+                            cut: String::new(),
+                            tensors,
+                            answer: vec![],
+                            edge: None,
+                        },
                         body: message.body,
                     });
-                    self.queue.push_back(Queued { frame, cut: CutKey::from_wire(cut), tensors, answer });
+                    let edge = edge.map(CutKey::from_wire);
+                    self.queue.push_back(Queued {
+                        frame,
+                        cut: CutKey::from_wire(cut),
+                        tensors,
+                        answer,
+                        edge,
+                    });
                     Ok(self.next_runs())
                 }
             }
@@ -673,6 +719,28 @@ impl HandheldSession {
                         }
                     }
                     Ok(if skip.is_empty() { vec![] } else { vec![Action::Skip { frames: skip }] })
+                }
+            }
+            (State::Ready { .. }, Header::Edge { url, cuts }) => {
+                if cuts.len() > MAX_EDGE_CUTS {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!("Edge names {} cuts, more than {MAX_EDGE_CUTS}", cuts.len()),
+                    ))
+                } else if url.len() > MAX_EDGE_URL {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!("an edge URL of {} bytes, more than {MAX_EDGE_URL}", url.len()),
+                    ))
+                } else if self.edge_asks_left == 0 {
+                    Ok(vec![Action::Send(Self::edge_refused(format!(
+                        "this handheld answers at most {MAX_EDGE_ASKS} edge asks per connection"
+                    )))])
+                } else {
+                    self.edge_asks_left -= 1;
+                    // Attached only once the shell says it relays there.
+                    self.edge = None;
+                    Ok(vec![Action::Edge { url, cuts: cuts.into_iter().map(CutKey::from_wire).collect() }])
                 }
             }
             (State::Ready { .. }, Header::Prepare { mut cuts }) => {
@@ -720,9 +788,9 @@ impl HandheldSession {
     fn next_runs(&mut self) -> Vec<Action> {
         let mut out = vec![];
         while !self.is_closed() && self.running.len() < self.limits.run_ahead.max(1) {
-            let Some(Queued { frame, cut, tensors, answer }) = self.queue.pop_front() else { break };
+            let Some(Queued { frame, cut, tensors, answer, edge }) = self.queue.pop_front() else { break };
             self.running.push_back((frame, false));
-            out.push(Action::Run { frame, cut, tensors, answer });
+            out.push(Action::Run { frame, cut, tensors, answer, edge });
         }
         out
     }
@@ -775,6 +843,35 @@ impl HandheldSession {
         encode(&Message::new(Header::ModelReady { latency: latency.clone() })).map(|_| ())
     }
 
+    /// The shell checked the edge at `url` an [`Action::Edge`] named: the
+    /// message telling the wearable which cuts it serves (`deployed`), its
+    /// round trip, or why this handheld will not relay there (`error`).
+    /// Relayed frames are accepted from here on when there is no error.
+    pub fn edge_ready(
+        &mut self,
+        url: &str,
+        deployed: Vec<CutKey>,
+        rtt_us: u64,
+        error: Option<String>,
+    ) -> Message {
+        self.edge = error.is_none().then(|| url.to_string());
+        Message::new(Header::EdgeReady {
+            deployed: deployed.into_iter().map(CutKey::into_string).collect(),
+            rtt_us,
+            error,
+        })
+    }
+
+    /// The edge this connection relays to, once attached.
+    pub fn edge(&self) -> Option<&str> {
+        self.edge.as_deref()
+    }
+
+    /// An edge ask answered with a refusal (the connection stays open).
+    fn edge_refused(why: String) -> Message {
+        Message::new(Header::EdgeReady { deployed: vec![], rtt_us: 0, error: Some(why) })
+    }
+
     /// A cut's suffix plan was built (`error`: or why not): the message telling the wearable.
     pub fn prepared(cut: CutKey, build_us: u64, error: Option<String>) -> Message {
         Message::new(Header::Prepared { cut: cut.into_string(), build_us, error })
@@ -805,6 +902,7 @@ impl HandheldSession {
         handheld_compute_us: u64,
         outputs: &[(String, WireTensor<'_>)],
         answer: &[Encoding],
+        edge: Option<EdgeReport>,
     ) -> Result<Message, ProtocolError> {
         let packed = outputs
             .iter()
@@ -818,6 +916,9 @@ impl HandheldSession {
                 crate::protocol::pack_tensor(name, t, e, None)
             })
             .collect::<Result<Vec<PackedTensor>, _>>()?;
-        Ok(Message::from_packed(|tensors| Header::Result { frame, handheld_compute_us, tensors }, packed))
+        Ok(Message::from_packed(
+            |tensors| Header::Result { frame, handheld_compute_us, tensors, edge },
+            packed,
+        ))
     }
 }

@@ -17,8 +17,10 @@
 mod handheld;
 mod wearable;
 
+pub use crate::protocol::EdgeReport;
 pub use handheld::{
-    Action, HandheldLimits, HandheldSession, PushBudget, PushReservation, RunError, MAX_MODEL_BYTES,
+    Action, HandheldLimits, HandheldSession, PushBudget, PushReservation, RunError, MAX_EDGE_ASKS,
+    MAX_MODEL_BYTES,
 };
 pub use wearable::{
     check_latency, check_status, ReportError, WearableAction, WearableSession, WearableTimers, KEEPALIVE_ID,
@@ -131,6 +133,8 @@ fn name(h: &Header) -> &'static str {
         Header::ModelReady { .. } => "ModelReady",
         Header::RunSuffix { .. } => "RunSuffix",
         Header::Prepare { .. } => "Prepare",
+        Header::Edge { .. } => "Edge",
+        Header::EdgeReady { .. } => "EdgeReady",
         Header::Prepared { .. } => "Prepared",
         Header::Result { .. } => "Result",
         Header::Status(_) => "Status",

@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 
 use super::{echo, name, CloseReason, Tensors};
 use crate::encoding::Encoding;
+use crate::protocol::EdgeReport;
 use crate::protocol::{
     model_digest, Digest, Engine, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
-    ProtocolError, StatusReport, MAX_CANCEL, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
+    ProtocolError, StatusReport, MAX_CANCEL, MAX_EDGE_CUTS, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
 };
 use tandem_types::{CutKey, InputShapes};
 
@@ -57,6 +58,17 @@ pub enum WearableAction {
         handheld_compute_us: u64,
         /// The outputs.
         tensors: Tensors,
+        /// How its edge part went, when it was relayed.
+        edge: Option<EdgeReport>,
+    },
+    /// The handheld answered an edge ask ([`WearableSession::edge`]).
+    EdgeReady {
+        /// The cuts asked about whose suffixes the edge serves.
+        deployed: Vec<CutKey>,
+        /// Round trip of one readiness call from the handheld (µs).
+        rtt_us: u64,
+        /// Why the handheld will not relay, when it will not.
+        error: Option<String>,
     },
     /// These offloaded frames will not be answered (the link failed or the
     /// handheld refused; [`WearableSession::close_reason`] says why): run
@@ -135,6 +147,8 @@ pub struct WearableSession {
     /// Probes sent and cuts asked for, awaiting their answers.
     probes: VecDeque<u64>,
     asked: VecDeque<CutKey>,
+    /// An edge ask awaits its answer.
+    edge_asked: bool,
     close: Option<CloseReason>,
 }
 
@@ -233,6 +247,7 @@ impl WearableSession {
             sent: None,
             probes: VecDeque::new(),
             asked: VecDeque::new(),
+            edge_asked: false,
             close: None,
         }
     }
@@ -307,14 +322,31 @@ impl WearableSession {
         cut: CutKey,
         packed: Vec<PackedTensor>,
         answer: Vec<Encoding>,
+        edge: Option<CutKey>,
     ) -> Option<Message> {
         if !self.is_ready() {
             return None;
         }
         let cut = cut.into_string();
-        let m = Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors, answer }, packed);
+        let edge = edge.map(CutKey::into_string);
+        let m =
+            Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors, answer, edge }, packed);
         self.in_flight.push_back(frame);
         Some(self.sent_at(now, m))
+    }
+
+    /// Asks the handheld at `now` to relay to the Open Inference Protocol
+    /// server at `url`, and which of `cuts`' suffixes it serves (at most
+    /// [`MAX_EDGE_CUTS`]; more are dropped): the message to send (`None`
+    /// unless ready). Answered by [`WearableAction::EdgeReady`].
+    pub fn edge(&mut self, now: Instant, url: &str, mut cuts: Vec<CutKey>) -> Option<Message> {
+        if !self.is_ready() {
+            return None;
+        }
+        cuts.truncate(MAX_EDGE_CUTS);
+        self.edge_asked = true;
+        let cuts = cuts.into_iter().map(CutKey::into_string).collect();
+        Some(self.sent_at(now, Message::new(Header::Edge { url: url.to_string(), cuts })))
     }
 
     /// Gives up on these in-flight frames at `now` (the wearable runs them
@@ -553,7 +585,20 @@ impl WearableSession {
                     None => vec![],
                 }
             }
-            (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors }) => {
+            (WearableState::Ready, Header::EdgeReady { deployed, rtt_us, error }) => {
+                if !std::mem::take(&mut self.edge_asked) {
+                    return self.fail(ErrorCode::Unexpected, "EdgeReady without an edge asked for".into());
+                }
+                if deployed.len() > MAX_EDGE_CUTS {
+                    return self.fail(
+                        ErrorCode::Malformed,
+                        format!("EdgeReady names {} cuts, more than {MAX_EDGE_CUTS}", deployed.len()),
+                    );
+                }
+                let deployed = deployed.into_iter().map(CutKey::from_wire).collect();
+                vec![WearableAction::EdgeReady { deployed, rtt_us, error }]
+            }
+            (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors, edge }) => {
                 // A cancelled frame's answer may still come (it was running):
                 // dropped. Answers come in frame order, so no cancelled
                 // frame before this one will be answered any more (frames
@@ -573,10 +618,10 @@ impl WearableSession {
                 }
                 self.in_flight.pop_front();
                 let tensors = Tensors(Message {
-                    header: Header::Result { frame, handheld_compute_us, tensors },
+                    header: Header::Result { frame, handheld_compute_us, tensors, edge: None },
                     body: message.body,
                 });
-                vec![WearableAction::Delivered { frame, handheld_compute_us, tensors }]
+                vec![WearableAction::Delivered { frame, handheld_compute_us, tensors, edge }]
             }
             (state, header) => {
                 let reason = format!("unexpected {} in state {state:?}", name(&header));
