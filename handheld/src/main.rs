@@ -62,6 +62,57 @@ struct Limits {
     idle_s: f64,
 }
 
+/// The edge tier this handheld may relay to.
+#[derive(Args)]
+struct EdgeArgs {
+    /// An Open Inference Protocol server (`http://HOST:PORT`) wearables may
+    /// ask this handheld to relay to (`tandem-wearable --edge-oip URL`);
+    /// repeatable. None: it relays nowhere.
+    #[arg(long, value_name = "URL")]
+    edge_allow: Vec<String>,
+    /// Longest a relayed frame waits for the edge, in milliseconds; past it
+    /// (or on any edge error) this handheld runs the rest itself.
+    #[arg(long, default_value_t = 2000)]
+    edge_timeout_ms: u64,
+    /// Emulate the link to the edge: `UP_MBIT,DOWN_MBIT,RTT_MS` (for
+    /// example `0.1,0.1,40` for DeepWear's poor Wi-Fi): the client waits
+    /// each request's and answer's time on such a link.
+    #[arg(long, value_name = "UP,DOWN,RTT")]
+    edge_link: Option<String>,
+}
+
+/// The edge client's options from the command line.
+fn edge_client(args: &EdgeArgs) -> anyhow::Result<tandem_oip::ClientOptions> {
+    let mut options = tandem_oip::ClientOptions {
+        timeout: std::time::Duration::from_millis(args.edge_timeout_ms.max(1)),
+        ..tandem_oip::ClientOptions::default()
+    };
+    if let Some(spec) = &args.edge_link {
+        let parts: Vec<f64> =
+            spec.split(',').map(|p| p.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|e| {
+                anyhow::anyhow!("--edge-link {spec}: {e} (expected UP_MBIT,DOWN_MBIT,RTT_MS)")
+            })?;
+        let [up, down, rtt] = parts[..] else {
+            anyhow::bail!("--edge-link {spec}: expected three numbers, UP_MBIT,DOWN_MBIT,RTT_MS");
+        };
+        if !(up > 0.0 && down > 0.0 && up.is_finite() && down.is_finite() && (0.0..=10_000.0).contains(&rtt))
+        {
+            anyhow::bail!("--edge-link {spec}: rates must be positive, the RTT from 0 to 10000 ms");
+        }
+        options.emulate = Some(tandem_oip::EmulatedLink {
+            up_bits_per_s: up * 1e6,
+            down_bits_per_s: down * 1e6,
+            rtt: std::time::Duration::from_secs_f64(rtt / 1e3),
+        });
+    }
+    for url in &args.edge_allow {
+        if !url.starts_with("http://") {
+            anyhow::bail!("--edge-allow {url}: an http:// URL (TLS is not built in)");
+        }
+    }
+    Ok(options)
+}
+
 #[derive(Subcommand)]
 // Parsed once per process: the size of the largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -121,6 +172,8 @@ enum Command {
         keys: Option<PathBuf>,
         #[command(flatten)]
         limits: Limits,
+        #[command(flatten)]
+        edge: EdgeArgs,
         /// Also serve unpaired wearables over plain links: no encryption,
         /// no authentication (tests and benchmarks on one machine). They
         /// may use the models in `--models` only, unless `--insecure-push`.
@@ -213,6 +266,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             insecure_push,
             new_identity,
             limits,
+            edge,
         } => {
             let _quota = match cpu_quota {
                 Some(pct) => Some(tandem_tools::quota::CpuQuota::apply(
@@ -263,6 +317,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ble,
                 (security, insecure_push),
                 limits,
+                edge,
             )
         }
         Command::Pair { listen, keys, timeout, new_identity } => pair(listen, keys, timeout, new_identity),
@@ -293,6 +348,7 @@ fn serve(
     ble: bool,
     (security, plain_pushes): (tandem::secure::Policy, bool),
     limits: Limits,
+    edge: EdgeArgs,
 ) -> anyhow::Result<()> {
     use anyhow::{bail, Context};
     use tandem::emulate::{LinkControl, LinkProfile, Schedule};
@@ -356,6 +412,8 @@ fn serve(
             max_cpu: std::time::Duration::from_secs_f64(limits.max_load_s.ceil() + 1.0),
             deadline: std::time::Duration::from_secs_f64(limits.max_load_s),
         }),
+        edge_client: edge_client(&edge)?,
+        edge_allow: edge.edge_allow,
         ..ServerConfig::default()
     };
     let _load = (load > 0.0).then(|| {

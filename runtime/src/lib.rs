@@ -75,7 +75,7 @@ pub mod secure;
 pub mod server;
 pub mod tensor;
 
-pub use tandem_core::{card, check, cut, engine, error, graph, model, npy, profile, split, wire};
+pub use tandem_core::{card, check, cut, engine, error, graph, model, npy, profile, split, tier, wire};
 pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 

@@ -113,6 +113,26 @@ pub struct PairArgs {
     /// refuses them unless started with `--insecure`.
     #[arg(long, value_name = "DIR")]
     pub keys: Option<PathBuf>,
+    /// A third tier: an Open Inference Protocol server (`http://HOST:PORT`:
+    /// KServe, Triton, MLServer) that the handheld relays to; the handheld
+    /// must list it (`tandem-handheld serve --edge-allow URL`). It serves
+    /// the suffixes `tandem-models export-suffix` wrote; the planner puts
+    /// layers there only at those cuts, and each frame's report gives
+    /// its `tiers` and `edge` link.
+    #[arg(long, value_name = "URL")]
+    pub edge_oip: Option<String>,
+    /// Run every frame at this cut (its key, as reports give it) instead
+    /// of the planner's choice.
+    #[arg(long, value_name = "KEY")]
+    pub cut: Option<String>,
+    /// With --edge-oip: run every offloaded frame's edge part from this
+    /// cut (its key) instead of the planner's choice.
+    #[arg(long, value_name = "KEY", requires = "edge_oip")]
+    pub edge_cut: Option<String>,
+    /// With --edge-oip: how many times faster than the phone the edge runs
+    /// a layer (an assumption the planner prices the edge with).
+    #[arg(long, value_name = "X", default_value_t = 8.0)]
+    pub edge_speedup: f64,
 }
 
 /// The transport to `addr` through the keystore at `keys` (default dir
@@ -313,7 +333,23 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         PlacementArg::Wearable => Placement::WearableOnly,
         PlacementArg::Handheld => Placement::HandheldOnly,
     };
+    if let Some(key) = &p.cut {
+        let cut = tandem::Cut::from_key(model.model.graph(), key).with_context(|| format!("--cut {key}"))?;
+        config.placement = Placement::Fixed(cut);
+    }
     config.prepare_ahead = !p.no_prepare_ahead;
+    if let Some(url) = &p.edge_oip {
+        if !(p.edge_speedup.is_finite() && p.edge_speedup > 0.0) {
+            bail!("--edge-speedup {}: must be a positive number", p.edge_speedup);
+        }
+        let mut edge = tandem::client::EdgeConfig::new(url.clone());
+        edge.speedup = p.edge_speedup;
+        if let Some(key) = &p.edge_cut {
+            tandem::Cut::from_key(model.model.graph(), key).with_context(|| format!("--edge-cut {key}"))?;
+            edge.cut = Some(tandem::CutKey::from_wire(key.clone()));
+        }
+        config.edge = Some(edge);
+    }
     config.dvfs = p.dvfs;
     config.cpufreq = (p.cpufreq.as_os_str() != "none").then(|| p.cpufreq.clone());
     if let Some(strategy) = p.strategy {
@@ -322,6 +358,12 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     }
     eprintln!("connecting to {} ({})", p.connect, transport.describe());
     let session = Session::open(model, transport, config)?;
+    if let Some(e) = session.edge_status() {
+        match &e.refused {
+            Some(why) => eprintln!("edge {}: not used ({why})", e.url),
+            None => eprintln!("edge {}: serves {} of the {} cuts asked about", e.url, e.served, e.asked),
+        }
+    }
     match session.status() {
         Status::Ready { handheld } => eprintln!("paired with {handheld}"),
         Status::LocalOnly => {}
@@ -381,6 +423,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "total": report.latency_ms,
         },
         "bytes": {"up": report.up_bytes, "up_raw": report.up_raw_bytes, "down": report.down_bytes},
+        "tiers": report.tiers,
+        "links": {
+            "watch_phone": {"up": report.up_bytes, "down": report.down_bytes},
+            "phone_edge": report.edge.as_ref().map(|e| serde_json::json!({"up": e.up_bytes, "down": e.down_bytes})),
+        },
+        "edge": report.edge,
+        "edge_tier": s.edge_status(),
         "predicted_ms": report.predicted_ms,
         "measured_ms": report.latency_ms,
         "energy_j_model_based": {"wearable": report.wearable_j, "handheld": report.handheld_j},

@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod detect;
 mod device_cli;
+mod edge;
 mod face;
 mod hostile_cli;
 mod paired_cli;

@@ -57,6 +57,10 @@ pub(super) struct Account {
     pub dvfs: Option<String>,
     /// The wearable's engine and the handheld's (as it said when ready).
     pub engines: Engines,
+    /// Layers on each tier, when an edge tier is configured.
+    pub tiers: Option<super::report::Tiers>,
+    /// The edge's part of a relayed frame.
+    pub edge: Option<super::report::EdgeLeg>,
 }
 
 impl Account {
@@ -78,6 +82,8 @@ impl Account {
             plan_build_ms: 0.0,
             dvfs: None,
             engines,
+            tiers: None,
+            edge: None,
         }
     }
 
@@ -137,6 +143,8 @@ impl Account {
             dvfs: self.dvfs,
             prefix_engine: (self.prefix_layers > 0).then_some(self.engines.prefix),
             suffix_engine: offloaded.then_some(self.engines.suffix),
+            tiers: self.tiers,
+            edge: self.edge,
         }
     }
 }

@@ -158,6 +158,45 @@ pub struct SessionConfig {
     /// narrow (bit-exact) or, within the budget, as JPEG. See
     /// [`SessionConfig::use_card`].
     pub widenings: std::collections::BTreeMap<String, tandem_proto::encoding::Widening>,
+    /// A third tier: the edge server the handheld relays to, when any.
+    pub edge: Option<EdgeConfig>,
+}
+
+/// The edge tier (SPEC 9): an Open Inference Protocol server the handheld
+/// relays to. It serves the suffixes `tandem-models export-suffix` wrote
+/// (the cuts of [`tandem_core::tier::edge_cuts`]); the planner places
+/// layers on it only at those cuts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EdgeConfig {
+    /// The server's base URL (`http://HOST:PORT`); the handheld must list
+    /// it (`tandem-handheld serve --edge-allow URL`).
+    pub url: String,
+    /// Run every offloaded frame's edge part from this cut (S2's key)
+    /// instead of the planner's choice, when the edge serves it.
+    pub cut: Option<crate::CutKey>,
+    /// How many times faster than the phone the edge runs a layer: an
+    /// assumption the planner prices with (8 by default).
+    pub speedup: f64,
+    /// The phone–edge link the planner prices with before the phone has
+    /// measured it (its RTT comes from the phone's first call).
+    pub link: tandem_plan::partition::LinkEstimate,
+}
+
+impl EdgeConfig {
+    /// The edge at `url`, with the default assumptions (8× the phone;
+    /// 50 Mbit/s both ways until measured).
+    pub fn new(url: impl Into<String>) -> EdgeConfig {
+        EdgeConfig {
+            url: url.into(),
+            cut: None,
+            speedup: 8.0,
+            link: tandem_plan::partition::LinkEstimate {
+                up_bytes_per_s: 50e6 / 8.0,
+                down_bytes_per_s: 50e6 / 8.0,
+                rtt: Duration::from_millis(5),
+            },
+        }
+    }
 }
 
 /// An offload strategy: a decision rule plugged into the same runtime, so
@@ -309,6 +348,7 @@ impl SessionConfig {
             deadline_factor: 4.0,
             deadline_floor: Duration::from_secs(2),
             max_missed_deadlines: 3,
+            edge: None,
             link_silence: Duration::from_secs(10),
             keepalive: Duration::from_secs(20),
             ready_timeout: Duration::from_secs(60),

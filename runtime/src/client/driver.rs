@@ -14,6 +14,7 @@ use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
 use tandem_plan::partition::dvfs::Setting;
 use tandem_plan::partition::rules::{ChangeGate, OffloadCheck, StallPolicy, Verdict, LINK_CHANGE};
+use tandem_plan::partition::tiers::{decide_tiers_served, EdgeLink, EdgePrices, TierDecision, TierPrices};
 use tandem_plan::partition::{
     evaluate, Conditions, Decision, EnergyWeights, HandheldStatus, LatencyHint, LinkCodecs, LinkEstimate,
     Mode, NodePrices, Planner, PlannerConfig, Side,
@@ -46,6 +47,16 @@ impl Next {
     pub fn at(cut: Cut, predicted_ms: Option<f64>) -> Next {
         Next { cut, predicted_ms, local_reason: None, waited: None }
     }
+}
+
+/// What the wearable knows of the edge tier: the cuts whose suffixes it
+/// serves, the phone–edge link, and how much faster than the phone it
+/// runs a layer.
+#[derive(Clone, Debug)]
+pub(super) struct EdgeView {
+    pub served: Vec<Cut>,
+    pub link: LinkEstimate,
+    pub speedup: f64,
 }
 
 /// What the session knows now that prices a cut: the link estimate, the
@@ -241,6 +252,47 @@ impl Driver {
             prices = prices.with_codecs(graph, codecs, &now.status);
         }
         Some(evaluate(graph, &prices, cut, now.link.rtt).latency_s * 1e3)
+    }
+
+    /// The best placement over three tiers for the next frame, the edge's
+    /// part among the suffixes it serves (`edge`): the two-tier prices of
+    /// now plus the edge's, exact as [`decide_tiers_served`] is. `None`
+    /// before the handheld's layer times are known, or when the planner
+    /// fails. The edge's layer times are the phone's profile (idle, as
+    /// learnt) divided by `edge.speedup`: an assumption until measured.
+    pub fn edge_placement(
+        &self,
+        graph: &LayerGraph,
+        edge: &EdgeView,
+        mode: Mode,
+        now: Now,
+    ) -> Option<TierDecision> {
+        let handheld_latency = self.handheld_latency.as_ref()?.latency();
+        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
+        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        let conditions = self.planner.conditions();
+        let mut pair = NodePrices::new(graph, wearable, handheld, &now.link, &now.status, conditions.weights);
+        if let Some(codecs) = now.codecs {
+            pair = pair.with_codecs(graph, codecs, &now.status);
+        }
+        let edge_latency = ProfiledLatency {
+            per_node_s: handheld_latency.per_node_s.iter().map(|s| s / edge.speedup.max(1e-9)).collect(),
+            overhead_s: handheld_latency.overhead_s / edge.speedup.max(1e-9),
+        };
+        // The phone's radio on its link to the edge: its powers on the watch's link.
+        let relay = EdgeLink::new(&edge.link, pair.radio_handheld_w);
+        let prices = TierPrices {
+            edge: EdgePrices::new(graph, &edge_latency, relay, None),
+            pair_rtt: now.link.rtt,
+            pair,
+        };
+        match decide_tiers_served(graph, &prices, conditions.hint, mode, &edge.served) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                warn!("the three-tier planner failed ({e}); two tiers");
+                None
+            }
+        }
     }
 
     /// The cut for the next frame under `placement`, polling the planner;

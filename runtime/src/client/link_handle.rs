@@ -119,8 +119,9 @@ impl LinkHandle {
         cut: CutKey,
         packed: Vec<PackedTensor>,
         answer: Vec<Encoding>,
+        edge: Option<CutKey>,
     ) -> Result<(), LinkStopped> {
-        self.commands.send(Command::Offload { frame, cut, packed, answer }).map_err(|_| LinkStopped)
+        self.commands.send(Command::Offload { frame, cut, packed, answer, edge }).map_err(|_| LinkStopped)
     }
 
     /// Sends a probe of `bytes` now: its id, or `None` when the task is gone.

@@ -22,6 +22,8 @@ pub(super) enum Command {
         cut: CutKey,
         packed: Vec<PackedTensor>,
         answer: Vec<tandem_proto::encoding::Encoding>,
+        /// Relayed: S2's key, the edge's cut.
+        edge: Option<CutKey>,
     },
     Probe {
         id: u64,
@@ -54,6 +56,13 @@ pub(super) enum Event {
         handheld_us: u64,
         tensors: Tensors,
         at: Instant,
+        edge: Option<tandem_proto::session::EdgeReport>,
+    },
+    /// The handheld checked the edge: the cuts it serves, its round trip, or why not.
+    EdgeReady {
+        deployed: Vec<CutKey>,
+        rtt_us: u64,
+        error: Option<String>,
     },
     Sent {
         bytes: u64,
@@ -98,6 +107,9 @@ pub(super) struct LinkSettings {
     pub silence: Duration,
     /// Nothing sent for this long: send a keepalive.
     pub keepalive: Duration,
+    /// The edge to ask the handheld to relay to, and the cuts to ask
+    /// about, each time it is ready.
+    pub edge: Option<(String, Vec<CutKey>)>,
 }
 
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
@@ -105,7 +117,7 @@ pub(super) async fn manage_link(
     transport: Box<dyn Transport>,
     model: ModelFile,
     device: String,
-    LinkSettings { chunk_bytes, backoff, silence, keepalive }: LinkSettings,
+    LinkSettings { chunk_bytes, backoff, silence, keepalive, edge }: LinkSettings,
     mut commands: mpsc::UnboundedReceiver<Command>,
     (events, status): (cb::Sender<Event>, StatusSlot),
 ) {
@@ -131,7 +143,7 @@ pub(super) async fn manage_link(
                 )
                 .expect_layers(model.model.graph().nodes().len())
                 .timers(WearableTimers { silence, keepalive });
-                match run_link(link, session, &mut commands, &events, &status).await {
+                match run_link(link, session, &mut commands, &events, &status, edge.as_ref()).await {
                     Ok(()) => return,
                     // A busy handheld is asked again later and later, not at once.
                     Err(
@@ -199,6 +211,7 @@ async fn run_link(
     commands: &mut mpsc::UnboundedReceiver<Command>,
     events: &cb::Sender<Event>,
     status: &StatusSlot,
+    edge: Option<&(String, Vec<CutKey>)>,
 ) -> std::result::Result<(), CloseReason> {
     let Link { mut tx, mut rx, name } = link;
     debug!(link = %name, "connected");
@@ -247,6 +260,12 @@ async fn run_link(
                 WearableAction::SendEcho(m) => failed = send(&m, true).err().or(failed),
                 WearableAction::Ready { device, latency } => {
                     let _ = events.send(Event::Ready { device, latency });
+                    if let Some(m) = edge.and_then(|(url, cuts)| session.edge(now(), url, cuts.clone())) {
+                        failed = send(&m, false).err().or(failed);
+                    }
+                }
+                WearableAction::EdgeReady { deployed, rtt_us, error } => {
+                    let _ = events.send(Event::EdgeReady { deployed, rtt_us, error });
                 }
                 WearableAction::Status(s) => {
                     // Coalesced: one event waits at most; it carries the latest status.
@@ -258,12 +277,13 @@ async fn run_link(
                 WearableAction::Echo { id, received, echoed } => {
                     let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
                 }
-                WearableAction::Delivered { frame, handheld_compute_us, tensors } => {
+                WearableAction::Delivered { frame, handheld_compute_us, tensors, edge } => {
                     let _ = events.send(Event::Delivered {
                         frame,
                         handheld_us: handheld_compute_us,
                         tensors,
                         at: Instant::now(),
+                        edge,
                     });
                 }
                 WearableAction::Prepared { cut, build_us, error } => {
@@ -303,8 +323,8 @@ async fn run_link(
                         }
                         break 'conn Ok(());
                     }
-                    Some(Command::Offload { frame, cut, packed, answer }) => {
-                        let m = session.offload(now(), frame, cut, packed, answer);
+                    Some(Command::Offload { frame, cut, packed, answer, edge }) => {
+                        let m = session.offload(now(), frame, cut, packed, answer, edge);
                         if m.is_none() {
                             let reason = "the handheld is not ready".into();
                             let _ = events.send(Event::RunLocally { frames: vec![frame], reason });

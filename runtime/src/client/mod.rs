@@ -51,6 +51,7 @@ mod accounting;
 pub mod codecs;
 mod config;
 mod driver;
+mod edge;
 mod link_handle;
 mod link_task;
 mod planning;
@@ -63,10 +64,13 @@ use accounting::{Account, Ran, Stages};
 use driver::{Driver, Next};
 use link_handle::LinkHandle;
 
-pub use config::{Accuracy, Backoff, ConfigParseError, ModelFile, Placement, SessionConfig, Strategy};
+pub use config::{
+    Accuracy, Backoff, ConfigParseError, EdgeConfig, ModelFile, Placement, SessionConfig, Strategy,
+};
+pub use edge::EdgeStatus;
 pub use link_handle::LinkStopped;
 use link_task::Event;
-pub use report::{FrameReport, StreamReport};
+pub use report::{EdgeLeg, FrameReport, StreamReport, Tiers};
 pub use status::{Frame, Status};
 pub use unavailable::Unavailable;
 
@@ -84,6 +88,8 @@ struct InFlight {
     prefix: Duration,
     /// The report so far: the wearable's stage, bytes up, prediction.
     account: Account,
+    /// Relayed: S2, the cut whose suffix the edge runs.
+    near: Option<Cut>,
 }
 
 /// The frames started and not yet delivered: the pure state machine of
@@ -136,6 +142,8 @@ pub struct Session {
     calibration: Option<codecs::Calibration>,
     /// (cut, encodings) already measured against the accuracy budget.
     budget_checked: std::collections::HashMap<(crate::CutKey, Vec<Encoding>), bool>,
+    /// The edge tier, when one is configured.
+    edge: Option<edge::EdgeState>,
 }
 
 fn session_err(e: impl std::fmt::Display) -> Error {
@@ -175,6 +183,7 @@ impl Session {
             backoff: config.backoff,
             silence: config.link_silence,
             keepalive: config.keepalive,
+            edge: config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()).ask()),
         };
         let connect = config.placement != Placement::WearableOnly;
         let device = config.wearable.name.clone();
@@ -188,6 +197,7 @@ impl Session {
         if let Some((level, charging)) = battery {
             profiler.on_wearable_battery(level, charging);
         }
+        let edge = config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()));
         let mut s = Session {
             model,
             executor,
@@ -211,6 +221,7 @@ impl Session {
             codecs_tried: false,
             calibration: None,
             budget_checked: Default::default(),
+            edge,
             config,
         };
         s.cpufreq = match (&s.config.cpufreq, s.config.dvfs) {
@@ -264,6 +275,18 @@ impl Session {
             warn!("running on the wearable: {}", s.status);
             return Ok(s);
         }
+        // The edge's answer comes right after ready: waited for, so that
+        // the first frames can use it.
+        let edge_until =
+            Instant::now() + Duration::from_secs(30).min(s.config.ready_timeout.max(Duration::from_secs(5)));
+        while s.edge.as_ref().is_some_and(|e| !e.answered()) && Instant::now() < edge_until {
+            let Some(ev) = s.link.event_until(edge_until) else { break };
+            let lost = matches!(ev, Event::Disconnected(_));
+            s.on_event(ev, &mut Pipe::new(1, false));
+            if lost {
+                break;
+            }
+        }
         s.prime_link_estimate();
         Ok(s)
     }
@@ -303,6 +326,11 @@ impl Session {
     /// Whether the handheld is ready to take suffixes.
     pub fn is_ready(&self) -> bool {
         matches!(self.status, Status::Ready { .. })
+    }
+
+    /// Where the session stands with its edge tier, when one is configured.
+    pub fn edge_status(&self) -> Option<EdgeStatus> {
+        self.edge.as_ref().map(edge::EdgeState::status)
     }
 
     /// The handheld's profile name, once it answered.
@@ -460,8 +488,14 @@ impl Session {
                     self.profiler.on_upload(bytes, took, now);
                 }
             }
-            Event::Delivered { frame, handheld_us, tensors, at } => {
-                self.on_answer(pipe, frame, handheld_us, tensors, at)
+            Event::Delivered { frame, handheld_us, tensors, at, edge } => {
+                self.on_answer(pipe, frame, handheld_us, tensors, at, edge)
+            }
+            Event::EdgeReady { deployed, rtt_us, error } => {
+                let graph = self.model.model.graph();
+                if let Some(e) = &mut self.edge {
+                    e.on_ready(graph, deployed, rtt_us, error);
+                }
             }
             Event::RunLocally { frames, reason } => {
                 for frame in frames {
@@ -499,6 +533,7 @@ impl Session {
         handheld_us: u64,
         tensors: tandem_proto::session::Tensors,
         at: Instant,
+        edge: Option<tandem_proto::session::EdgeReport>,
     ) {
         let lone = pipe.is_lone(frame);
         let Some(f) = pipe.answer(frame) else {
@@ -510,7 +545,9 @@ impl Session {
         self.driver.reset_stall();
         let handheld = Duration::from_micros(handheld_us);
         let dilation = self.profiler.handheld_status().dilation();
-        self.driver.learn(f.cut.prefix_mask(), f.prefix, Some(handheld), dilation);
+        // A relayed frame's handheld time is the middle's alone: not a suffix's to learn from.
+        let relayed = edge.as_ref().is_some_and(|r| r.error.is_none());
+        self.driver.learn(f.cut.prefix_mask(), f.prefix, (!relayed).then_some(handheld), dilation);
         let down_bytes = tensors.body_len() as u64;
         let decoding = Instant::now();
         let outputs = match crate::encoding::received(&tensors)
@@ -529,7 +566,7 @@ impl Session {
             self.observe_answer_ratios(tensors.metas());
         }
         let round = at.saturating_duration_since(f.sent_at);
-        if lone {
+        if lone && !relayed {
             let now = self.now();
             self.profiler.on_round_trip(f.account.up_bytes, down_bytes, round, handheld, now);
         }
@@ -544,6 +581,12 @@ impl Session {
         account.stages.latency = at.saturating_duration_since(f.started);
         account.down_bytes = down_bytes;
         account.down_message_bytes = tensors.wire_len() as u64;
+        if let (Some(report), Some(state)) = (&edge, &mut self.edge) {
+            let at = self.origin.elapsed();
+            account.edge = Some(state.on_report(report, at));
+            let near = f.near.as_ref().filter(|_| report.error.is_none());
+            account.tiers = Some(edge::tiers(self.model.model.graph(), &f.cut, near));
+        }
         let report = self.report(account, &f.cut);
         complete(pipe, frame, Ok((report, values)));
     }
@@ -654,12 +697,33 @@ impl Session {
             account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
             (account.predicted_ms, account.switch_wait_ms, account.dvfs) =
                 (next.predicted_ms, waited_ms, dvfs);
+            if self.edge.is_some() {
+                account.tiers = Some(edge::tiers(self.model.model.graph(), &next.cut, None));
+            }
             let report = self.report(account, &next.cut);
             return pipe
                 .start_done(frame, Ok((report, outputs)))
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
         }
-        let Next { cut, predicted_ms, .. } = next;
+        let Next { mut cut, mut predicted_ms, .. } = next;
+        let near = match &mut self.edge {
+            Some(e) => {
+                let now = driver::Now {
+                    link: self.profiler.estimate(),
+                    status: self.profiler.handheld_status(),
+                    codecs: self.codecs.as_ref(),
+                };
+                let at = self.origin.elapsed();
+                e.placement(&self.driver, self.model.model.graph(), mode, now, at, &cut).map(
+                    |(watch, near, ms)| {
+                        cut = watch;
+                        predicted_ms = ms.or(predicted_ms);
+                        near
+                    },
+                )
+            }
+            None => None,
+        };
         let encodings = self.encodings_for(&cut);
         let building = Instant::now();
         let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
@@ -695,17 +759,27 @@ impl Session {
         self.observe_ratios(&cut, &encodings, &packed);
         let answer = self.answer_encodings(&cut);
         let key = cut.key();
+        let near_key = near.as_ref().map(Cut::key);
         let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded, self.engines());
-        account.up_message_bytes =
-            tandem_proto::protocol::run_suffix_wire_len(frame, key.as_str(), &packed, &answer) as u64;
+        account.up_message_bytes = tandem_proto::protocol::run_suffix_wire_len(
+            frame,
+            key.as_str(),
+            &packed,
+            &answer,
+            near_key.as_ref().map(|k| k.as_str()),
+        ) as u64;
+        if self.edge.is_some() {
+            account.tiers = Some(edge::tiers(self.model.model.graph(), &cut, near.as_ref()));
+        }
         account.stages.wearable = wearable;
         (account.up_bytes, account.up_raw_bytes, account.predicted_ms) = (up_bytes, raw_bytes, predicted_ms);
         (account.switch_wait_ms, account.plan_build_ms, account.dvfs) =
             (waited_ms, built.as_secs_f64() * 1e3, dvfs);
-        let in_flight = Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account });
+        let in_flight =
+            Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account, near });
         pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
             .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
-        self.link.offload(frame, key, packed, answer).map_err(session_err)
+        self.link.offload(frame, key, packed, answer, near_key).map_err(session_err)
     }
 
     /// Packs (encodes) the tensors `cut` sends up, from the prefix's values

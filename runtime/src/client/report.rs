@@ -62,6 +62,39 @@ pub struct FrameReport {
     pub prefix_engine: Option<crate::engine::Engine>,
     /// The engine the handheld's layers ran on (`None`: not offloaded).
     pub suffix_engine: Option<crate::engine::Engine>,
+    /// Layers on each tier (the watch, the phone, the edge), when an edge
+    /// tier is configured; `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Tiers>,
+    /// The phone–edge link's part in a relayed frame, as the phone measured it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<EdgeLeg>,
+}
+
+/// Layers on each tier for one frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tiers {
+    /// On the watch.
+    pub wearable: usize,
+    /// On the phone.
+    pub handheld: usize,
+    /// On the edge server.
+    pub edge: usize,
+}
+
+/// The edge part of a relayed frame, as the phone measured it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct EdgeLeg {
+    /// The cut whose suffix the edge ran (S2's key).
+    pub cut: crate::CutKey,
+    /// Bytes the phone sent to the edge.
+    pub up_bytes: u64,
+    /// Bytes it received back.
+    pub down_bytes: u64,
+    /// The edge request's round trip, its compute included (ms).
+    pub edge_ms: f64,
+    /// Why the edge failed, when it did (the phone then ran its part).
+    pub error: Option<String>,
 }
 
 /// A stream's summary.
@@ -118,6 +151,14 @@ pub struct StreamReport {
     /// for all on the wearable, else the cut's key; `None` when frames ran
     /// at several placements or any fell back.
     pub ran_at: Option<String>,
+    /// Frames whose last layers ran on the edge.
+    pub edge_frames: usize,
+    /// Relayed frames whose edge failed (the phone then ran its part).
+    pub edge_failures: usize,
+    /// Bytes the phone sent to the edge, in all.
+    pub edge_up_bytes: u64,
+    /// Bytes it received back, in all.
+    pub edge_down_bytes: u64,
 }
 
 /// Where one frame ran: `watch` when every layer ran on the wearable (the
@@ -194,6 +235,13 @@ impl StreamReport {
             ),
             ran_at: (frames.iter().all(|f| f.fallback.is_none() && placement(f) == placement(&frames[0])))
                 .then(|| placement(&frames[0])),
+            edge_frames: frames.iter().filter(|f| f.tiers.is_some_and(|t| t.edge > 0)).count(),
+            edge_failures: frames
+                .iter()
+                .filter(|f| f.edge.as_ref().is_some_and(|e| e.error.is_some()))
+                .count(),
+            edge_up_bytes: frames.iter().filter_map(|f| f.edge.as_ref()).map(|e| e.up_bytes).sum(),
+            edge_down_bytes: frames.iter().filter_map(|f| f.edge.as_ref()).map(|e| e.down_bytes).sum(),
         }
     }
 }

@@ -47,6 +47,8 @@ fn spawn_runner(
     done: mpsc::UnboundedSender<Ran>,
 ) -> std::io::Result<std::sync::mpsc::Sender<Job>> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+    // Relayed frames wait on the edge through the connection's runtime.
+    let handle = tokio::runtime::Handle::current();
     std::thread::Builder::new().name(format!("tandem-runner-{id}")).spawn(move || {
         let mut last = runner::LastPlan::default();
         for job in queue {
@@ -64,7 +66,7 @@ fn spawn_runner(
                 (frame, Err("the connection closed".to_string().into()))
             } else {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    runner::run(job, &mut last, shared.config.slowdown, shared.meter.as_ref())
+                    runner::run(job, &mut last, shared.config.slowdown, shared.meter.as_ref(), &handle)
                 }))
                 .unwrap_or_else(|p| {
                     let why = tandem_core::guard::panic_message(&*p);
@@ -97,6 +99,10 @@ struct Driver {
     skipped: Skipped,
     /// Frames this connection counts in the shared status's queue.
     counted: u32,
+    /// The edge this connection relays to, once checked.
+    edge: Option<Arc<super::edge::Edge>>,
+    /// Edge checks finish here.
+    edges: mpsc::UnboundedSender<super::edge::Checked>,
 }
 
 impl Driver {
@@ -121,10 +127,29 @@ impl Driver {
                         tokio::task::spawn_blocking(move || runner::prepare(&l, cuts, &out, id));
                     }
                 }
-                Action::Run { frame, cut, tensors, answer } => {
-                    // The session runs frames only once the model is loaded.
+                Action::Run { frame, cut, tensors, answer, edge } => {
+                    // The session runs frames only once the model is loaded,
+                    // and relays only once an edge is attached.
                     if let Some(loaded) = self.loaded.clone() {
-                        self.run(Job { frame, cut, tensors, answer, loaded });
+                        let edge = edge.and_then(|near| Some((near, self.edge.clone()?)));
+                        self.run(Job { frame, cut, tensors, answer, loaded, edge });
+                    }
+                }
+                Action::Edge { url, cuts } => {
+                    if let Some(loaded) = self.loaded.clone() {
+                        let (shared, done) = (self.shared.clone(), self.edges.clone());
+                        tokio::spawn(async move {
+                            let config = &shared.config;
+                            let checked = super::edge::check(
+                                &config.edge_allow,
+                                config.edge_client.clone(),
+                                loaded,
+                                url,
+                                cuts,
+                            )
+                            .await;
+                            let _ = done.send(checked);
+                        });
                     }
                 }
                 Action::Skip { frames } => {
@@ -309,6 +334,7 @@ pub(super) async fn connection(
     }
     let (loads_tx, mut loads) = mpsc::unbounded_channel::<LoadResult>();
     let (done_tx, mut done) = mpsc::unbounded_channel::<Ran>();
+    let (edges_tx, mut edges) = mpsc::unbounded_channel::<super::edge::Checked>();
     let mut d = Driver {
         id,
         shared: shared.clone(),
@@ -321,6 +347,8 @@ pub(super) async fn connection(
         handed: 0,
         skipped: Skipped::default(),
         counted: 0,
+        edge: None,
+        edges: edges_tx,
     };
     while !session.is_closed() {
         let deadline = session.poll_timeout().map(tokio::time::Instant::from_std);
@@ -346,6 +374,11 @@ pub(super) async fn connection(
             Some((frame, result)) = done.recv(), if d.handed > 0 => {
                 d.handed -= 1;
                 session.frame_done(now(), frame, result)
+            }
+            Some(checked) = edges.recv() => {
+                d.edge = checked.edge;
+                let m = session.edge_ready(&checked.url, checked.deployed, checked.rtt_us, checked.error);
+                vec![Action::Send(m)]
             }
             _ = stop.changed() => session.shutdown(),
         };

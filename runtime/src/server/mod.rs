@@ -33,6 +33,7 @@ use tandem_proto::protocol::MAX_FRAME_BYTES;
 
 pub(crate) mod admission;
 mod connection;
+mod edge;
 mod runner;
 mod store;
 
@@ -112,6 +113,12 @@ pub struct ServerConfig {
     /// links and tests); `tandem-handheld serve` serves paired wearables
     /// only unless `--insecure`.
     pub security: crate::secure::Policy,
+    /// The edge servers (Open Inference Protocol base URLs) a wearable may
+    /// ask this handheld to relay to; none: it relays nowhere.
+    pub edge_allow: Vec<String>,
+    /// How this handheld talks to an edge (its timeout bounds how long a
+    /// relayed frame waits before the rest runs here).
+    pub edge_client: tandem_oip::ClientOptions,
 }
 
 impl Default for ServerConfig {
@@ -142,6 +149,8 @@ impl Default for ServerConfig {
             plain_pushes: true,
             idle_timeout: Duration::from_secs(60),
             security: crate::secure::Policy::plain(),
+            edge_allow: vec![],
+            edge_client: tandem_oip::ClientOptions::default(),
         }
     }
 }

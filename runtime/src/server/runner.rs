@@ -23,6 +23,8 @@ pub(super) struct Job {
     pub(super) tensors: Tensors,
     pub(super) answer: Vec<Encoding>,
     pub(super) loaded: Arc<Loaded>,
+    /// Relayed: S2's key and the edge that runs its suffix.
+    pub(super) edge: Option<(crate::CutKey, Arc<super::edge::Edge>)>,
 }
 
 /// A cut and its suffix plan.
@@ -58,8 +60,9 @@ pub(super) fn run(
     last: &mut LastPlan,
     slowdown: f64,
     meter: Option<&LoadMeter>,
+    handle: &tokio::runtime::Handle,
 ) -> (u64, Result<Message, RunError>) {
-    (job.frame, run_job(&job, last, slowdown, meter))
+    (job.frame, run_job(&job, last, slowdown, meter, handle))
 }
 
 fn run_job(
@@ -67,6 +70,7 @@ fn run_job(
     last: &mut LastPlan,
     slowdown: f64,
     meter: Option<&LoadMeter>,
+    handle: &tokio::runtime::Handle,
 ) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
     let found = last.get(job)?;
@@ -76,8 +80,16 @@ fn run_job(
         received.insert(name, t.into());
     }
     let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
-    let out = plan.run_suffix_dilated(g, &received, slowdown)?;
-    let compute_us = started.elapsed().as_micros() as u64;
+    let (out, compute_us, report) = match &job.edge {
+        Some((near, edge)) => {
+            let r = super::edge::run(edge, &job.loaded, &job.cut, near, &received, slowdown, handle)?;
+            (r.outputs, r.compute.as_micros() as u64, Some(r.report))
+        }
+        None => {
+            let out = plan.run_suffix_dilated(g, &received, slowdown)?;
+            (out, started.elapsed().as_micros() as u64, None)
+        }
+    };
     if let Some(m) = meter {
         // The dilation's sleeps stretch the run about `slowdown` times (not
         // the set-up before the first layer): not load.
@@ -97,7 +109,7 @@ fn run_job(
         })
         .collect::<Result<_, _>>()?;
     let outputs = crate::encoding::to_send(&outputs)?;
-    Ok(HandheldSession::result(job.frame, compute_us, &outputs, &job.answer)?)
+    Ok(HandheldSession::result(job.frame, compute_us, &outputs, &job.answer, report)?)
 }
 
 /// Builds these cuts' suffix plans one after the other (builds ahead

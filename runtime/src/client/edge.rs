@@ -1,0 +1,187 @@
+//! The wearable's view of the edge tier: what the handheld said of the
+//! edge (the cuts it serves, its round trip, or why it will not relay),
+//! the placement over three tiers for the next frame, and what each
+//! relayed frame taught (the phone–edge link, an edge that failed).
+
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use super::config::EdgeConfig;
+use super::driver::{Driver, EdgeView, Now};
+use super::report::{EdgeLeg, Tiers};
+use crate::{Cut, CutKey, LayerGraph};
+use tandem_plan::partition::tiers::TierDecision;
+use tandem_plan::partition::Mode;
+use tandem_proto::session::EdgeReport;
+
+/// After an edge failure, frames leave the edge out this long.
+pub(super) const EDGE_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A three-tier decision is made again after this long (or when the edge changes).
+const REDECIDE: Duration = Duration::from_secs(1);
+
+/// Where a session stands with its edge tier.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EdgeStatus {
+    /// The edge server's URL.
+    pub url: String,
+    /// Cuts asked about whose suffixes it serves (0 before the handheld answered).
+    pub served: usize,
+    /// Cuts asked about.
+    pub asked: usize,
+    /// Why the handheld will not relay there, when it will not.
+    pub refused: Option<String>,
+}
+
+/// The session's edge tier.
+pub(super) struct EdgeState {
+    config: EdgeConfig,
+    /// The cuts asked about: [`tandem_core::tier::edge_cuts`] and the configured one.
+    asked: Vec<Cut>,
+    /// What the handheld said: `None` until it answered, or when it refused.
+    view: Option<EdgeView>,
+    /// Why the handheld will not relay (its answer).
+    refused: Option<String>,
+    /// Frames leave the edge out until then (session time).
+    avoid_until: Option<Duration>,
+    /// The last decision and when (session time).
+    decided: Option<(Duration, TierDecision)>,
+}
+
+impl EdgeState {
+    /// The edge of `config` for a model of `graph`.
+    pub fn new(config: EdgeConfig, graph: &LayerGraph) -> EdgeState {
+        let mut asked = tandem_core::tier::edge_cuts(graph, tandem_core::tier::EDGE_FRACTIONS);
+        if let Some(c) = config.cut.as_ref().and_then(|k| Cut::from_key(graph, k.as_str()).ok()) {
+            if !asked.contains(&c) {
+                asked.insert(0, c);
+            }
+        }
+        EdgeState { config, asked, view: None, refused: None, avoid_until: None, decided: None }
+    }
+
+    /// What the link task asks the handheld each time it is ready.
+    pub fn ask(&self) -> (String, Vec<CutKey>) {
+        (self.config.url.clone(), self.asked.iter().map(Cut::key).collect())
+    }
+
+    /// The handheld's answer: the cuts the edge serves, or why not.
+    pub fn on_ready(
+        &mut self,
+        graph: &LayerGraph,
+        deployed: Vec<CutKey>,
+        rtt_us: u64,
+        error: Option<String>,
+    ) {
+        self.decided = None;
+        if let Some(why) = error {
+            warn!(url = %self.config.url, "the handheld will not relay to the edge: {why}; two tiers");
+            self.view = None;
+            self.refused = Some(why);
+            return;
+        }
+        let served: Vec<Cut> =
+            deployed.iter().filter_map(|k| Cut::from_key(graph, k.as_str()).ok()).collect();
+        info!(url = %self.config.url, served = served.len(), asked = self.asked.len(), rtt_us, "the edge tier is ready");
+        let mut link = self.view.as_ref().map_or(self.config.link, |v| v.link);
+        link.rtt = Duration::from_micros(rtt_us);
+        self.refused = None;
+        self.view = Some(EdgeView { served, link, speedup: self.config.speedup });
+    }
+
+    /// Where the session stands with the edge.
+    pub fn status(&self) -> EdgeStatus {
+        EdgeStatus {
+            url: self.config.url.clone(),
+            served: self.view.as_ref().map_or(0, |v| v.served.len()),
+            asked: self.asked.len(),
+            refused: self.refused.clone(),
+        }
+    }
+
+    /// Whether the handheld has answered the edge ask (served cuts or a refusal).
+    pub fn answered(&self) -> bool {
+        self.view.is_some() || self.refused.is_some()
+    }
+
+    /// The placement for the next frame, offloaded at `two_tier` by the
+    /// two-tier planner: `(S1, S2)` when the edge takes part, else `None`.
+    pub fn placement(
+        &mut self,
+        driver: &Driver,
+        graph: &LayerGraph,
+        mode: Mode,
+        now: Now,
+        at: Duration,
+        two_tier: &Cut,
+    ) -> Option<(Cut, Cut, Option<f64>)> {
+        let view = self.view.as_ref()?;
+        if self.avoid_until.is_some_and(|t| at < t) {
+            return None;
+        }
+        if let Some(forced) = &self.config.cut {
+            let near = view.served.iter().find(|c| c.key() == *forced)?.clone();
+            // S1: the two-tier cut within S2 (both closed: so is their intersection).
+            let mask: Vec<bool> =
+                two_tier.prefix_mask().iter().zip(near.prefix_mask()).map(|(&a, &b)| a && b).collect();
+            let watch = Cut::from_mask(graph, mask).ok()?;
+            return Some((watch, near, None));
+        }
+        let fresh = self.decided.as_ref().is_some_and(|(t, _)| at.saturating_sub(*t) < REDECIDE);
+        if !fresh {
+            let d = driver.edge_placement(graph, view, mode, now)?;
+            self.decided = Some((at, d));
+        }
+        let d = &self.decided.as_ref()?.1;
+        let p = &d.placement;
+        if !p.uses_edge() || p.watch().is_wearable_only() {
+            return None;
+        }
+        Some((p.watch().clone(), p.near().clone(), Some(d.evaluation.latency_s * 1e3)))
+    }
+
+    /// A relayed frame's report from the phone, at session time `at`: an
+    /// edge failure keeps frames off it for [`EDGE_BACKOFF`]; a success
+    /// updates the phone–edge rate (its bytes over the request's time less
+    /// the RTT: the edge's compute counted as link time, a conservative
+    /// rate). Returns the frame report's edge part.
+    pub fn on_report(&mut self, report: &EdgeReport, at: Duration) -> EdgeLeg {
+        if let Some(why) = &report.error {
+            warn!(url = %self.config.url, "the edge failed; the phone ran its part ({why})");
+            self.avoid_until = Some(at + EDGE_BACKOFF);
+            self.decided = None;
+        } else if let Some(view) = &mut self.view {
+            let s = Duration::from_micros(report.edge_us).saturating_sub(view.link.rtt).as_secs_f64();
+            let bytes = (report.up_bytes + report.down_bytes) as f64;
+            if s > 1e-4 && bytes > 0.0 {
+                let rate = bytes / s;
+                let old = view.link.up_bytes_per_s;
+                let new = 0.7 * old + 0.3 * rate;
+                view.link.up_bytes_per_s = new;
+                view.link.down_bytes_per_s = new;
+                if (new - old).abs() > 0.1 * old {
+                    self.decided = None;
+                }
+            }
+        }
+        EdgeLeg {
+            cut: CutKey::from_wire(report.near.clone()),
+            up_bytes: report.up_bytes,
+            down_bytes: report.down_bytes,
+            edge_ms: report.edge_us as f64 / 1e3,
+            error: report.error.clone(),
+        }
+    }
+}
+
+/// Layers on each tier for a frame at `watch` (S1), relayed to the edge
+/// from `near` (S2) when given, run on the phone otherwise.
+pub(super) fn tiers(graph: &LayerGraph, watch: &Cut, near: Option<&Cut>) -> Tiers {
+    let n = graph.nodes().len();
+    let w = watch.prefix_len();
+    match near {
+        Some(s2) => Tiers { wearable: w, handheld: s2.prefix_len() - w, edge: n - s2.prefix_len() },
+        None => Tiers { wearable: w, handheld: n - w, edge: 0 },
+    }
+}

@@ -1,0 +1,216 @@
+//! Three tiers end to end: `tandem-wearable` → `tandem-handheld serve` →
+//! a real Open Inference Protocol server (KServe, onnxruntime) on
+//! loopback, all real processes, on a real model (PP-OCR's text-direction
+//! classifier and its real input). The outputs equal the unsplit model's;
+//! killing the edge mid-stream loses and duplicates no frame.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::common::{stderr, stdout, wearable};
+use tandem::{Cut, InputShapes, Model};
+use tandem_oip::testing::start_or_skip;
+use tandem_tools::testing::{temp_dir, HandheldProcess};
+
+fn handheld_bin() -> PathBuf {
+    let me = PathBuf::from(env!("CARGO_BIN_EXE_tandem-wearable"));
+    me.with_file_name("tandem-handheld")
+}
+
+/// The real model and its real input (`models/fetch_real.py`).
+fn real_model() -> (PathBuf, PathBuf) {
+    let dir = tandem_models::cache_dir().join("real");
+    let (m, x) = (dir.join("ppocr_cls.onnx"), dir.join("ppocr_cls_input_0.pb"));
+    assert!(
+        m.exists() && x.exists(),
+        "{} is missing: run models/fetch_real.py (scripts/test.sh does)",
+        m.display()
+    );
+    (m, x)
+}
+
+/// Writes the suffixes of the default edge cuts into `dir` (the layout
+/// `tandem-models export-suffix` writes and the server serves), and picks
+/// a placement that uses all three tiers: S1 with layers on the watch,
+/// S2 ⊋ S1 with layers on the phone, and layers left for the edge.
+fn export(model: &Model, dir: &Path) -> (Cut, Cut) {
+    let g = model.graph();
+    let cuts = tandem::tier::edge_cuts(g, tandem::tier::EDGE_FRACTIONS);
+    for c in &cuts {
+        let bytes = tandem::tier::suffix_onnx(model, c).expect("a suffix");
+        std::fs::write(dir.join(format!("{}.onnx", tandem::tier::edge_model_name(&bytes))), bytes)
+            .expect("write");
+    }
+    let within = |a: &Cut, b: &Cut| a.prefix_mask().iter().zip(b.prefix_mask()).all(|(&x, &y)| !x || y);
+    for near in cuts.iter().rev() {
+        for watch in &cuts {
+            if watch.prefix_len() > 0 && watch.prefix_len() < near.prefix_len() && within(watch, near) {
+                return (watch.clone(), near.clone());
+            }
+        }
+    }
+    panic!("no nested pair of edge cuts with three busy tiers among {}", cuts.len());
+}
+
+/// PP-OCR's classifier takes any image size: its real input's.
+const SHAPE: &str = "x=1,3,48,192";
+
+fn load(path: &Path) -> Model {
+    let shapes = InputShapes::parse_with_dims::<&str, &str>(&[SHAPE], &[]).expect("shape");
+    Model::from_path(path, &shapes).expect("model")
+}
+
+fn json_last(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.lines().last().expect("a line")).expect("the last line is JSON")
+}
+
+#[test]
+fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
+    let (path, input) = real_model();
+    let model = load(&path);
+    let repo = temp_dir("edge-repo").expect("dir");
+    let (watch, near) = export(&model, &repo);
+    let Some(server) = start_or_skip(&repo, "three_tiers_over_a_real_oip_server").expect("the OIP server")
+    else {
+        return;
+    };
+    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url()]).expect("handheld");
+    let out = temp_dir("edge-out").expect("dir");
+    let (m, x, o) =
+        (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    let (s1, s2) = (watch.key().to_string(), near.key().to_string());
+    let args = [
+        "run",
+        "--model",
+        m,
+        "--input-shape",
+        SHAPE,
+        "--connect",
+        &phone.addr,
+        "--input",
+        x,
+        "--save-outputs",
+        o,
+        "--cut",
+        &s1,
+        "--edge-oip",
+        server.url(),
+        "--edge-cut",
+        &s2,
+    ];
+    let run = wearable(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let j = json_last(&stdout(&run));
+    let n = model.graph().nodes().len();
+    assert_eq!(j["offloaded"], true, "{j}");
+    assert_eq!(j["tiers"]["wearable"], watch.prefix_len(), "{j}");
+    assert_eq!(j["tiers"]["handheld"], near.prefix_len() - watch.prefix_len(), "{j}");
+    assert_eq!(j["tiers"]["edge"], n - near.prefix_len(), "{j}");
+    assert!(j["edge"]["error"].is_null(), "the edge failed: {j}");
+    assert_eq!(j["edge"]["cut"], s2, "{j}");
+    assert!(j["links"]["phone_edge"]["up"].as_u64() > Some(0), "{j}");
+    assert!(j["links"]["phone_edge"]["down"].as_u64() > Some(0), "{j}");
+    assert!(j["links"]["watch_phone"]["up"].as_u64() > Some(0), "{j}");
+    // The outputs, against the unsplit model on the same real input.
+    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
+    let unsplit =
+        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
+    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
+    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
+    for (name, file) in saved {
+        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
+        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
+        assert!(d.ok(), "{name}: three tiers differ from the unsplit model: {d:?}");
+    }
+    // An edge the handheld does not list is refused by name: two tiers, no edge.
+    let other = HandheldProcess::start(&handheld_bin(), &[]).expect("handheld");
+    let args = [
+        "run",
+        "--model",
+        m,
+        "--input-shape",
+        SHAPE,
+        "--connect",
+        &other.addr,
+        "--input",
+        x,
+        "--edge-oip",
+        server.url(),
+        "--placement",
+        "handheld",
+    ];
+    let run = wearable(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let j = json_last(&stdout(&run));
+    assert_eq!(j["offloaded"], true, "{j}");
+    assert_eq!(j["tiers"]["edge"], 0, "{j}");
+    assert!(j["edge"].is_null(), "{j}");
+    assert!(stderr(&run).contains("--edge-allow"), "the refusal is not named: {}", stderr(&run));
+    assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains("--edge-allow")), "{j}");
+    let _ = std::fs::remove_dir_all(&repo);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn killing_the_edge_mid_stream_delivers_every_frame_once_in_order() {
+    let (path, input) = real_model();
+    let model = load(&path);
+    let repo = temp_dir("edge-kill-repo").expect("dir");
+    let (watch, near) = export(&model, &repo);
+    let Some(mut server) = start_or_skip(&repo, "killing_the_edge_mid_stream").expect("the OIP server")
+    else {
+        return;
+    };
+    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url()]).expect("handheld");
+    let frames_out = temp_dir("edge-kill-frames").expect("dir").join("frames.jsonl");
+    let (s1, s2) = (watch.key().to_string(), near.key().to_string());
+    let frames = 40;
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tandem-wearable"))
+        .args([
+            "stream",
+            "--model",
+            path.to_str().expect("utf-8"),
+            "--input-shape",
+            SHAPE,
+            "--connect",
+            &phone.addr,
+        ])
+        .args(["--input", input.to_str().expect("utf-8"), "--frames", &frames.to_string(), "--fps", "20"])
+        .args(["--cut", &s1, "--edge-oip", server.url(), "--edge-cut", &s2])
+        .arg("--frames-out")
+        .arg(&frames_out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the wearable starts");
+    // Kill the edge once a few frames went through it.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let done = std::fs::read_to_string(&frames_out).map_or(0, |t| t.lines().count());
+        if done >= 6 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no frames after two minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.stop();
+    let out = child.wait_with_output().expect("the wearable ends");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&frames_out).expect("frames-out");
+    let reports: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let ids: Vec<u64> = reports.iter().map(|r| r["frame"].as_u64().expect("frame")).collect();
+    assert_eq!(ids.len(), frames, "{text}");
+    assert!(ids.windows(2).all(|w| w[0] + 1 == w[1]), "not once each, in order: {ids:?}");
+    let on_edge = |r: &serde_json::Value| r["tiers"]["edge"].as_u64().unwrap_or(0) > 0;
+    let first: Vec<bool> = reports[..6].iter().map(on_edge).collect();
+    assert!(first.iter().all(|&e| e), "the first frames did not reach the edge: {first:?}\n{text}");
+    let after = &reports[reports.len() - 5..];
+    assert!(after.iter().all(|r| !on_edge(r)), "frames still on a dead edge: {text}");
+    // After the kill every frame was still answered by the phone (none fell back to the watch).
+    assert!(reports.iter().all(|r| r["offloaded"] == true), "{text}");
+    let summary = json_last(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(summary["frames"], frames, "{summary}");
+    assert!(summary["edge_frames"].as_u64() >= Some(6), "{summary}");
+    let _ = std::fs::remove_dir_all(&repo);
+}
