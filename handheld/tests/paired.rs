@@ -412,6 +412,7 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
                 cut: handheld_only.clone(),
                 tensors: vec![tensor],
                 answer: vec![],
+                edge: None,
             },
             &body,
         )

@@ -94,6 +94,7 @@ async fn hostile(mut acceptor: TcpAcceptor, attack: Attack, layers: usize, outpu
                                 10,
                                 &[(output.clone(), tandem::wire::to_wire(&t).expect("crosses"))],
                                 &[],
+                                None,
                             )
                             .expect("result")]
                         }
