@@ -576,7 +576,9 @@ impl Session {
             values.insert(name, t.into());
         }
         let mut account = f.account;
-        account.stages.link = round.saturating_sub(handheld);
+        // A relayed frame's round trip holds the edge's request too: not the watch's link.
+        let edge_time = edge.as_ref().filter(|r| r.error.is_none()).map_or(0, |r| r.edge_us);
+        account.stages.link = round.saturating_sub(handheld).saturating_sub(Duration::from_micros(edge_time));
         account.stages.handheld = handheld;
         account.stages.latency = at.saturating_duration_since(f.started);
         account.down_bytes = down_bytes;

@@ -25,7 +25,9 @@ pub struct FrameReport {
     pub layers: usize,
     /// Wearable compute (ms), dilation included.
     pub wearable_ms: f64,
-    /// From sending to the answer, minus the handheld's compute (ms): the link both ways and queueing.
+    /// From sending to the answer, minus the handheld's compute (ms): the
+    /// link both ways and queueing (and, relayed, minus the edge request's
+    /// time, which is `edge.edge_ms`).
     pub link_ms: f64,
     /// Handheld compute (ms), as it reported.
     pub handheld_ms: f64,
