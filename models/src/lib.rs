@@ -9,6 +9,7 @@
 //!   weights are replaced by seeded random ones;
 //! * [`onnxruntime`]: onnxruntime's shared library from its pinned wheel (the second engine);
 //! * [`hostile`]: tiny ONNX files that declare or compute tensors no phone can hold (issue 28).
+//! * [`suffix`]: suffix models for an edge server's model repository, and their index (`export-suffix`).
 //! * [`ensure_models`]: materializes all of the above under [`cache_dir`].
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ pub mod light;
 pub mod onnxruntime;
 mod randomize;
 pub mod real;
+pub mod suffix;
 pub mod tflite;
 pub mod tiny;
 pub mod zoo;

@@ -1,5 +1,6 @@
-//! `tandem-models`: writes the generated zoo, fetches the ONNX light models and
-//! randomizes constant weights.
+//! `tandem-models`: writes the generated zoo, fetches the ONNX light models,
+//! randomizes constant weights, translates TFLite models and exports suffix
+//! models for an edge server.
 
 use std::path::PathBuf;
 
@@ -57,6 +58,28 @@ enum Cmd {
     },
     /// Generates/fetches everything into the cache (what tests use).
     Ensure,
+    /// Writes the suffix models an edge server serves, one per cut, into a
+    /// model repository: DIR/NAME.onnx (NAME from the ONNX bytes) and the
+    /// index DIR/tandem-suffixes.json (merged with one already there).
+    /// Prints a JSON line per suffix.
+    ExportSuffix {
+        /// The model (.onnx or .tflite).
+        model: PathBuf,
+        /// The repository directory (created if missing).
+        #[arg(long)]
+        repo: PathBuf,
+        /// A cut by its key (repeatable); default: the cuts at each i/N of
+        /// the model's FLOPs (N = --fractions) whose suffix computes a model output.
+        #[arg(long = "cut", value_name = "KEY")]
+        cuts: Vec<String>,
+        /// N for the default cuts.
+        #[arg(long, default_value_t = tandem_core::tier::EDGE_FRACTIONS)]
+        fractions: usize,
+        /// Then load each through this Open Inference Protocol server's
+        /// repository API (http://HOST:PORT; the server must read DIR).
+        #[arg(long, value_name = "URL")]
+        deploy: Option<String>,
+    },
     /// Translates a TFLite model to ONNX (what loading a `.tflite` does, and
     /// caches). An op with no translation is refused by name and node: exit 2.
     Import {
@@ -80,6 +103,9 @@ fn main() -> Result<std::process::ExitCode> {
                     std::process::ExitCode::from(2)
                 }
             });
+        }
+        Cmd::ExportSuffix { model, repo, cuts, fractions, deploy } => {
+            export_suffix(&model, &repo, &cuts, fractions, deploy.as_deref())?;
         }
         Cmd::Gen { out, seed, variants, names } => {
             let out = out.unwrap_or_else(|| cache_dir().join("zoo"));
@@ -153,6 +179,46 @@ fn import(input: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
         .with_context(|| format!("translating {}", input.display()))?;
     write_atomic(&output, &onnx)?;
     println!("{}", output.display());
+    Ok(())
+}
+
+/// `tandem-models export-suffix`: writes the suffixes and their index,
+/// then loads each on the server at `deploy`, if given.
+fn export_suffix(
+    model: &std::path::Path,
+    repo: &std::path::Path,
+    cuts: &[String],
+    fractions: usize,
+    deploy: Option<&str>,
+) -> Result<()> {
+    let entries = tandem_models::suffix::export_suffixes(model, repo, cuts, fractions)?;
+    if let Some(url) = deploy {
+        let client = tandem_oip::OipClient::new(
+            url,
+            tandem_oip::ClientOptions { timeout: std::time::Duration::from_secs(120), ..Default::default() },
+        )?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async {
+            for e in &entries {
+                client
+                    .load(&e.name)
+                    .await
+                    .with_context(|| format!("deploying {} (cut {})", e.name, e.cut))?;
+            }
+            anyhow::Ok(())
+        })?;
+    }
+    for e in &entries {
+        let line = serde_json::json!({
+            "name": e.name,
+            "cut": e.cut,
+            "path": repo.join(format!("{}.onnx", e.name)),
+            "inputs": e.inputs.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            "outputs": e.outputs.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            "deployed": deploy.is_some(),
+        });
+        println!("{line}");
+    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! one test binary per file cost build time).
 
 mod common;
+mod export_suffix;
 mod import;
 mod light;
 mod zoo;
