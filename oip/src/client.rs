@@ -78,6 +78,31 @@ impl EmulatedLink {
         self.rtt / 2 + Duration::from_secs_f64(bytes as f64 * 8.0 / self.down_bits_per_s)
     }
 
+    /// Parses `UP_MBIT,DOWN_MBIT,RTT_MS` (`0.1,0.1,40`: DeepWear's poor
+    /// Wi-Fi), the command lines' form: rates above 0, the RTT from 0 to
+    /// 10000 ms.
+    pub fn parse_mbit(spec: &str) -> Result<EmulatedLink, String> {
+        let parts: Vec<f64> = spec
+            .split(',')
+            .map(|p| p.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{spec}: {e} (expected UP_MBIT,DOWN_MBIT,RTT_MS)"))?;
+        let [up, down, rtt] = parts[..] else {
+            return Err(format!("{spec}: expected three numbers, UP_MBIT,DOWN_MBIT,RTT_MS"));
+        };
+        if !(up > 0.0 && down > 0.0 && up.is_finite() && down.is_finite() && (0.0..=10_000.0).contains(&rtt))
+        {
+            return Err(format!("{spec}: rates must be positive, the RTT from 0 to 10000 ms"));
+        }
+        let link = EmulatedLink {
+            up_bits_per_s: up * 1e6,
+            down_bits_per_s: down * 1e6,
+            rtt: Duration::from_secs_f64(rtt / 1e3),
+        };
+        link.check()?;
+        Ok(link)
+    }
+
     fn check(&self) -> Result<(), String> {
         for (what, v) in [("up_bits_per_s", self.up_bits_per_s), ("down_bits_per_s", self.down_bits_per_s)] {
             // Below 1 bit/s a large tensor's wait overflows a Duration.

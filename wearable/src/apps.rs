@@ -94,6 +94,7 @@ impl AppPairArgs {
             (None, PlacementArg::Auto) => Placement::Auto,
             (None, PlacementArg::Wearable) => Placement::WearableOnly,
             (None, PlacementArg::Handheld) => Placement::HandheldOnly,
+            (None, PlacementArg::Edge) => anyhow::bail!("--placement edge needs an edge server: not in apps"),
         };
         Ok(Session::open(model, transport, config)?)
     }

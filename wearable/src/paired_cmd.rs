@@ -22,6 +22,9 @@ pub enum PlacementArg {
     Wearable,
     /// Everything on the handheld.
     Handheld,
+    /// Everything on the edge (`--edge-oip`), sent there over the watch's
+    /// own link (cloud-only).
+    Edge,
 }
 
 /// What `run` and `stream` share.
@@ -86,7 +89,9 @@ pub struct PairArgs {
     #[arg(long)]
     pub card: Option<PathBuf>,
     /// An offload strategy to compare (tandem, deepwear, dads,
-    /// neurosurgeon, wearable-only, handheld-only, handheld-compressed):
+    /// neurosurgeon, wearable-only, handheld-only, handheld-compressed;
+    /// cloud-only with --edge-oip: every frame to the edge over the
+    /// watch's own link, `--edge-direct-link`):
     /// it sets the placement, the search method, the objective, the
     /// encodings and whether the cut adapts, over `--placement`,
     /// `--method` and `--encodings`.
@@ -133,6 +138,17 @@ pub struct PairArgs {
     /// a layer (an assumption the planner prices the edge with).
     #[arg(long, value_name = "X", default_value_t = 8.0)]
     pub edge_speedup: f64,
+    /// With --edge-oip: the phone–edge link the planner assumes until the
+    /// phone has measured it, `UP_MBIT,DOWN_MBIT,RTT_MS` (default
+    /// 50,50,5).
+    #[arg(long, value_name = "UP,DOWN,RTT", requires = "edge_oip", value_parser = tandem::client::EmulatedLink::parse_mbit)]
+    pub edge_link: Option<tandem::client::EmulatedLink>,
+    /// With --edge-oip and `--strategy cloud-only` (or `--placement
+    /// edge`): emulate the watch's own link to the edge,
+    /// `UP_MBIT,DOWN_MBIT,RTT_MS` (`0.1,0.1,40`: DeepWear's poor Wi-Fi);
+    /// its rates also price the radio's model-based energy.
+    #[arg(long, value_name = "UP,DOWN,RTT", requires = "edge_oip", value_parser = tandem::client::EmulatedLink::parse_mbit)]
+    pub edge_direct_link: Option<tandem::client::EmulatedLink>,
 }
 
 /// The transport to `addr` through the keystore at `keys` (default dir
@@ -332,6 +348,7 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         PlacementArg::Auto => Placement::Auto,
         PlacementArg::Wearable => Placement::WearableOnly,
         PlacementArg::Handheld => Placement::HandheldOnly,
+        PlacementArg::Edge => Placement::EdgeOnly,
     };
     if let Some(key) = &p.cut {
         let cut = tandem::Cut::from_key(model.model.graph(), key).with_context(|| format!("--cut {key}"))?;
@@ -344,6 +361,14 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         }
         let mut edge = tandem::client::EdgeConfig::new(url.clone());
         edge.speedup = p.edge_speedup;
+        edge.direct = p.edge_direct_link;
+        if let Some(l) = p.edge_link {
+            edge.link = tandem::partition::LinkEstimate {
+                up_bytes_per_s: l.up_bits_per_s / 8.0,
+                down_bytes_per_s: l.down_bits_per_s / 8.0,
+                rtt: l.rtt,
+            };
+        }
         if let Some(key) = &p.edge_cut {
             tandem::Cut::from_key(model.model.graph(), key).with_context(|| format!("--edge-cut {key}"))?;
             edge.cut = Some(tandem::CutKey::from_wire(key.clone()));
@@ -355,6 +380,9 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     if let Some(strategy) = p.strategy {
         strategy.apply(&mut config);
         config.prepare_ahead &= !p.no_prepare_ahead;
+    }
+    if config.placement == Placement::EdgeOnly && config.edge.is_none() {
+        bail!("cloud-only (--strategy cloud-only, --placement edge) needs --edge-oip URL");
     }
     eprintln!("connecting to {} ({})", p.connect, transport.describe());
     let session = Session::open(model, transport, config)?;

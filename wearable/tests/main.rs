@@ -3,6 +3,7 @@
 
 mod calibrate_cli;
 mod cli;
+mod cloud;
 mod common;
 mod detect;
 mod device_cli;

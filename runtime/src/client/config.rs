@@ -55,6 +55,11 @@ pub enum Placement {
     HandheldOnly,
     /// Always this cut.
     Fixed(Cut),
+    /// Everything on the edge server, sent there straight over the
+    /// wearable's own link ([`EdgeConfig::direct`]; the phone takes no
+    /// part): DeepWear's cloud baseline. A frame the edge fails runs on
+    /// the wearable. Needs [`SessionConfig::edge`].
+    EdgeOnly,
 }
 
 /// Reconnection backoff: the first wait, doubled after each failure up to the cap.
@@ -180,6 +185,11 @@ pub struct EdgeConfig {
     /// The phone–edge link the planner prices with before the phone has
     /// measured it (its RTT comes from the phone's first call).
     pub link: tandem_plan::partition::LinkEstimate,
+    /// The wearable's own link to the edge, for [`Placement::EdgeOnly`]:
+    /// emulated at these rates and RTT (as the phone's `serve --edge-link`
+    /// is), its rates also pricing the radio's energy; `None`: the real
+    /// network, unshaped (priced as 50 Mbit/s).
+    pub direct: Option<tandem_oip::EmulatedLink>,
 }
 
 impl EdgeConfig {
@@ -195,6 +205,7 @@ impl EdgeConfig {
                 down_bytes_per_s: 50e6 / 8.0,
                 rtt: Duration::from_millis(5),
             },
+            direct: None,
         }
     }
 }
@@ -221,10 +232,15 @@ pub enum Strategy {
     HandheldOnly,
     /// Every layer on the handheld, the input in its cheapest allowed encoding.
     HandheldCompressed,
+    /// DeepWear's cloud baseline: every layer on the edge server, the
+    /// input sent raw over the wearable's own link ([`Placement::EdgeOnly`];
+    /// needs an edge). Not in [`Strategy::ALL`], the two-tier strategies.
+    CloudOnly,
 }
 
 impl Strategy {
-    /// Every strategy, in the order reports list them.
+    /// Every two-tier strategy (the watch and the phone), in the order
+    /// reports list them; [`Strategy::CloudOnly`] needs an edge and is apart.
     pub const ALL: [Strategy; 7] = [
         Strategy::WearableOnly,
         Strategy::HandheldOnly,
@@ -245,6 +261,7 @@ impl Strategy {
             Strategy::WearableOnly => "wearable-only",
             Strategy::HandheldOnly => "handheld-only",
             Strategy::HandheldCompressed => "handheld-compressed",
+            Strategy::CloudOnly => "cloud-only",
         }
     }
 
@@ -252,6 +269,7 @@ impl Strategy {
     pub fn parse(name: &str) -> std::result::Result<Strategy, ConfigParseError> {
         Self::ALL
             .into_iter()
+            .chain([Strategy::CloudOnly])
             .find(|s| s.name() == name)
             .ok_or_else(|| ConfigParseError::Strategy(name.to_string()))
     }
@@ -292,6 +310,10 @@ impl Strategy {
                 config.placement = Placement::HandheldOnly;
                 config.encodings = config.encodings.max(Allowed::Lossless);
             }
+            Strategy::CloudOnly => {
+                config.placement = Placement::EdgeOnly;
+                config.encodings = Allowed::Raw;
+            }
         }
     }
 }
@@ -323,7 +345,7 @@ impl Accuracy {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigParseError {
     /// Not a strategy's name.
-    #[error("unknown strategy '{0}' (known: {known})", known = Strategy::ALL.map(Strategy::name).join(", "))]
+    #[error("unknown strategy '{0}' (known: {known})", known = Strategy::ALL.map(Strategy::name).join(", ") + ", cloud-only")]
     Strategy(String),
     /// Neither `rel:X` nor `argmax`.
     #[error("accuracy '{0}': rel:X (a relative error above 0) or argmax")]

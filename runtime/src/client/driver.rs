@@ -307,6 +307,10 @@ impl Driver {
     ) -> Next {
         match placement {
             Placement::WearableOnly => return Next::here(graph, "placement: wearable only"),
+            // Not planned here: the session sends such frames to the edge itself.
+            Placement::EdgeOnly => {
+                return Next::here(graph, "placement: edge only, and the edge is not used")
+            }
             _ if not_ready.is_some() => return Next::here(graph, not_ready.unwrap_or_default()),
             Placement::HandheldOnly => {
                 let cut = Cut::handheld_only(graph);

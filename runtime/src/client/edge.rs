@@ -106,7 +106,11 @@ impl EdgeState {
     }
 
     /// The placement for the next frame, offloaded at `two_tier` by the
-    /// two-tier planner: `(S1, S2)` when the edge takes part, else `None`.
+    /// two-tier planner (predicted `two_tier_ms`): `(S1, S2)` when the edge
+    /// takes part, else `None`, with the predicted latency. A configured
+    /// S2's is the two-tier prediction plus the phone–edge leg at the
+    /// link's estimate (its bytes and RTT; the edge's compute not counted).
+    #[allow(clippy::too_many_arguments)]
     pub fn placement(
         &mut self,
         driver: &Driver,
@@ -115,6 +119,7 @@ impl EdgeState {
         now: Now,
         at: Duration,
         two_tier: &Cut,
+        two_tier_ms: Option<f64>,
     ) -> Option<(Cut, Cut, Option<f64>)> {
         let view = self.view.as_ref()?;
         if self.avoid_until.is_some_and(|t| at < t) {
@@ -126,7 +131,11 @@ impl EdgeState {
             let mask: Vec<bool> =
                 two_tier.prefix_mask().iter().zip(near.prefix_mask()).map(|(&a, &b)| a && b).collect();
             let watch = Cut::from_mask(graph, mask).ok()?;
-            return Some((watch, near, None));
+            let l = &view.link;
+            let leg_s = l.rtt.as_secs_f64()
+                + near.up_bytes() as f64 / l.up_bytes_per_s.max(1.0)
+                + near.down_bytes() as f64 / l.down_bytes_per_s.max(1.0);
+            return Some((watch, near, two_tier_ms.map(|ms| ms + leg_s * 1e3)));
         }
         let fresh = self.decided.as_ref().is_some_and(|(t, _)| at.saturating_sub(*t) < REDECIDE);
         if !fresh {

@@ -50,6 +50,7 @@ use tandem_proto::protocol::PackedTensor;
 mod accounting;
 pub mod codecs;
 mod config;
+mod direct;
 mod driver;
 mod edge;
 mod link_handle;
@@ -72,6 +73,8 @@ pub use link_handle::LinkStopped;
 use link_task::Event;
 pub use report::{EdgeLeg, FrameReport, StreamReport, Tiers};
 pub use status::{Frame, Status};
+/// The wearable's own link to the edge, emulated ([`EdgeConfig::direct`]).
+pub use tandem_oip::EmulatedLink;
 pub use unavailable::Unavailable;
 
 use crate::tensor::Outputs;
@@ -144,6 +147,8 @@ pub struct Session {
     budget_checked: std::collections::HashMap<(crate::CutKey, Vec<Encoding>), bool>,
     /// The edge tier, when one is configured.
     edge: Option<edge::EdgeState>,
+    /// The wearable's own client of the edge, cloud-only ([`Placement::EdgeOnly`]).
+    direct: Option<direct::Direct>,
 }
 
 fn session_err(e: impl std::fmt::Display) -> Error {
@@ -185,7 +190,15 @@ impl Session {
             keepalive: config.keepalive,
             edge: config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()).ask()),
         };
-        let connect = config.placement != Placement::WearableOnly;
+        let alone = matches!(config.placement, Placement::WearableOnly | Placement::EdgeOnly);
+        let direct = match (&config.placement, &config.edge) {
+            (Placement::EdgeOnly, Some(e)) => Some(direct::Direct::open(e, &model.model)?),
+            (Placement::EdgeOnly, None) => {
+                return Err(Error::Session("cloud-only (placement edge-only) needs an edge server".into()))
+            }
+            _ => None,
+        };
+        let connect = !alone;
         let device = config.wearable.name.clone();
         let link =
             LinkHandle::open(transport, model.clone(), device, settings, connect).map_err(session_err)?;
@@ -222,6 +235,7 @@ impl Session {
             calibration: None,
             budget_checked: Default::default(),
             edge,
+            direct,
             config,
         };
         s.cpufreq = match (&s.config.cpufreq, s.config.dvfs) {
@@ -242,7 +256,7 @@ impl Session {
                 .map(|gauge| (tandem_plan::fuel::FuelMeter::new(s.config.energy_window), gauge))
                 .map_err(Unavailable::Gauge),
         };
-        if s.config.placement == Placement::WearableOnly {
+        if alone {
             s.status = Status::LocalOnly;
             return Ok(s);
         }
@@ -687,10 +701,36 @@ impl Session {
         started: Instant,
         mode: Mode,
     ) -> Result<()> {
+        if self.direct.is_some() {
+            let done = self.run_direct(frame, &inputs, started);
+            return pipe
+                .start_done(frame, done)
+                .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+        }
         self.ensure_codecs(&inputs);
         let next = self.next_cut(mode);
-        let next = self.gate(next);
+        let mut next = self.gate(next);
         let waited_ms = next.waited.map(|w| w.as_secs_f64() * 1e3);
+        // Three tiers, when an edge serves this model: its placement may
+        // offload what two tiers would keep here.
+        let mut near = None;
+        if let (true, false, Some(e)) =
+            (self.is_ready(), self.config.placement == Placement::WearableOnly, &mut self.edge)
+        {
+            let now = driver::Now {
+                link: self.profiler.estimate(),
+                status: self.profiler.handheld_status(),
+                codecs: self.codecs.as_ref(),
+            };
+            let at = self.origin.elapsed();
+            let g = self.model.model.graph();
+            if let Some((watch, s2, ms)) = e.placement(&self.driver, g, mode, now, at, &next.cut, next.predicted_ms) {
+                next.cut = watch;
+                next.local_reason = None;
+                next.predicted_ms = ms.or(next.predicted_ms);
+                near = Some(s2);
+            }
+        }
         if next.cut.is_wearable_only() {
             let (outputs, took, dvfs) = self.run_local(&inputs)?;
             let why = next.local_reason.unwrap_or_else(|| "the cut runs every layer here".into());
@@ -707,25 +747,7 @@ impl Session {
                 .start_done(frame, Ok((report, outputs)))
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
         }
-        let Next { mut cut, mut predicted_ms, .. } = next;
-        let near = match &mut self.edge {
-            Some(e) => {
-                let now = driver::Now {
-                    link: self.profiler.estimate(),
-                    status: self.profiler.handheld_status(),
-                    codecs: self.codecs.as_ref(),
-                };
-                let at = self.origin.elapsed();
-                e.placement(&self.driver, self.model.model.graph(), mode, now, at, &cut).map(
-                    |(watch, near, ms)| {
-                        cut = watch;
-                        predicted_ms = ms.or(predicted_ms);
-                        near
-                    },
-                )
-            }
-            None => None,
-        };
+        let Next { cut, predicted_ms, .. } = next;
         let encodings = self.encodings_for(&cut);
         let building = Instant::now();
         let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);

@@ -1,0 +1,208 @@
+//! Cloud-only, DeepWear's cloud baseline ([`super::Placement::EdgeOnly`]):
+//! the wearable sends each frame's input straight to the edge server over
+//! its own link (Wi-Fi or LTE, emulated when [`super::EdgeConfig::direct`]
+//! says so), the phone takes no part, and the edge runs the whole model:
+//! the suffix of [`Cut::handheld_only`], one of the cuts
+//! `tandem-models export-suffix` writes. The answer is checked against the
+//! model like any peer's. When the edge fails (unreachable, a timeout, a
+//! refusal, a bad answer) the frame runs here instead, saying why, and
+//! frames stay off the edge for [`super::edge::EDGE_BACKOFF`].
+//!
+//! Frames go one at a time (no pipelining): the call blocks on a
+//! current-thread tokio runtime of this module's own. The watch's energy
+//! is model-based, as for the phone link: its compute, and its radio's
+//! powers over the bytes' time at the direct link's rates.
+
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use super::accounting::{Account, Ran, Stages};
+use super::config::EdgeConfig;
+use super::report::{EdgeLeg, FrameReport, Tiers};
+use super::Session;
+use crate::{Cut, Error, Model, Result, Values};
+use tandem_oip::{ClientOptions, OipClient, OipTensor};
+use tandem_plan::energy::EnergyModel;
+use tandem_plan::partition::LinkEstimate;
+
+/// The wearable's own client of the edge.
+pub(super) struct Direct {
+    url: String,
+    client: OipClient,
+    /// Runs the client's calls (the app thread blocks on them).
+    runtime: tokio::runtime::Runtime,
+    /// The served name of the whole model's suffix, or why the edge cannot take frames.
+    served: std::result::Result<String, String>,
+    /// The direct link's rates, for the radio's model-based energy.
+    link: LinkEstimate,
+    /// Frames stay off the edge until then, after a failure.
+    avoid_until: Option<Instant>,
+}
+
+impl Direct {
+    /// The edge of `config` for `model`: asks whether it is ready and
+    /// serves the whole model's suffix (by its name, a digest of its bytes).
+    /// An edge that cannot take frames is kept with the reason: every
+    /// frame then runs here, saying it.
+    pub fn open(config: &EdgeConfig, model: &Model) -> Result<Direct> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Session(format!("the edge client's runtime: {e}")))?;
+        let options = ClientOptions { emulate: config.direct, ..ClientOptions::default() };
+        let client = OipClient::new(&config.url, options).map_err(|e| Error::Session(e.to_string()))?;
+        let whole = Cut::handheld_only(model.graph());
+        let name = tandem_core::tier::edge_model_name(&tandem_core::tier::suffix_onnx(model, &whole)?);
+        let served = match runtime.block_on(client.model_ready(&name)) {
+            Ok(true) => Ok(name),
+            Ok(false) => Err(format!(
+                "the edge at {} does not serve this model's whole suffix ({name}: `tandem-models export-suffix`)",
+                config.url
+            )),
+            Err(e) => Err(e.to_string()),
+        };
+        match &served {
+            Ok(name) => info!(url = %config.url, %name, "cloud-only: frames go straight to the edge"),
+            Err(why) => warn!(url = %config.url, "cloud-only, but frames run here: {why}"),
+        }
+        // Without emulation the real link's rates are not known: priced as 50 Mbit/s Wi-Fi.
+        let bytes_per_s = |bits: Option<f64>| bits.unwrap_or(50e6) / 8.0;
+        let link = LinkEstimate {
+            up_bytes_per_s: bytes_per_s(config.direct.map(|l| l.up_bits_per_s)),
+            down_bytes_per_s: bytes_per_s(config.direct.map(|l| l.down_bits_per_s)),
+            rtt: config.direct.map_or(Duration::from_millis(5), |l| l.rtt),
+        };
+        Ok(Direct { url: config.url.clone(), client, runtime, served, link, avoid_until: None })
+    }
+
+    /// Why frames run here now instead of on the edge, if they do.
+    fn unavailable(&self) -> Option<String> {
+        if let Err(why) = &self.served {
+            return Some(why.clone());
+        }
+        let backoff = self.avoid_until.filter(|t| Instant::now() < *t)?;
+        Some(format!(
+            "the edge at {} failed; retrying in {:.1} s",
+            self.url,
+            backoff.saturating_duration_since(Instant::now()).as_secs_f64()
+        ))
+    }
+
+    /// Runs `inputs` on the edge: the model's outputs, checked against
+    /// `model`, and the leg's bytes and time; or why it failed.
+    fn infer(&self, model: &Model, inputs: &Values) -> std::result::Result<(Values, EdgeLeg), String> {
+        let name = self.served.as_ref().map_err(Clone::clone)?;
+        let g = model.graph();
+        let mut request = Vec::with_capacity(g.inputs().len());
+        for &t in g.inputs() {
+            let name = &g.tensor(t).name;
+            let v = inputs.get(name).ok_or_else(|| format!("input '{name}' is missing"))?;
+            let wire = tandem_core::wire::to_wire(v).map_err(|e| e.to_string())?;
+            request.push(OipTensor::from_wire(name.clone(), &wire));
+        }
+        let wanted: Vec<String> = g.outputs().iter().map(|&t| g.tensor(t).name.clone()).collect();
+        let reply =
+            self.runtime.block_on(self.client.infer(name, &request, &wanted)).map_err(|e| e.to_string())?;
+        let mut outputs = Values::new();
+        for t in &reply.outputs {
+            let id =
+                g.tensor_id(&t.name).ok_or_else(|| format!("the edge answered '{}', no output", t.name))?;
+            let wire = t.to_wire().map_err(|e| e.to_string())?;
+            let v = tandem_core::wire::from_wire(wire).map_err(|e| e.to_string())?;
+            tandem_core::split::check_tensor(g, id, &v).map_err(|e| format!("the edge's answer: {e}"))?;
+            outputs.insert(t.name.clone(), v.into());
+        }
+        let leg = EdgeLeg {
+            cut: Cut::handheld_only(g).key(),
+            up_bytes: reply.bytes_up,
+            down_bytes: reply.bytes_down,
+            edge_ms: reply.elapsed.as_secs_f64() * 1e3,
+            error: None,
+        };
+        Ok((outputs, leg))
+    }
+}
+
+/// The phone's energy in a cloud-only frame: none, it takes no part.
+struct Absent;
+
+impl EnergyModel for Absent {
+    fn name(&self) -> String {
+        "absent".into()
+    }
+    fn compute_power_w(&self) -> f64 {
+        0.0
+    }
+    fn transmit_power_w(&self) -> f64 {
+        0.0
+    }
+    fn receive_power_w(&self) -> f64 {
+        0.0
+    }
+}
+
+impl Session {
+    /// Runs one frame cloud-only: on the edge over the wearable's own link,
+    /// or here when the edge cannot take it or fails (a fallback).
+    pub(super) fn run_direct(
+        &mut self,
+        frame: u64,
+        inputs: &Values,
+        started: Instant,
+    ) -> Result<(FrameReport, Values)> {
+        let g = self.model.model.graph();
+        let n = g.nodes().len();
+        let whole = Cut::handheld_only(g);
+        let Some(direct) = &self.direct else {
+            return Err(Error::Session("cloud-only without an edge".into()));
+        };
+        let (why, leg) = match direct.unavailable() {
+            Some(why) => (Ran::Local(why), None),
+            None => {
+                let t0 = Instant::now();
+                match direct.infer(&self.model.model, inputs) {
+                    Ok((outputs, leg)) => {
+                        let took = t0.elapsed();
+                        let mut account = Account::new(frame, whole.key(), 0, Ran::Offloaded, self.engines());
+                        account.stages =
+                            Stages { link: took, latency: started.elapsed(), ..Stages::default() };
+                        (account.up_bytes, account.up_raw_bytes, account.down_bytes) = (
+                            leg.up_bytes,
+                            inputs.values().map(|v| v.as_bytes().len() as u64).sum(),
+                            leg.down_bytes,
+                        );
+                        (account.up_message_bytes, account.down_message_bytes) =
+                            (leg.up_bytes, leg.down_bytes);
+                        account.tiers = Some(Tiers { wearable: 0, handheld: 0, edge: n });
+                        account.edge = Some(leg);
+                        let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
+                        let report = account.report(n, &direct.link, &*wearable, &Absent);
+                        return Ok((report, outputs));
+                    }
+                    Err(why) => {
+                        warn!(frame, url = %direct.url, "the edge failed; running the frame here: {why}");
+                        let leg =
+                            EdgeLeg { cut: whole.key(), error: Some(why.clone()), ..EdgeLeg::default() };
+                        (Ran::FellBack(format!("the edge failed: {why}")), Some(leg))
+                    }
+                }
+            }
+        };
+        if matches!(why, Ran::FellBack(_)) {
+            if let Some(d) = &mut self.direct {
+                d.avoid_until = Some(Instant::now() + super::edge::EDGE_BACKOFF);
+            }
+        }
+        let (outputs, took, dvfs) = self.run_local(inputs)?;
+        let here = Cut::wearable_only(self.model.model.graph());
+        let mut account = Account::new(frame, here.key(), here.prefix_len(), why, self.engines());
+        account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
+        account.dvfs = dvfs;
+        account.tiers = Some(Tiers { wearable: n, handheld: 0, edge: 0 });
+        account.edge = leg;
+        let link = self.direct.as_ref().map_or(self.profiler.estimate(), |d| d.link);
+        let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
+        Ok((account.report(n, &link, &*wearable, &Absent), outputs))
+    }
+}
