@@ -75,6 +75,14 @@ enum Cmd {
         /// N for the default cuts.
         #[arg(long, default_value_t = tandem_core::tier::EDGE_FRACTIONS)]
         fractions: usize,
+        /// An input's concrete shape, as the wearable loads the model
+        /// (`NAME=D1,D2,...`; repeatable): the suffixes are cut from the
+        /// model so loaded, and their names follow.
+        #[arg(long = "input-shape", value_name = "NAME=D1,D2,...")]
+        input_shape: Vec<String>,
+        /// A value for a symbolic dimension (`SYMBOL=VALUE`; repeatable).
+        #[arg(long = "dim", value_name = "SYMBOL=VALUE")]
+        dim: Vec<String>,
         /// Then load each through this Open Inference Protocol server's
         /// repository API (http://HOST:PORT; the server must read DIR).
         #[arg(long, value_name = "URL")]
@@ -104,8 +112,9 @@ fn main() -> Result<std::process::ExitCode> {
                 }
             });
         }
-        Cmd::ExportSuffix { model, repo, cuts, fractions, deploy } => {
-            export_suffix(&model, &repo, &cuts, fractions, deploy.as_deref())?;
+        Cmd::ExportSuffix { model, repo, cuts, fractions, input_shape, dim, deploy } => {
+            let shapes = tandem_core::InputShapes::parse_with_dims(&input_shape, &dim)?;
+            export_suffix(&model, &shapes, &repo, &cuts, fractions, deploy.as_deref())?;
         }
         Cmd::Gen { out, seed, variants, names } => {
             let out = out.unwrap_or_else(|| cache_dir().join("zoo"));
@@ -186,12 +195,13 @@ fn import(input: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
 /// then loads each on the server at `deploy`, if given.
 fn export_suffix(
     model: &std::path::Path,
+    shapes: &tandem_core::InputShapes,
     repo: &std::path::Path,
     cuts: &[String],
     fractions: usize,
     deploy: Option<&str>,
 ) -> Result<()> {
-    let entries = tandem_models::suffix::export_suffixes(model, repo, cuts, fractions)?;
+    let entries = tandem_models::suffix::export_suffixes(model, shapes, repo, cuts, fractions)?;
     if let Some(url) = deploy {
         let client = tandem_oip::OipClient::new(
             url,

@@ -120,6 +120,7 @@ fn tensors(graph: &LayerGraph, ids: &[TensorId]) -> Vec<SuffixTensor> {
 /// entries written, in cut order.
 pub fn export_suffixes(
     model_path: &Path,
+    shapes: &InputShapes,
     repo: &Path,
     cut_keys: &[String],
     fractions: usize,
@@ -127,8 +128,8 @@ pub fn export_suffixes(
     if fractions == 0 {
         bail!("--fractions must be at least 1");
     }
-    let model = Model::from_path(model_path, &InputShapes::none())
-        .with_context(|| format!("loading {}", model_path.display()))?;
+    let model =
+        Model::from_path(model_path, shapes).with_context(|| format!("loading {}", model_path.display()))?;
     let graph = model.graph();
     let cuts: Vec<Cut> = if cut_keys.is_empty() {
         edge_cuts(graph, fractions)
