@@ -19,7 +19,11 @@ fuzz_target!(|data: &[u8]| {
     for (i, m) in messages.into_iter().enumerate() {
         let _ = session.on_message(m);
         if i % 3 == 0 {
-            let _ = session.offload(t0, i as u64, "0".into(), vec![], vec![]);
+            let _ = session.offload(t0, i as u64, "0".into(), vec![], vec![], None);
+        }
+        if i % 5 == 1 {
+            // An edge ask, so that an EdgeReady may be the answer awaited.
+            let _ = session.edge(t0, "http://127.0.0.1:8500", vec!["0".into()]);
         }
     }
     let _ = session.handle_timeout(t0 + std::time::Duration::from_secs(3600));

@@ -81,6 +81,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Message { header: Header::Probe { id: 1, echo_payload: true }, body: vec![0; 64] },
         Message::new(Header::Error { code: ErrorCode::Tensor, reason: "x".into() }),
         Message::new(Header::Bye),
+        Message::new(Header::Edge {
+            url: "http://127.0.0.1:8500".into(),
+            cuts: vec!["0".into(), "f".into()],
+        }),
+        Message::new(Header::EdgeReady { deployed: vec!["0".into()], rtt_us: 900, error: None }),
     ];
     for (i, m) in all.iter().enumerate() {
         let mut seed = vec![7u8];
@@ -103,7 +108,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         |tensors| Header::Result { frame: 0, handheld_compute_us: 10, tensors, edge: None },
         vec![pack_tensor("y", &y, Encoding::Raw, None)?],
     );
-    write(&dir, "ready", &frames(&[all[2].clone(), all[3].clone(), result, all[8].clone(), all[9].clone()]))?;
+    write(
+        &dir,
+        "ready",
+        &frames(&[all[2].clone(), all[3].clone(), result.clone(), all[8].clone(), all[9].clone()]),
+    )?;
+    // Relayed: the edge's answer, then a result carrying an edge report.
+    let report = tandem_proto::protocol::EdgeReport {
+        near: "0".into(),
+        up_bytes: 16,
+        down_bytes: 8,
+        edge_us: 900,
+        error: Some("timed out".into()),
+    };
+    let relayed = Message {
+        header: Header::Result { frame: 0, handheld_compute_us: 10, tensors: vec![], edge: Some(report) },
+        body: vec![],
+    };
+    write(&dir, "edge", &frames(&[all[2].clone(), all[3].clone(), all[14].clone(), relayed]))?;
 
     let dir = corpus.join("secure_records");
     let mut seed = vec![40u8];
