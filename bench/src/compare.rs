@@ -41,6 +41,11 @@ pub struct Cell {
     pub hint: String,
     /// `single` (one frame at a time) or `stream` (pipelined).
     pub mode: String,
+    /// The link to an edge server ([`crate::tiers::EDGE_LINKS`]): an edge
+    /// cell, whose strategies are [`crate::tiers::EDGE_ARMS`]; empty: two
+    /// tiers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub edge: String,
 }
 
 impl Cell {
@@ -55,6 +60,7 @@ impl Cell {
             weights: "default".into(),
             hint: "0".into(),
             mode: "single".into(),
+            edge: String::new(),
         }
     }
 
@@ -109,6 +115,15 @@ pub struct Row {
     /// before engines were reported).
     #[serde(default)]
     pub engines: Option<String>,
+    /// Measured frames in the run.
+    #[serde(default)]
+    pub frames: u64,
+    /// Of those, frames with layers on the edge.
+    #[serde(default)]
+    pub edge_frames: u64,
+    /// Frames whose edge part failed (run on the phone or the watch instead).
+    #[serde(default)]
+    pub edge_failures: u64,
 }
 
 /// The DeepWear era's pair.
@@ -150,6 +165,8 @@ struct Subject {
     file: PathBuf,
     args: Vec<String>,
     models_dir: PathBuf,
+    /// Its input shapes (for the edge's suffixes).
+    shapes: tandem::InputShapes,
 }
 
 const ZOO: [&str; 4] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128"];
@@ -164,11 +181,40 @@ pub fn walk_away_cell(model: &str) -> Cell {
     Cell { link: "walk-away".into(), mode: "stream".into(), ..Cell::base(model) }
 }
 
+/// Which cells of the edge grid ([`crate::tiers::edge_cells`]) run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeGrid {
+    /// None, but the quick grid's one edge cell.
+    Off,
+    /// Every model's, after the two-tier cells.
+    With,
+    /// Only the edge grid.
+    Only,
+}
+
 /// The cells: for `quick`, two models over BLE 2M and Wi-Fi in the base
 /// conditions, and [`WALK_MODEL`] (else the first) over a short walk-away
-/// trace; else every model, one condition varied at a time, DeepWear's era
-/// pair over its links, and the walk-away trace likewise.
-pub fn grid(models: &[String], quick: bool) -> Vec<Cell> {
+/// trace and one edge cell; else every model, one condition varied at a
+/// time, DeepWear's era pair over its links, and the walk-away trace
+/// likewise; then the edge grid as `edge` says.
+pub fn grid(models: &[String], quick: bool, edge: EdgeGrid) -> Vec<Cell> {
+    let two = grid_two_tiers(models, quick);
+    let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
+    let edges: Vec<Cell> = match (quick, edge) {
+        (true, EdgeGrid::Off) => {
+            models.get(walker).map(|m| crate::tiers::edge_cells(m, true)).unwrap_or_default()
+        }
+        (_, EdgeGrid::Off) => vec![],
+        (q, _) => models.iter().flat_map(|m| crate::tiers::edge_cells(m, q)).collect(),
+    };
+    match edge {
+        EdgeGrid::Only => edges,
+        _ => two.into_iter().chain(edges).collect(),
+    }
+}
+
+/// The two-tier cells of [`grid`].
+fn grid_two_tiers(models: &[String], quick: bool) -> Vec<Cell> {
     let mut cells = vec![];
     let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
     for (i, m) in models.iter().enumerate() {
@@ -327,7 +373,8 @@ pub fn pipelining_gains<'a>(rows: &'a [Row], strategy: &str) -> Vec<(&'a str, f6
 /// every strategy has a result. The walk-away cells are left out: their
 /// figures (over a changing link) are reported apart ([`walk_report`]).
 pub fn summarize(rows: &[Row]) -> Vec<Headline> {
-    let rows: Vec<Row> = rows.iter().filter(|r| r.cell.link != "walk-away").cloned().collect();
+    let rows: Vec<Row> =
+        rows.iter().filter(|r| r.cell.link != "walk-away" && r.cell.edge.is_empty()).cloned().collect();
     let rows = rows.as_slice();
     let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
@@ -460,6 +507,12 @@ pub fn walk_report(rows: &[Row]) -> String {
 /// DeepWear's published figures; the walk-away trace; then every cell's
 /// latencies.
 pub fn report(rows: &[Row]) -> String {
+    let all = rows;
+    let two: Vec<Row> = rows.iter().filter(|r| r.cell.edge.is_empty()).cloned().collect();
+    let rows = two.as_slice();
+    if rows.is_empty() {
+        return crate::tiers::deepwear_cloud_report(all);
+    }
     let mut out = headline_table(rows);
     let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == DEEPWEAR_PAIR).cloned().collect();
     if !era.is_empty() {
@@ -490,6 +543,7 @@ pub fn report(rows: &[Row]) -> String {
         }
         out += "\n";
     }
+    out += &crate::tiers::deepwear_cloud_report(all);
     out
 }
 
@@ -498,14 +552,15 @@ pub fn report(rows: &[Row]) -> String {
 /// inputs, `file_args`: their `--input-shape` / `--dim` flags).
 fn subjects(
     names: &[String],
-    file_args: &[String],
+    (file_args, file_shapes): (&[String], &tandem::InputShapes),
     root: &Path,
 ) -> anyhow::Result<BTreeMap<String, Subject>> {
     let mut out = BTreeMap::new();
     for n in names.iter().filter(|n| n.ends_with(".onnx")) {
         let file = std::fs::canonicalize(n).with_context(|| format!("--model {n}"))?;
         let models_dir = file.parent().context("a model directory")?.to_path_buf();
-        out.insert(n.clone(), Subject { name: n.clone(), file, args: file_args.to_vec(), models_dir });
+        let (args, shapes) = (file_args.to_vec(), file_shapes.clone());
+        out.insert(n.clone(), Subject { name: n.clone(), file, args, models_dir, shapes });
     }
     let names: Vec<String> = names.iter().filter(|n| !n.ends_with(".onnx")).cloned().collect();
     let names = names.as_slice();
@@ -527,7 +582,13 @@ fn subjects(
             let file = zoo_dir.join(format!("{n}.onnx"));
             out.insert(
                 n.clone(),
-                Subject { name: n.clone(), file, args: vec![], models_dir: zoo_dir.clone() },
+                Subject {
+                    name: n.clone(),
+                    file,
+                    args: vec![],
+                    models_dir: zoo_dir.clone(),
+                    shapes: tandem::InputShapes::none(),
+                },
             );
         }
     }
@@ -553,7 +614,8 @@ fn subjects(
             }
             let file = set.path(&e.file);
             let models_dir = file.parent().context("a model directory")?.to_path_buf();
-            out.insert(n.clone(), Subject { name: n.clone(), file, args, models_dir });
+            let shapes = tandem::InputShapes::parse(&e.input_shapes)?;
+            out.insert(n.clone(), Subject { name: n.clone(), file, args, models_dir, shapes });
         }
     }
     Ok(out)
@@ -572,6 +634,7 @@ impl Handheld {
         load: u32,
         battery: Option<u32>,
         models: &Path,
+        extra: &[String],
     ) -> anyhow::Result<Handheld> {
         let mut cmd = Command::new(runs.root.join("target/debug/tandem-handheld"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--profile", profile, "--models"]).arg(models);
@@ -583,6 +646,7 @@ impl Handheld {
         if let Some(b) = battery {
             cmd.args(["--battery", &b.to_string()]);
         }
+        cmd.args(extra);
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().context("tandem-handheld serve")?;
         let mut stdout = BufReader::new(child.stdout.take().context("its stdout")?);
@@ -647,15 +711,17 @@ pub fn walk_frames_path(out: &Path, model: &str, strategy: &str, run: u32) -> Pa
     out.join("frames").join(format!("{model}-{strategy}-run{run}.jsonl"))
 }
 
-/// Runs `strategy` in `cell` once: the stream's summary as a row.
+/// Runs `arm` in `cell` once (with `edge`'s arguments in an edge cell):
+/// the stream's summary as a row.
 fn run_one(
     runs: &Runs,
     subject: &Subject,
     cell: &Cell,
-    strategy: Strategy,
+    (arm, edge): (&crate::tiers::Arm, Option<&crate::tiers::EdgeRun>),
     handheld: &Handheld,
     run: u32,
 ) -> anyhow::Result<Row> {
+    let strategy = arm.strategy;
     let root = runs.root;
     let mut frames = runs.frames;
     let (watch, _) = cell.pair.split_once('+').context("pair")?;
@@ -670,7 +736,7 @@ fn run_one(
         frames = (runs.walk_seconds * WALK_FPS).round() as usize;
         cmd.arg("--schedule").arg(runs.out.join("walk-away.txt"));
         cmd.args(["--fps", &WALK_FPS.to_string()]);
-        cmd.arg("--frames-out").arg(walk_frames_path(runs.out, &subject.name, strategy.name(), run));
+        cmd.arg("--frames-out").arg(walk_frames_path(runs.out, &subject.name, arm.name, run));
         WALK_AWAY.0
     } else {
         cell.link.as_str()
@@ -683,21 +749,32 @@ fn run_one(
     if runs.dvfs && strategy == Strategy::Tandem {
         cmd.arg("--dvfs");
     }
+    if let (Some(edge), Some(link)) = (edge, crate::tiers::EdgeLink::named(&cell.edge)) {
+        cmd.args(crate::tiers::wearable_args(arm, &link, edge));
+    }
     if cell.mode == "single" {
         cmd.arg("--no-pipeline");
     }
     cmd.args(["--battery", if cell.weights == "low-watch" { "15" } else { "80" }]);
     cmd.args(&subject.args);
-    let out = cmd.stderr(Stdio::null()).output().context("tandem-wearable stream")?;
+    let out = cmd.stderr(Stdio::piped()).output().context("tandem-wearable stream")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
     if !out.status.success() || line.is_empty() {
-        bail!("{} {} in {cell:?} failed ({})", subject.name, strategy.name(), out.status);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        bail!(
+            "{} {} in {cell:?} failed ({}): {}",
+            subject.name,
+            arm.name,
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
     }
     let j: serde_json::Value = serde_json::from_str(line).with_context(|| format!("its summary: {line}"))?;
     let f = |k: &str| j[k].as_f64().with_context(|| format!("no {k} in {line}"));
     Ok(Row {
-        strategy: strategy.name().into(),
+        strategy: arm.name.into(),
         cell: cell.clone(),
         run,
         latency_ms: f("p50_ms")?,
@@ -717,6 +794,9 @@ fn run_one(
         engines: j["engines"]["prefix"]
             .as_str()
             .map(|p| format!("{p}+{}", j["engines"]["suffix"].as_str().unwrap_or("?"))),
+        frames: j["frames"].as_u64().unwrap_or(0),
+        edge_frames: j["edge_frames"].as_u64().unwrap_or(0),
+        edge_failures: j["edge_failures"].as_u64().unwrap_or(0),
     })
 }
 
@@ -731,6 +811,10 @@ pub struct Settings {
     pub engine: tandem::engine::EngineChoice,
     /// Only the base cells.
     pub base_only: bool,
+    /// Which edge cells run.
+    pub edge: EdgeGrid,
+    /// The input shapes of models given as files (for the edge's suffixes).
+    pub shapes: tandem::InputShapes,
 }
 
 pub fn compare(
@@ -738,7 +822,7 @@ pub fn compare(
     quick: bool,
     models: Vec<String>,
     file_args: &[String],
-    Settings { frames, dvfs, engine, base_only }: Settings,
+    Settings { frames, dvfs, engine, base_only, edge, shapes }: Settings,
     resume: bool,
 ) -> anyhow::Result<()> {
     let ort_lib = match engine {
@@ -758,7 +842,7 @@ pub fn compare(
     } else {
         models
     };
-    let subjects = subjects(&models, file_args, &root)?;
+    let subjects = subjects(&models, (file_args, &shapes), &root)?;
     std::fs::create_dir_all(out.join("frames"))?;
     let walk_seconds = if quick { 12.0 } else { 60.0 };
     std::fs::write(out.join("walk-away.txt"), walk_away(walk_seconds))?;
@@ -781,16 +865,18 @@ pub fn compare(
         .write(true)
         .truncate(!resume)
         .open(&results)?;
-    let mut cells = grid(&models, quick);
+    let mut cells = grid(&models, quick, edge);
     if base_only {
         cells.retain(|c| *c == Cell::base(&c.model));
     }
     // Two interleaved runs per strategy and cell; one for the quick grid
     // (CI's smoke of the harness: its figures are not reported).
     let runs_per_cell = if quick { 1 } else { 2 };
-    let done = |c: &Cell| rows.iter().filter(|r| &r.cell == c).count() >= Strategy::ALL.len() * runs_per_cell;
+    let arms = crate::tiers::arms;
+    let done = |c: &Cell| rows.iter().filter(|r| &r.cell == c).count() >= arms(c).len() * runs_per_cell;
     let todo: Vec<Cell> = cells.iter().filter(|c| !done(c)).cloned().collect();
-    let bar = indicatif::ProgressBar::new((todo.len() * Strategy::ALL.len() * runs_per_cell) as u64);
+    let total: usize = todo.iter().map(|c| arms(c).len() * runs_per_cell).sum();
+    let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{bar:40} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left: {msg}",
@@ -798,18 +884,46 @@ pub fn compare(
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_secs(1));
+    // The edge server of the model whose edge cells run: its name, the
+    // whole model's cut's key, the server.
+    let mut edge_server: Option<(String, String, tandem_oip::testing::OipServer)> = None;
     for cell in &todo {
         // Half-done cells start over: their runs are interleaved.
         rows.retain(|r| &r.cell != cell);
         let subject = &subjects[&cell.model];
         let (_, phone) = cell.pair.split_once('+').context("pair")?;
         let battery = (cell.weights != "charging-phone").then_some(80);
-        let handheld = Handheld::start(&runs, phone, cell.load, battery, &subject.models_dir)?;
+        let link = crate::tiers::EdgeLink::named(&cell.edge);
+        if link.is_some() && edge_server.as_ref().is_none_or(|(m, _, _)| *m != cell.model) {
+            // The last model's server stops first.
+            drop(edge_server.take());
+            bar.set_message(format!("{}: starting the edge (KServe)", cell.model));
+            let model = tandem::Model::from_path(&subject.file, &subject.shapes)
+                .with_context(|| format!("{}", subject.file.display()))?;
+            let repo = out.join("edge-repo").join(cell.model.replace(['/', '\\'], "_"));
+            let _ = std::fs::remove_dir_all(&repo);
+            let whole = crate::tiers::export_repo(&model, &repo)?;
+            let server = tandem_oip::testing::OipServer::start(&repo)
+                .context("the edge cells need an Open Inference Protocol server (KServe)")?;
+            edge_server = Some((cell.model.clone(), whole, server));
+        }
+        let slowdown = tandem::device::DeviceProfile::load(phone)?.slowdown.max(1.0);
+        let edge_run = match (&edge_server, link) {
+            (Some((_, whole, server)), Some(_)) => {
+                Some(crate::tiers::EdgeRun { url: server.url(), whole: whole.as_str(), slowdown })
+            }
+            _ => None,
+        };
+        let extra = match (&edge_run, link) {
+            (Some(e), Some(l)) => crate::tiers::handheld_args(&l, e.url, slowdown),
+            _ => vec![],
+        };
+        let handheld = Handheld::start(&runs, phone, cell.load, battery, &subject.models_dir, &extra)?;
         let mut cell_rows = vec![];
         for run in 1..=runs_per_cell as u32 {
-            for strategy in Strategy::ALL {
-                bar.set_message(format!("{} {} {} run {run}", cell.model, cell.link, strategy.name()));
-                cell_rows.push(run_one(&runs, subject, cell, strategy, &handheld, run)?);
+            for arm in arms(cell) {
+                bar.set_message(format!("{} {} {} {} run {run}", cell.model, cell.link, cell.edge, arm.name));
+                cell_rows.push(run_one(&runs, subject, cell, (&arm, edge_run.as_ref()), &handheld, run)?);
                 bar.inc(1);
             }
         }
@@ -820,8 +934,10 @@ pub fn compare(
         rows.extend(cell_rows);
     }
     bar.finish_and_clear();
+    drop(edge_server);
     let mut text = report(&rows);
-    let plots = crate::plots::plots(out, &rows)?;
+    let two_tiers: Vec<Row> = rows.iter().filter(|r| r.cell.edge.is_empty()).cloned().collect();
+    let plots = crate::plots::plots(out, &two_tiers)?;
     text += &format!("\nPlots: {}.\n", plots.join(", "));
     std::fs::write(out.join("report.md"), &text)?;
     println!("{text}");
@@ -835,7 +951,7 @@ mod tests {
     fn row(strategy: &str, model: &str, run: u32, latency_ms: f64, wearable_j: f64) -> Row {
         Row {
             strategy: strategy.into(),
-            cell: grid(&[model.to_string()], true).remove(0),
+            cell: grid(&[model.to_string()], true, EdgeGrid::Off).remove(0),
             run,
             latency_ms,
             p95_ms: latency_ms,
@@ -850,6 +966,9 @@ mod tests {
             stream_start_s: 0.0,
             placement: None,
             engines: None,
+            frames: 1,
+            edge_frames: 0,
+            edge_failures: 0,
         }
     }
 
@@ -893,6 +1012,28 @@ mod tests {
             "{}",
             report(&rows)
         );
+    }
+
+    /// Edge cells leave the headline and the per-cell table as they were,
+    /// and add DeepWear's cloud comparison.
+    #[test]
+    fn edge_cells_are_reported_apart() {
+        let mut rows = vec![];
+        for run in 1..=2 {
+            for (i, s) in Strategy::ALL.iter().enumerate() {
+                rows.push(row(s.name(), "a", run, 10.0 + i as f64, 1.0));
+            }
+        }
+        let before = report(&rows);
+        let edge = Cell { edge: "fast-50m".into(), ..rows[0].cell.clone() };
+        for arm in crate::tiers::EDGE_ARMS {
+            rows.push(Row { cell: edge.clone(), ..row(arm.name, "a", 1, 5.0, 0.5) });
+        }
+        assert_eq!(summarize(&rows), summarize(&rows[..14]));
+        let after = report(&rows);
+        assert!(after.starts_with(&before), "{after}");
+        assert!(after[before.len()..].contains("## DeepWear's cloud comparison, beside ours"), "{after}");
+        assert!(!after[before.len()..].contains("| a | watch-w5+pixel-8-pro |"), "{after}");
     }
 
     /// With placements pooled, a strategy that ran at the best measured
@@ -975,7 +1116,7 @@ mod tests {
     #[test]
     fn the_grid_varies_one_condition_at_a_time() {
         let models = ["m".to_string(), "n".to_string()];
-        let cells = grid(&models, false);
+        let cells = grid(&models, false, EdgeGrid::Off);
         let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
         // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode;
         // then DeepWear's era pair over 2 more links; the walk-away trace
@@ -1002,9 +1143,19 @@ mod tests {
             }
         }
         assert_eq!(of("m").iter().filter(|c| c.pair == DEEPWEAR_PAIR).count(), 3);
-        let quick = grid(&models, true);
-        assert_eq!(quick.len(), 5);
+        let quick = grid(&models, true, EdgeGrid::Off);
+        // Two models × 2 links, the walk-away trace and one edge cell for the first.
+        assert_eq!(quick.len(), 6);
         assert_eq!(quick.iter().filter(|c| c.link == "walk-away").count(), 1);
+        assert_eq!(
+            quick.iter().filter(|c| !c.edge.is_empty()).map(|c| c.model.as_str()).collect::<Vec<_>>(),
+            ["m"]
+        );
+        // The edge grid: 9 cells a model, after the others or alone.
+        assert_eq!(grid(&models, false, EdgeGrid::With).len(), 31 + 18);
+        let only = grid(&models, false, EdgeGrid::Only);
+        assert_eq!(only.len(), 18);
+        assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));
     }
 
     /// The trace's schedule parses as the link emulator reads it, falls to

@@ -35,6 +35,7 @@ mod engines;
 mod paired;
 mod plots;
 mod soak;
+mod tiers;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -200,6 +201,17 @@ enum Command {
         /// load, PropT 0, single inference).
         #[arg(long, conflicts_with = "quick")]
         base_only: bool,
+        /// Also the edge grid (issue 31, DeepWear's cloud comparison): an
+        /// edge server (KServe on loopback, serving the suffixes) behind
+        /// 100 kbit/s, 5 Mbit/s and 50 Mbit/s links, the phone idle,
+        /// loaded at 80% or a Galaxy A16; strategies: wearable-only,
+        /// handheld-only, Tandem on two tiers, cloud-only, phone relay,
+        /// Tandem on three tiers. `--quick` runs one such cell.
+        #[arg(long)]
+        edge: bool,
+        /// Only the edge grid.
+        #[arg(long, conflicts_with_all = ["edge", "base_only"])]
+        edge_only: bool,
     },
     /// Predicted against measured latency per frame of a stream
     /// (`tandem-wearable stream --frames-out F`): `DIR/NAME.svg` and `.png`,
@@ -250,15 +262,32 @@ fn main() -> anyhow::Result<()> {
         Command::Soak { wearables, seconds, faults, fps, out } => {
             soak::soak(wearables, seconds, faults, fps, &out)
         }
-        Command::Compare { quick, out, model, shapes, frames, resume, dvfs, engine, base_only } => {
+        Command::Compare {
+            quick,
+            out,
+            model,
+            shapes,
+            frames,
+            resume,
+            dvfs,
+            engine,
+            base_only,
+            edge,
+            edge_only,
+        } => {
             let file_args: Vec<String> = shapes
                 .input_shape
                 .iter()
                 .flat_map(|s| ["--input-shape".to_string(), s.clone()])
                 .chain(shapes.dim.iter().flat_map(|d| ["--dim".to_string(), d.clone()]))
                 .collect();
-            shapes.shapes()?;
-            let settings = compare::Settings { frames: frames.max(1), dvfs, engine, base_only };
+            let edge = match (edge, edge_only) {
+                (_, true) => compare::EdgeGrid::Only,
+                (true, false) => compare::EdgeGrid::With,
+                _ => compare::EdgeGrid::Off,
+            };
+            let shapes = shapes.shapes()?;
+            let settings = compare::Settings { frames: frames.max(1), dvfs, engine, base_only, edge, shapes };
             compare::compare(&out, quick, model, &file_args, settings, resume)
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),

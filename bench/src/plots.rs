@@ -517,6 +517,9 @@ mod tests {
             stream_start_s: 1.0,
             placement: None,
             engines: None,
+            frames: 1,
+            edge_frames: 0,
+            edge_failures: 0,
         }
     }
 
