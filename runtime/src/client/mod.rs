@@ -724,7 +724,9 @@ impl Session {
             };
             let at = self.origin.elapsed();
             let g = self.model.model.graph();
-            if let Some((watch, s2, ms)) = e.placement(&self.driver, g, mode, now, at, &next.cut, next.predicted_ms) {
+            if let Some((watch, s2, ms)) =
+                e.placement(&self.driver, g, mode, now, at, &next.cut, next.predicted_ms)
+            {
                 next.cut = watch;
                 next.local_reason = None;
                 next.predicted_ms = ms.or(next.predicted_ms);
