@@ -241,7 +241,8 @@ pub fn deepwear_cloud_report(rows: &[Row]) -> String {
     out += " edge frames, 3 tiers | 3 tiers beat the best 2-tier? |\n|---|---|";
     out += &"---:|".repeat(SHOWN.len() + 1);
     out += "---|\n";
-    let (mut pays, mut phone_beats_cloud, mut compared) = (0usize, 0usize, 0usize);
+    let (mut pays, mut phone_beats_cloud, mut split_beats_cloud, mut compared) =
+        (0usize, 0usize, 0usize, 0usize);
     for (cell, s) in &cells {
         let phone = EDGE_PHONES
             .iter()
@@ -285,10 +286,13 @@ pub fn deepwear_cloud_report(rows: &[Row]) -> String {
         if let (Some(phone), Some(cloud)) = (s.get("handheld-only"), s.get("cloud-only")) {
             compared += 1;
             phone_beats_cloud += usize::from(score(cell, phone) < score(cell, cloud));
+            split_beats_cloud +=
+                usize::from(s.get("tandem").is_some_and(|t| score(cell, t) < score(cell, cloud)));
         }
     }
     out += &format!(
-        "\nThe phone (handheld-only) beat cloud-only in {phone_beats_cloud} of {compared} cells; \
+        "\nThe phone (handheld-only) beat cloud-only in {phone_beats_cloud} of {compared} cells, \
+         Tandem on two tiers (the watch and the phone) in {split_beats_cloud}; \
          three tiers beat the best two-tier strategy by more than 5% in {pays} of {} cells (by the \
          cell's objective, latency at PropT 0; within 5%: a tie).\n",
         cells.len()
@@ -402,7 +406,7 @@ mod tests {
         assert!(text.contains("| fast-50m | idle | 200 / 20.00 | 80 / 4.00 | 70 / 10.00 | 100 / 4.00 | 60 / 3.00 | 40 / 3.00 | 5/5 | yes: -33% vs tandem |"), "{text}");
         assert!(text.contains("| wifi-100k | idle |"), "{text}");
         assert!(text.contains("no: +50% vs tandem"), "{text}");
-        assert!(text.contains("The phone (handheld-only) beat cloud-only in 1 of 2 cells; three tiers beat the best two-tier strategy by more than 5% in 1 of 2 cells"), "{text}");
+        assert!(text.contains("The phone (handheld-only) beat cloud-only in 1 of 2 cells, Tandem on two tiers (the watch and the phone) in 2; three tiers beat the best two-tier strategy by more than 5% in 1 of 2 cells"), "{text}");
         // No edge cells, no section.
         assert!(deepwear_cloud_report(
             &rows.iter().filter(|r| r.cell.edge.is_empty()).cloned().collect::<Vec<_>>()
