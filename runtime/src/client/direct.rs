@@ -206,3 +206,53 @@ impl Session {
         Ok((account.report(n, &link, &*wearable, &Absent), outputs))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EdgeConfig, ModelFile, Session, SessionConfig, Strategy};
+    use crate::InputShapes;
+
+    fn model() -> ModelFile {
+        ModelFile::from_bytes(tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none()).expect("tiny model")
+    }
+
+    /// Cloud-only, on this machine alone: no fuel gauge, no cpufreq.
+    fn cloud_only(edge: Option<EdgeConfig>) -> SessionConfig {
+        let mut c = SessionConfig::watch_and_phone().expect("shipped profiles");
+        (c.fuel_gauge, c.cpufreq, c.battery) = (None, None, Some(1.0));
+        Strategy::CloudOnly.apply(&mut c);
+        c.edge = edge;
+        c
+    }
+
+    fn transport() -> Box<dyn crate::link::Transport> {
+        Box::new(crate::link::memory_transport().0)
+    }
+
+    #[test]
+    fn cloud_only_is_named_apart_from_the_two_tier_strategies_and_needs_an_edge() {
+        assert_eq!(Strategy::parse("cloud-only"), Ok(Strategy::CloudOnly));
+        assert_eq!(Strategy::CloudOnly.name(), "cloud-only");
+        assert!(!Strategy::ALL.contains(&Strategy::CloudOnly));
+        let e = Session::open(model(), transport(), cloud_only(None)).err().expect("refused");
+        assert!(e.to_string().contains("needs an edge"), "{e}");
+    }
+
+    #[test]
+    fn an_unreachable_edge_runs_every_frame_here_saying_why() {
+        let edge = EdgeConfig::new("http://127.0.0.1:1");
+        let mut s = Session::open(model(), transport(), cloud_only(Some(edge))).expect("opens");
+        let n = s.model().graph().nodes().len();
+        let frames: Vec<_> =
+            (0..3).map(|i| tandem_core::check::random_inputs(s.model(), i).expect("inputs")).collect();
+        let out = s.stream(frames).expect("the session runs");
+        assert_eq!(out.len(), 3);
+        for f in out {
+            let r = f.expect("a frame").report;
+            assert!(!r.offloaded, "{r:?}");
+            assert!(r.local_reason.as_deref().is_some_and(|w| w.contains("127.0.0.1:1")), "{r:?}");
+            assert_eq!(r.tiers.map(|t| (t.wearable, t.handheld, t.edge)), Some((n, 0, 0)), "{r:?}");
+            assert_eq!(r.handheld_j, 0.0, "{r:?}");
+        }
+    }
+}
