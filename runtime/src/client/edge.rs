@@ -18,8 +18,12 @@ use tandem_proto::session::EdgeReport;
 /// After an edge failure, frames leave the edge out this long.
 pub(super) const EDGE_BACKOFF: Duration = Duration::from_secs(5);
 
-/// A three-tier decision is made again after this long (or when the edge changes).
-const REDECIDE: Duration = Duration::from_secs(1);
+/// A three-tier decision is made again after this long at the latest; it
+/// is made again at once when the two-tier planner's cut moves (its
+/// conditions changed), the edge answers again, an edge frame fails, or
+/// the phone–edge rate moves by more than 10%. Each decision is a set of
+/// min-cuts per served cut: not a price every frame should pay.
+const REDECIDE: Duration = Duration::from_secs(10);
 
 /// Where a session stands with its edge tier.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -46,7 +50,7 @@ pub(super) struct EdgeState {
     /// Frames leave the edge out until then (session time).
     avoid_until: Option<Duration>,
     /// The last decision and when (session time).
-    decided: Option<(Duration, TierDecision)>,
+    decided: Option<(Duration, CutKey, TierDecision)>,
 }
 
 impl EdgeState {
@@ -137,12 +141,14 @@ impl EdgeState {
                 + near.down_bytes() as f64 / l.down_bytes_per_s.max(1.0);
             return Some((watch, near, two_tier_ms.map(|ms| ms + leg_s * 1e3)));
         }
-        let fresh = self.decided.as_ref().is_some_and(|(t, _)| at.saturating_sub(*t) < REDECIDE);
+        let key = two_tier.key();
+        let fresh =
+            self.decided.as_ref().is_some_and(|(t, k, _)| at.saturating_sub(*t) < REDECIDE && *k == key);
         if !fresh {
             let d = driver.edge_placement(graph, view, mode, now)?;
-            self.decided = Some((at, d));
+            self.decided = Some((at, key, d));
         }
-        let d = &self.decided.as_ref()?.1;
+        let d = &self.decided.as_ref()?.2;
         let p = &d.placement;
         if !p.uses_edge() || p.watch().is_wearable_only() {
             return None;
