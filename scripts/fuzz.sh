@@ -23,7 +23,10 @@ cd "$(dirname "$0")/.."
 PER=${1:-30}
 shift || true
 TARGETS=${*:-frame_decoder handheld_session wearable_session secure_records pairing onnx_graphs}
-command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
+# CI lints our crates through a workspace wrapper (stable's clippy-driver,
+# .ci/run): the nightly builds and cargo-fuzz's install go without it.
+no_lint() { env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS "$@"; }
+command -v cargo-fuzz >/dev/null || no_lint cargo install cargo-fuzz --locked --version 0.13.2
 # Built with the workspace's features, as the tests and CI's examples step
 # build them: with `-p tandem-proto` alone, the dependencies' features
 # differ and a clean CI rebuilt them for 4 minutes.
@@ -41,7 +44,7 @@ done
 if [ ${#want[@]} -gt 0 ]; then
   FEATURES=(--features "$(printf '%s\n' "${want[@]}" | sort -u | paste -sd, -)")
 fi
-cargo +nightly fuzz build -O "${FEATURES[@]}"
+no_lint cargo +nightly fuzz build -O "${FEATURES[@]}"
 mkdir -p target/logs
 # One target per core at a time (FUZZ_JOBS; default: the cores, at most 4).
 JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -49,7 +52,7 @@ JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 run_one() {
   local t=$1 log=target/logs/$1.log
   mkdir -p "corpus/$t" "artifacts/$t"
-  if cargo +nightly fuzz run -O "${FEATURES[@]}" "$t" "corpus/$t" -- -max_total_time="$PER" -rss_limit_mb=2048 \
+  if no_lint cargo +nightly fuzz run -O "${FEATURES[@]}" "$t" "corpus/$t" -- -max_total_time="$PER" -rss_limit_mb=2048 \
       -print_final_stats=1 >"$log" 2>&1; then
     echo ok >"target/logs/$t.status"
   else
