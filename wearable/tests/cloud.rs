@@ -6,34 +6,19 @@
 //! unsplit model's; killing the edge mid-stream runs the rest on the watch,
 //! every frame delivered once and in order.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::{stderr, stdout, wearable};
-use tandem::{Cut, InputShapes, Model};
+use crate::edge::{json_last, load, real_model, SHAPE};
+use tandem::{Cut, Model};
 use tandem_oip::testing::start_or_skip;
 use tandem_tools::testing::temp_dir;
-
-/// PP-OCR's classifier takes any image size: its real input's.
-const SHAPE: &str = "x=1,3,48,192";
-
-/// The real model and its real input (`models/fetch_real.py`).
-fn real_model() -> (PathBuf, PathBuf) {
-    let dir = tandem_models::cache_dir().join("real");
-    let (m, x) = (dir.join("ppocr_cls.onnx"), dir.join("ppocr_cls_input_0.pb"));
-    assert!(
-        m.exists() && x.exists(),
-        "{} is missing: run models/fetch_real.py (scripts/test.sh does)",
-        m.display()
-    );
-    (m, x)
-}
 
 /// Writes the whole model's suffix ([`Cut::handheld_only`]'s, one of the
 /// default edge cuts) into `dir`, as `tandem-models export-suffix` does.
 fn export_whole(path: &Path, dir: &Path) -> Model {
-    let shapes = InputShapes::parse_with_dims::<&str, &str>(&[SHAPE], &[]).expect("shape");
-    let model = Model::from_path(path, &shapes).expect("model");
+    let model = load(path);
     let whole = Cut::handheld_only(model.graph());
     let cuts = tandem::tier::edge_cuts(model.graph(), tandem::tier::EDGE_FRACTIONS);
     assert!(cuts.contains(&whole), "the whole model is among the default edge cuts");
@@ -41,10 +26,6 @@ fn export_whole(path: &Path, dir: &Path) -> Model {
     std::fs::write(dir.join(format!("{}.onnx", tandem::tier::edge_model_name(&bytes))), bytes)
         .expect("write");
     model
-}
-
-fn json_last(out: &str) -> serde_json::Value {
-    serde_json::from_str(out.lines().last().expect("a line")).expect("the last line is JSON")
 }
 
 #[test]

@@ -18,7 +18,7 @@ fn handheld_bin() -> PathBuf {
 }
 
 /// The real model and its real input (`models/fetch_real.py`).
-fn real_model() -> (PathBuf, PathBuf) {
+pub(crate) fn real_model() -> (PathBuf, PathBuf) {
     let dir = tandem_models::cache_dir().join("real");
     let (m, x) = (dir.join("ppocr_cls.onnx"), dir.join("ppocr_cls_input_0.pb"));
     assert!(
@@ -53,14 +53,14 @@ fn export(model: &Model, dir: &Path) -> (Cut, Cut) {
 }
 
 /// PP-OCR's classifier takes any image size: its real input's.
-const SHAPE: &str = "x=1,3,48,192";
+pub(crate) const SHAPE: &str = "x=1,3,48,192";
 
-fn load(path: &Path) -> Model {
+pub(crate) fn load(path: &Path) -> Model {
     let shapes = InputShapes::parse_with_dims::<&str, &str>(&[SHAPE], &[]).expect("shape");
     Model::from_path(path, &shapes).expect("model")
 }
 
-fn json_last(out: &str) -> serde_json::Value {
+pub(crate) fn json_last(out: &str) -> serde_json::Value {
     serde_json::from_str(out.lines().last().expect("a line")).expect("the last line is JSON")
 }
 
