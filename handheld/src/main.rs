@@ -65,11 +65,17 @@ struct Limits {
 /// The edge tier this handheld may relay to.
 #[derive(Args)]
 struct EdgeArgs {
-    /// An Open Inference Protocol server (`http://HOST:PORT`) wearables may
-    /// ask this handheld to relay to (`tandem-wearable --edge-oip URL`);
+    /// An edge server wearables may ask this handheld to relay to: an Open
+    /// Inference Protocol server (`http://HOST:PORT`, `tandem-wearable
+    /// --edge-oip URL`) or a Tandem server paired with this handheld
+    /// (`tandem://HOST:PORT`, `tandem-wearable --edge HOST:PORT`);
     /// repeatable. None: it relays nowhere.
     #[arg(long, value_name = "URL")]
     edge_allow: Vec<String>,
+    /// The keystore this handheld talks to Tandem edges with
+    /// (`tandem-handheld pair-edge`; default `~/.config/tandem/handheld-edge`).
+    #[arg(long, value_name = "DIR")]
+    edge_keys: Option<PathBuf>,
     /// Longest a relayed frame waits for the edge, in milliseconds; past it
     /// (or on any edge error) this handheld runs the rest itself.
     #[arg(long, default_value_t = 2000)]
@@ -106,8 +112,11 @@ fn edge_client(args: &EdgeArgs) -> anyhow::Result<tandem_oip::ClientOptions> {
         });
     }
     for url in &args.edge_allow {
-        if !url.starts_with("http://") {
-            anyhow::bail!("--edge-allow {url}: an http:// URL (TLS is not built in)");
+        if !url.starts_with("http://") && !url.starts_with("tandem://") {
+            anyhow::bail!(
+                "--edge-allow {url}: an http:// URL (an Open Inference Protocol server; TLS is not built in) \
+                 or tandem://HOST:PORT (a Tandem server)"
+            );
         }
     }
     Ok(options)
@@ -202,6 +211,24 @@ enum Command {
         /// Start over with a new key when the old one is gone (as for `serve`).
         #[arg(long)]
         new_identity: bool,
+    },
+    /// Pair this handheld with a Tandem server it will relay to as an edge
+    /// (`serve --edge-allow tandem://ADDR`): type the 6-digit code that
+    /// `tandem-handheld pair` shows on the edge server.
+    PairEdge {
+        /// The edge's pairing address (its `tandem-handheld pair --listen`).
+        #[arg(long)]
+        connect: String,
+        /// The 6-digit code the edge shows.
+        #[arg(long)]
+        code: String,
+        /// The keystore for edges (as for `serve --edge-keys`).
+        #[arg(long, value_name = "DIR")]
+        edge_keys: Option<PathBuf>,
+        /// The address relayed frames go to, if not the pairing one (the
+        /// edge's `serve --listen`); it names this pairing in the keystore.
+        #[arg(long, value_name = "ADDR")]
+        serve_addr: Option<String>,
     },
     /// (Internal) load and profile one model from standard input under
     /// memory and CPU limits, as `serve` does for every model a wearable
@@ -321,6 +348,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             )
         }
         Command::Pair { listen, keys, timeout, new_identity } => pair(listen, keys, timeout, new_identity),
+        Command::PairEdge { connect, code, edge_keys, serve_addr } => {
+            pair_edge(connect, code, edge_keys, serve_addr)
+        }
         Command::SandboxLoad => unreachable!("handled in main"),
         Command::Profile { model, shapes, runs } => {
             let model = Model::from_path(&model, &shapes.shapes()?)?;
@@ -413,6 +443,9 @@ fn serve(
             deadline: std::time::Duration::from_secs_f64(limits.max_load_s),
         }),
         edge_client: edge_client(&edge)?,
+        edge_keys: Some(
+            edge.edge_keys.unwrap_or_else(|| tandem::secure::Keystore::default_dir("handheld-edge")),
+        ),
         edge_allow: edge.edge_allow,
         ..ServerConfig::default()
     };
@@ -512,6 +545,32 @@ fn pair(listen: String, keys: Option<PathBuf>, timeout: f64, new_identity: bool)
         );
         anyhow::Ok(())
     })
+}
+
+/// `tandem-handheld pair-edge`: pairs as a wearable would, into the edge keystore.
+fn pair_edge(
+    connect: String,
+    code: String,
+    edge_keys: Option<PathBuf>,
+    serve_addr: Option<String>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    tandem::secure::check_code(&code).map_err(anyhow::Error::msg).context("--code")?;
+    let dir = edge_keys.unwrap_or_else(|| tandem::secure::Keystore::default_dir("handheld-edge"));
+    let keystore = open_keystore(&dir, false)?;
+    let label = serve_addr.unwrap_or_else(|| connect.clone());
+    let transport = tandem::link::TcpTransport::new(connect.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let peer = runtime
+        .block_on(tandem::secure::pair_wearable(&transport, &keystore, &code, &label))
+        .with_context(|| format!("pairing with the edge at {connect}"))?;
+    println!(
+        "paired with edge {} at {label} (this handheld is {}; keys in {})",
+        tandem::secure::fingerprint(&peer),
+        keystore.fingerprint(),
+        dir.display()
+    );
+    Ok(())
 }
 
 #[cfg(all(feature = "ble", target_os = "linux"))]

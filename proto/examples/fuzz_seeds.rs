@@ -85,7 +85,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             url: "http://127.0.0.1:8500".into(),
             cuts: vec!["0".into(), "f".into()],
         }),
-        Message::new(Header::EdgeReady { deployed: vec!["0".into()], rtt_us: 900, error: None }),
+        Message::new(Header::EdgeReady {
+            deployed: vec!["0".into()],
+            rtt_us: 900,
+            speed: Some(4.0),
+            error: None,
+        }),
     ];
     for (i, m) in all.iter().enumerate() {
         let mut seed = vec![7u8];

@@ -253,7 +253,7 @@ impl Pair {
                 }
                 Action::Edge { url, cuts } => {
                     // An edge that serves every cut asked about.
-                    let m = self.handheld.edge_ready(&url, cuts, 0, None);
+                    let m = self.handheld.edge_ready(&url, cuts, (0, None), None);
                     let bytes = encode(&m).expect("encodes");
                     self.to_wearable.push_back((self.now + self.delay, Segment::Bytes(bytes)));
                 }

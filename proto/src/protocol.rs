@@ -30,7 +30,10 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 pub use tandem_types::{Engine, WireTensor, WireType};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
+
+/// The most an [`Header::EdgeReady`] may say an edge outruns the handheld.
+pub const MAX_EDGE_SPEED: f64 = 10_000.0;
 
 /// Most cuts one [`Header::Edge`] may ask about.
 pub const MAX_EDGE_CUTS: usize = 64;
@@ -298,6 +301,12 @@ pub enum Header {
         deployed: Vec<String>,
         /// Round trip of one readiness call (µs).
         rtt_us: u64,
+        /// (v11) How many times faster than the handheld the edge runs the
+        /// model's layers, as measured (a Tandem edge's own profile of the
+        /// model, or one suffix timed on an Open Inference Protocol
+        /// server); `None`: not measured. Finite, above 0, at most
+        /// [`MAX_EDGE_SPEED`].
+        speed: Option<f64>,
         /// Why the handheld will not relay there, when it will not.
         error: Option<String>,
     },

@@ -613,7 +613,7 @@ fn pushes_in_progress_share_one_budget_across_connections() {
 /// refused, and the edge report carried back with the frame's result.
 #[test]
 fn relays_need_an_attached_edge_and_edge_asks_are_bounded() {
-    use tandem_proto::protocol::{EdgeReport, MAX_EDGE_CUTS, MAX_EDGE_URL};
+    use tandem_proto::protocol::{EdgeReport, MAX_EDGE_CUTS, MAX_EDGE_SPEED, MAX_EDGE_URL};
     use tandem_proto::session::MAX_EDGE_ASKS;
     let digest = [9; 32];
     let ready = || {
@@ -645,16 +645,22 @@ fn relays_need_an_attached_edge_and_edge_asks_are_bounded() {
         matches!(&a[..], [Action::Edge { url, cuts }] if url == "http://127.0.0.1:9" && cuts.len() == 2),
         "{a:?}"
     );
-    s.edge_ready("http://127.0.0.1:9", vec![], 0, Some("not allowed".into()));
+    s.edge_ready("http://127.0.0.1:9", vec![], (0, None), Some("not allowed".into()));
     assert_eq!(s.edge(), None);
     assert_eq!(error_code(&s.on_message(relayed(1), |_| true)), Some(ErrorCode::Unexpected));
     // Attached: relayed frames run with S2's key.
     let mut s = ready();
     s.on_message(ask("http://127.0.0.1:9", 1), |_| true);
-    let m = s.edge_ready("http://127.0.0.1:9", vec![CutKey::from_wire("3".to_string())], 250, None);
+    let m =
+        s.edge_ready("http://127.0.0.1:9", vec![CutKey::from_wire("3".to_string())], (250, Some(3.5)), None);
     assert!(
-        matches!(&m.header, Header::EdgeReady { deployed, rtt_us: 250, error: None } if deployed == &["3"])
+        matches!(&m.header, Header::EdgeReady { deployed, rtt_us: 250, speed: Some(3.5), error: None } if deployed == &["3"])
     );
+    // A speed that is not one is not sent.
+    for bad in [f64::NAN, 0.0, -1.0, f64::INFINITY, MAX_EDGE_SPEED * 2.0] {
+        let m = ready().edge_ready("http://127.0.0.1:9", vec![], (1, Some(bad)), None);
+        assert!(matches!(&m.header, Header::EdgeReady { speed: None, .. }), "{bad}: {m:?}");
+    }
     assert_eq!(s.edge(), Some("http://127.0.0.1:9"));
     let a = s.on_message(relayed(1), |_| true);
     assert!(matches!(&a[..], [Action::Run { frame: 1, edge: Some(e), .. }] if e.as_str() == "3"), "{a:?}");
@@ -680,16 +686,30 @@ fn relays_need_an_attached_edge_and_edge_asks_are_bounded() {
     // The wearable: an EdgeReady nobody asked for closes; one asked for is
     // handed up; a result's edge report reaches Delivered.
     let mut w = ready_wearable(vec![1, 2, 3]);
-    let answer = Message::new(Header::EdgeReady { deployed: vec!["3".into()], rtt_us: 9, error: None });
+    let answer = Message::new(Header::EdgeReady {
+        deployed: vec!["3".into()],
+        rtt_us: 9,
+        speed: Some(2.0),
+        error: None,
+    });
     w.on_message(answer.clone());
     assert!(w.is_closed(), "an unasked EdgeReady must close");
     let mut w = ready_wearable(vec![1, 2, 3]);
     assert!(w.edge(t0(), "http://127.0.0.1:9", vec![CutKey::from_wire("3".to_string())]).is_some());
     let a = w.on_message(answer);
     assert!(
-        matches!(&a[..], [WearableAction::EdgeReady { deployed, rtt_us: 9, error: None }] if deployed.len() == 1),
+        matches!(&a[..], [WearableAction::EdgeReady { deployed, rtt_us: 9, speed: Some(2.0), error: None }] if deployed.len() == 1),
         "{a:?}"
     );
+    // A handheld claiming an edge of no speed, or of a speed past the cap, is malformed.
+    for bad in [0.0, f64::NAN, MAX_EDGE_SPEED * 2.0] {
+        let mut w = ready_wearable(vec![1, 2, 3]);
+        w.edge(t0(), "http://127.0.0.1:9", vec![]);
+        let m =
+            Message::new(Header::EdgeReady { deployed: vec![], rtt_us: 9, speed: Some(bad), error: None });
+        w.on_message(m);
+        assert!(w.is_closed(), "{bad}: accepted");
+    }
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     w.offload(
         t0(),

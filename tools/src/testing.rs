@@ -81,6 +81,35 @@ pub fn pair_into(
     h_keys: &Path,
     w_keys: &Path,
 ) -> std::io::Result<()> {
+    pair_with(handheld_bin, h_keys, |addr, code| {
+        std::process::Command::new(wearable_bin)
+            .args(["pair", "--connect", addr, "--code", code])
+            .arg("--keys")
+            .arg(w_keys)
+            .output()
+    })
+}
+
+/// Pairs a phone's edge keystore `phone_edge_keys` with the edge server's
+/// keystore `edge_keys` through `handheld_bin pair` (on the edge) and
+/// `handheld_bin pair-edge` (on the phone), as an operator would.
+pub fn pair_edge(handheld_bin: &Path, edge_keys: &Path, phone_edge_keys: &Path) -> std::io::Result<()> {
+    pair_with(handheld_bin, edge_keys, |addr, code| {
+        std::process::Command::new(handheld_bin)
+            .args(["pair-edge", "--connect", addr, "--code", code])
+            .arg("--edge-keys")
+            .arg(phone_edge_keys)
+            .output()
+    })
+}
+
+/// `handheld_bin pair` into `h_keys`, its address and code handed to
+/// `client`, which pairs the other side.
+fn pair_with(
+    handheld_bin: &Path,
+    h_keys: &Path,
+    client: impl FnOnce(&str, &str) -> std::io::Result<std::process::Output>,
+) -> std::io::Result<()> {
     let mut cmd = std::process::Command::new(handheld_bin);
     cmd.args(["pair", "--listen", "127.0.0.1:0", "--timeout", "60", "--keys"])
         .arg(h_keys)
@@ -99,21 +128,11 @@ pub fn pair_into(
             code = Some(c.to_string());
         }
     }
-    let wearable = std::process::Command::new(wearable_bin)
-        .args([
-            "pair",
-            "--connect",
-            addr.as_deref().unwrap_or_default(),
-            "--code",
-            code.as_deref().unwrap_or_default(),
-        ])
-        .arg("--keys")
-        .arg(w_keys)
-        .output()?;
+    let wearable = client(addr.as_deref().unwrap_or_default(), code.as_deref().unwrap_or_default())?;
     let handheld = child.wait()?;
     if !wearable.status.success() || !handheld.success() {
         return Err(std::io::Error::other(format!(
-            "pairing failed (handheld: {handheld}; wearable: {}: {})",
+            "pairing failed (handheld: {handheld}; its peer: {}: {})",
             wearable.status,
             String::from_utf8_lossy(&wearable.stderr)
         )));

@@ -124,24 +124,34 @@ pub struct PairArgs {
     /// the suffixes `tandem-models export-suffix` wrote; the planner puts
     /// layers there only at those cuts, and each frame's report gives
     /// its `tiers` and `edge` link.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "edge")]
     pub edge_oip: Option<String>,
+    /// A third tier: a Tandem server (`tandem-handheld serve` on an edge
+    /// server, `HOST:PORT`) that the handheld relays to, over an encrypted
+    /// session paired once (`tandem-handheld pair-edge`); the handheld must
+    /// list it (`serve --edge-allow tandem://HOST:PORT`). It holds the whole
+    /// model, so it serves every cut's suffix, and its speed is measured
+    /// from its own profile.
+    #[arg(long, value_name = "ADDR")]
+    pub edge: Option<String>,
     /// Run every frame at this cut (its key, as reports give it) instead
     /// of the planner's choice.
     #[arg(long, value_name = "KEY")]
     pub cut: Option<String>,
-    /// With --edge-oip: run every offloaded frame's edge part from this
-    /// cut (its key) instead of the planner's choice.
-    #[arg(long, value_name = "KEY", requires = "edge_oip")]
+    /// With --edge-oip or --edge: run every offloaded frame's edge part
+    /// from this cut (its key) instead of the planner's choice.
+    #[arg(long, value_name = "KEY")]
     pub edge_cut: Option<String>,
-    /// With --edge-oip: how many times faster than the phone the edge runs
-    /// a layer (an assumption the planner prices the edge with).
+    /// With --edge-oip or --edge: how many times faster than the phone the
+    /// edge runs a layer, an assumption the planner prices the edge with
+    /// until the phone has measured it (it times one suffix on an Open
+    /// Inference Protocol server; a Tandem edge reports its profile).
     #[arg(long, value_name = "X", default_value_t = 8.0)]
     pub edge_speedup: f64,
-    /// With --edge-oip: the phone–edge link the planner assumes until the
-    /// phone has measured it, `UP_MBIT,DOWN_MBIT,RTT_MS` (default
+    /// With --edge-oip or --edge: the phone–edge link the planner assumes
+    /// until the phone has measured it, `UP_MBIT,DOWN_MBIT,RTT_MS` (default
     /// 50,50,5).
-    #[arg(long, value_name = "UP,DOWN,RTT", requires = "edge_oip", value_parser = tandem::client::EmulatedLink::parse_mbit)]
+    #[arg(long, value_name = "UP,DOWN,RTT", value_parser = tandem::client::EmulatedLink::parse_mbit)]
     pub edge_link: Option<tandem::client::EmulatedLink>,
     /// With --edge-oip and `--strategy cloud-only` (or `--placement
     /// edge`): emulate the watch's own link to the edge,
@@ -355,7 +365,23 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         config.placement = Placement::Fixed(cut);
     }
     config.prepare_ahead = !p.no_prepare_ahead;
-    if let Some(url) = &p.edge_oip {
+    let tandem_edge =
+        p.edge.as_ref().map(|addr| format!("tandem://{}", addr.trim_start_matches("tandem://")));
+    if p.edge_oip.is_none() && tandem_edge.is_none() {
+        for (set, flag) in [
+            (p.edge_cut.is_some(), "--edge-cut"),
+            (p.edge_link.is_some(), "--edge-link"),
+            (p.edge_direct_link.is_some(), "--edge-direct-link"),
+        ] {
+            if set {
+                bail!("{flag} needs an edge tier: --edge-oip URL or --edge ADDR");
+            }
+        }
+    }
+    if tandem_edge.is_some() && p.edge_direct_link.is_some() {
+        bail!("--edge-direct-link is the watch's own link to an Open Inference Protocol server (--edge-oip); a Tandem edge is reached through the phone, or directly as the handheld (--connect ADDR)");
+    }
+    if let Some(url) = p.edge_oip.as_ref().or(tandem_edge.as_ref()) {
         if !(p.edge_speedup.is_finite() && p.edge_speedup > 0.0) {
             bail!("--edge-speedup {}: must be a positive number", p.edge_speedup);
         }
@@ -381,8 +407,10 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
         strategy.apply(&mut config);
         config.prepare_ahead &= !p.no_prepare_ahead;
     }
-    if config.placement == Placement::EdgeOnly && config.edge.is_none() {
-        bail!("cloud-only (--strategy cloud-only, --placement edge) needs --edge-oip URL");
+    if config.placement == Placement::EdgeOnly && (config.edge.is_none() || tandem_edge.is_some()) {
+        bail!(
+            "cloud-only (--strategy cloud-only, --placement edge) needs --edge-oip URL (for a Tandem server as the only partner, connect to it: --connect ADDR)"
+        );
     }
     eprintln!("connecting to {} ({})", p.connect, transport.describe());
     let session = Session::open(model, transport, config)?;

@@ -31,16 +31,22 @@ pub(crate) fn real_model() -> (PathBuf, PathBuf) {
 
 /// Writes the suffixes of the default edge cuts into `dir` (the layout
 /// `tandem-models export-suffix` writes and the server serves), and picks
-/// a placement that uses all three tiers: S1 with layers on the watch,
-/// S2 ⊋ S1 with layers on the phone, and layers left for the edge.
+/// a placement that uses all three tiers ([`nested`]).
 fn export(model: &Model, dir: &Path) -> (Cut, Cut) {
-    let g = model.graph();
-    let cuts = tandem::tier::edge_cuts(g, tandem::tier::EDGE_FRACTIONS);
+    let cuts = tandem::tier::edge_cuts(model.graph(), tandem::tier::EDGE_FRACTIONS);
     for c in &cuts {
         let bytes = tandem::tier::suffix_onnx(model, c).expect("a suffix");
         std::fs::write(dir.join(format!("{}.onnx", tandem::tier::edge_model_name(&bytes))), bytes)
             .expect("write");
     }
+    nested(model)
+}
+
+/// A placement among the default edge cuts that uses all three tiers: S1
+/// with layers on the watch, S2 ⊋ S1 with layers on the phone, and layers
+/// left for the edge.
+fn nested(model: &Model) -> (Cut, Cut) {
+    let cuts = tandem::tier::edge_cuts(model.graph(), tandem::tier::EDGE_FRACTIONS);
     let within = |a: &Cut, b: &Cut| a.prefix_mask().iter().zip(b.prefix_mask()).all(|(&x, &y)| !x || y);
     for near in cuts.iter().rev() {
         for watch in &cuts {
@@ -111,6 +117,9 @@ fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
     assert!(j["links"]["phone_edge"]["up"].as_u64() > Some(0), "{j}");
     assert!(j["links"]["phone_edge"]["down"].as_u64() > Some(0), "{j}");
     assert!(j["links"]["watch_phone"]["up"].as_u64() > Some(0), "{j}");
+    // The phone timed a served suffix: the plan prices the edge as measured.
+    assert_eq!(j["edge_tier"]["speed_measured"], true, "{j}");
+    assert!(j["edge_tier"]["speedup"].as_f64().is_some_and(|s| s > 0.0 && s.is_finite()), "{j}");
     // The outputs, against the unsplit model on the same real input.
     let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
     let unsplit =
@@ -153,7 +162,7 @@ fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
 
 #[test]
 fn killing_the_edge_mid_stream_delivers_every_frame_once_in_order() {
-    let (path, input) = real_model();
+    let (path, _) = real_model();
     let model = load(&path);
     let repo = temp_dir("edge-kill-repo").expect("dir");
     let (watch, near) = export(&model, &repo);
@@ -161,7 +170,35 @@ fn killing_the_edge_mid_stream_delivers_every_frame_once_in_order() {
     else {
         return;
     };
-    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url()]).expect("handheld");
+    let url = server.url().to_string();
+    let phone = ["--edge-allow", url.as_str()];
+    kill_mid_stream((&watch, &near), &phone, &["--edge-oip", &url], || server.stop());
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+#[test]
+fn killing_a_tandem_edge_mid_stream_delivers_every_frame_once_in_order() {
+    let (path, _) = real_model();
+    let (watch, near) = nested(&load(&path));
+    let mut edge = tandem_edge("tandem-edge-kill");
+    let phone = edge.phone_args();
+    let phone: Vec<&str> = phone.iter().map(String::as_str).collect();
+    let addr = edge.server.addr.clone();
+    kill_mid_stream((&watch, &near), &phone, &["--edge", &addr], || edge.server.kill());
+}
+
+/// Streams 40 frames through a phone started with `phone_args` to the edge
+/// the wearable names with `edge_args`, placed at (S1, S2); calls `kill`
+/// once six frames are out. Every frame is delivered once, in order, the
+/// first ones through the edge, the last ones not, all answered by the phone.
+fn kill_mid_stream(
+    (watch, near): (&Cut, &Cut),
+    phone_args: &[&str],
+    edge_args: &[&str],
+    kill: impl FnOnce(),
+) {
+    let (path, input) = real_model();
+    let phone = HandheldProcess::start(&handheld_bin(), phone_args).expect("handheld");
     let frames_out = temp_dir("edge-kill-frames").expect("dir").join("frames.jsonl");
     let (s1, s2) = (watch.key().to_string(), near.key().to_string());
     let frames = 40;
@@ -176,7 +213,8 @@ fn killing_the_edge_mid_stream_delivers_every_frame_once_in_order() {
             &phone.addr,
         ])
         .args(["--input", input.to_str().expect("utf-8"), "--frames", &frames.to_string(), "--fps", "20"])
-        .args(["--cut", &s1, "--edge-oip", server.url(), "--edge-cut", &s2])
+        .args(["--cut", &s1, "--edge-cut", &s2])
+        .args(edge_args)
         .arg("--frames-out")
         .arg(&frames_out)
         .stdout(std::process::Stdio::piped())
@@ -193,7 +231,7 @@ fn killing_the_edge_mid_stream_delivers_every_frame_once_in_order() {
         assert!(Instant::now() < deadline, "no frames after two minutes");
         std::thread::sleep(Duration::from_millis(20));
     }
-    server.stop();
+    kill();
     let out = child.wait_with_output().expect("the wearable ends");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&frames_out).expect("frames-out");
@@ -212,5 +250,124 @@ fn killing_the_edge_mid_stream_delivers_every_frame_once_in_order() {
     let summary = json_last(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(summary["frames"], frames, "{summary}");
     assert!(summary["edge_frames"].as_u64() >= Some(6), "{summary}");
-    let _ = std::fs::remove_dir_all(&repo);
+    let _ = std::fs::remove_dir_all(frames_out.parent().expect("a dir"));
+}
+
+/// A Tandem edge: a second `tandem-handheld serve` (the edge server),
+/// paired once with the phone (`pair-edge`) and serving only paired peers,
+/// so the phone–edge session is encrypted; the phone pushes it the model.
+struct TandemEdge {
+    dir: PathBuf,
+    server: HandheldProcess,
+    phone_keys: PathBuf,
+}
+
+impl Drop for TandemEdge {
+    fn drop(&mut self) {
+        self.server.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tandem_edge(tag: &str) -> TandemEdge {
+    let dir = temp_dir(tag).expect("dir");
+    let (edge_keys, phone_keys) = (dir.join("edge"), dir.join("phone-edge"));
+    tandem_tools::testing::pair_edge(&handheld_bin(), &edge_keys, &phone_keys).expect("pairing the edge");
+    let keys = edge_keys.to_str().expect("utf-8");
+    let server = HandheldProcess::start(&handheld_bin(), &["--keys", keys]).expect("the edge server");
+    TandemEdge { dir, server, phone_keys }
+}
+
+impl TandemEdge {
+    /// The phone's `serve` flags that let it relay here.
+    fn phone_args(&self) -> Vec<String> {
+        let keys = self.phone_keys.to_str().expect("utf-8").to_string();
+        vec!["--edge-allow".into(), format!("tandem://{}", self.server.addr), "--edge-keys".into(), keys]
+    }
+}
+
+#[test]
+fn three_tiers_over_a_paired_tandem_edge_equal_the_unsplit_model() {
+    let (path, input) = real_model();
+    let model = load(&path);
+    let (watch, near) = nested(&model);
+    let edge = tandem_edge("tandem-edge");
+    let phone_args = edge.phone_args();
+    let phone_args: Vec<&str> = phone_args.iter().map(String::as_str).collect();
+    let phone = HandheldProcess::start(&handheld_bin(), &phone_args).expect("handheld");
+    let out = temp_dir("tandem-edge-out").expect("dir");
+    let (m, x, o) =
+        (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    let (s1, s2) = (watch.key().to_string(), near.key().to_string());
+    let args = [
+        "run",
+        "--model",
+        m,
+        "--input-shape",
+        SHAPE,
+        "--connect",
+        &phone.addr,
+        "--input",
+        x,
+        "--save-outputs",
+        o,
+        "--cut",
+        &s1,
+        "--edge",
+        &edge.server.addr,
+        "--edge-cut",
+        &s2,
+    ];
+    let run = wearable(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let j = json_last(&stdout(&run));
+    let n = model.graph().nodes().len();
+    assert_eq!(j["offloaded"], true, "{j}");
+    assert_eq!(j["tiers"]["wearable"], watch.prefix_len(), "{j}");
+    assert_eq!(j["tiers"]["handheld"], near.prefix_len() - watch.prefix_len(), "{j}");
+    assert_eq!(j["tiers"]["edge"], n - near.prefix_len(), "{j}");
+    assert!(j["edge"]["error"].is_null(), "the edge failed: {j}");
+    assert!(j["links"]["phone_edge"]["up"].as_u64() > Some(0), "{j}");
+    assert!(j["links"]["phone_edge"]["down"].as_u64() > Some(0), "{j}");
+    // Its speed came from its own profile, not the assumption.
+    assert_eq!(j["edge_tier"]["speed_measured"], true, "{j}");
+    assert_eq!(j["edge_tier"]["url"], format!("tandem://{}", edge.server.addr), "{j}");
+    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
+    let unsplit =
+        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
+    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
+    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
+    for (name, file) in saved {
+        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
+        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
+        assert!(d.ok(), "{name}: three tiers differ from the unsplit model: {d:?}");
+    }
+    // A phone not paired with the edge is refused by name: two tiers.
+    let unpaired = temp_dir("tandem-edge-unpaired").expect("dir");
+    let allow = format!("tandem://{}", edge.server.addr);
+    let lone = ["--edge-allow", allow.as_str(), "--edge-keys", unpaired.to_str().expect("utf-8")];
+    let other = HandheldProcess::start(&handheld_bin(), &lone).expect("handheld");
+    let args = [
+        "run",
+        "--model",
+        m,
+        "--input-shape",
+        SHAPE,
+        "--connect",
+        &other.addr,
+        "--input",
+        x,
+        "--edge",
+        &edge.server.addr,
+        "--placement",
+        "handheld",
+    ];
+    let run = wearable(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let j = json_last(&stdout(&run));
+    assert_eq!(j["offloaded"], true, "{j}");
+    assert_eq!(j["tiers"]["edge"], 0, "{j}");
+    assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains("pair-edge")), "{j}");
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&unpaired);
 }

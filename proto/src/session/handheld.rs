@@ -36,8 +36,8 @@ use crate::encoding::Encoding;
 use crate::protocol::EdgeReport;
 use crate::protocol::{
     encode, model_digest, Digest, Engine, ErrorCode, FrameDecoder, Header, LatencySummary, Message,
-    PackedTensor, ProtocolError, StatusReport, MAX_CANCEL, MAX_EDGE_CUTS, MAX_EDGE_URL, MAX_FRAME_BYTES,
-    MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE, PROTOCOL_VERSION,
+    PackedTensor, ProtocolError, StatusReport, MAX_CANCEL, MAX_EDGE_CUTS, MAX_EDGE_SPEED, MAX_EDGE_URL,
+    MAX_FRAME_BYTES, MAX_OVERRIDES, MAX_OVERRIDE_LEN, MAX_PREPARE, PROTOCOL_VERSION,
 };
 
 /// Most [`Header::Edge`] asks one connection may make (each costs the
@@ -845,19 +845,22 @@ impl HandheldSession {
 
     /// The shell checked the edge at `url` an [`Action::Edge`] named: the
     /// message telling the wearable which cuts it serves (`deployed`), its
-    /// round trip, or why this handheld will not relay there (`error`).
-    /// Relayed frames are accepted from here on when there is no error.
+    /// round trip, its measured speed against this handheld (dropped unless
+    /// finite, above 0 and at most [`MAX_EDGE_SPEED`]), or why this
+    /// handheld will not relay there (`error`). Relayed frames are accepted
+    /// from here on when there is no error.
     pub fn edge_ready(
         &mut self,
         url: &str,
         deployed: Vec<CutKey>,
-        rtt_us: u64,
+        (rtt_us, speed): (u64, Option<f64>),
         error: Option<String>,
     ) -> Message {
         self.edge = error.is_none().then(|| url.to_string());
         Message::new(Header::EdgeReady {
             deployed: deployed.into_iter().map(CutKey::into_string).collect(),
             rtt_us,
+            speed: speed.filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_EDGE_SPEED),
             error,
         })
     }
@@ -869,7 +872,7 @@ impl HandheldSession {
 
     /// An edge ask answered with a refusal (the connection stays open).
     fn edge_refused(why: String) -> Message {
-        Message::new(Header::EdgeReady { deployed: vec![], rtt_us: 0, error: Some(why) })
+        Message::new(Header::EdgeReady { deployed: vec![], rtt_us: 0, speed: None, error: Some(why) })
     }
 
     /// A cut's suffix plan was built (`error`: or why not): the message telling the wearable.

@@ -18,7 +18,8 @@ use crate::encoding::Encoding;
 use crate::protocol::EdgeReport;
 use crate::protocol::{
     model_digest, Digest, Engine, ErrorCode, FrameDecoder, Header, LatencySummary, Message, PackedTensor,
-    ProtocolError, StatusReport, MAX_CANCEL, MAX_EDGE_CUTS, MAX_FRAME_BYTES, MAX_PREPARE, PROTOCOL_VERSION,
+    ProtocolError, StatusReport, MAX_CANCEL, MAX_EDGE_CUTS, MAX_EDGE_SPEED, MAX_FRAME_BYTES, MAX_PREPARE,
+    PROTOCOL_VERSION,
 };
 use tandem_types::{CutKey, InputShapes};
 
@@ -67,6 +68,9 @@ pub enum WearableAction {
         deployed: Vec<CutKey>,
         /// Round trip of one readiness call from the handheld (µs).
         rtt_us: u64,
+        /// How many times faster than the handheld the edge runs the
+        /// model's layers, when measured.
+        speed: Option<f64>,
         /// Why the handheld will not relay, when it will not.
         error: Option<String>,
     },
@@ -585,7 +589,7 @@ impl WearableSession {
                     None => vec![],
                 }
             }
-            (WearableState::Ready, Header::EdgeReady { deployed, rtt_us, error }) => {
+            (WearableState::Ready, Header::EdgeReady { deployed, rtt_us, speed, error }) => {
                 if !std::mem::take(&mut self.edge_asked) {
                     return self.fail(ErrorCode::Unexpected, "EdgeReady without an edge asked for".into());
                 }
@@ -595,8 +599,14 @@ impl WearableSession {
                         format!("EdgeReady names {} cuts, more than {MAX_EDGE_CUTS}", deployed.len()),
                     );
                 }
+                if speed.is_some_and(|s| !(s.is_finite() && s > 0.0 && s <= MAX_EDGE_SPEED)) {
+                    return self.fail(
+                        ErrorCode::Malformed,
+                        format!("EdgeReady says the edge is {speed:?} times faster: not a speed"),
+                    );
+                }
                 let deployed = deployed.into_iter().map(CutKey::from_wire).collect();
-                vec![WearableAction::EdgeReady { deployed, rtt_us, error }]
+                vec![WearableAction::EdgeReady { deployed, rtt_us, speed, error }]
             }
             (WearableState::Ready, Header::Result { frame, handheld_compute_us, tensors, edge }) => {
                 // A cancelled frame's answer may still come (it was running):

@@ -36,6 +36,12 @@ pub struct EdgeStatus {
     pub asked: usize,
     /// Why the handheld will not relay there, when it will not.
     pub refused: Option<String>,
+    /// How many times faster than the handheld the plan takes the edge to
+    /// be: as the handheld measured it, else the configured assumption
+    /// (`--edge-speedup`).
+    pub speedup: f64,
+    /// Whether `speedup` was measured.
+    pub speed_measured: bool,
 }
 
 /// The session's edge tier.
@@ -47,6 +53,8 @@ pub(super) struct EdgeState {
     view: Option<EdgeView>,
     /// Why the handheld will not relay (its answer).
     refused: Option<String>,
+    /// The edge's speed against the handheld, as the handheld measured it.
+    measured: Option<f64>,
     /// Frames leave the edge out until then (session time).
     avoid_until: Option<Duration>,
     /// The last decision and when (session time).
@@ -62,7 +70,15 @@ impl EdgeState {
                 asked.insert(0, c);
             }
         }
-        EdgeState { config, asked, view: None, refused: None, avoid_until: None, decided: None }
+        EdgeState {
+            config,
+            asked,
+            view: None,
+            refused: None,
+            measured: None,
+            avoid_until: None,
+            decided: None,
+        }
     }
 
     /// What the link task asks the handheld each time it is ready.
@@ -75,7 +91,7 @@ impl EdgeState {
         &mut self,
         graph: &LayerGraph,
         deployed: Vec<CutKey>,
-        rtt_us: u64,
+        (rtt_us, speed): (u64, Option<f64>),
         error: Option<String>,
     ) {
         self.decided = None;
@@ -87,11 +103,13 @@ impl EdgeState {
         }
         let served: Vec<Cut> =
             deployed.iter().filter_map(|k| Cut::from_key(graph, k.as_str()).ok()).collect();
-        info!(url = %self.config.url, served = served.len(), asked = self.asked.len(), rtt_us, "the edge tier is ready");
+        info!(url = %self.config.url, served = served.len(), asked = self.asked.len(), rtt_us, ?speed, "the edge tier is ready");
         let mut link = self.view.as_ref().map_or(self.config.link, |v| v.link);
         link.rtt = Duration::from_micros(rtt_us);
         self.refused = None;
-        self.view = Some(EdgeView { served, link, speedup: self.config.speedup });
+        self.measured = speed;
+        // A measured speed wins over the configured assumption.
+        self.view = Some(EdgeView { served, link, speedup: speed.unwrap_or(self.config.speedup) });
     }
 
     /// Where the session stands with the edge.
@@ -101,6 +119,8 @@ impl EdgeState {
             served: self.view.as_ref().map_or(0, |v| v.served.len()),
             asked: self.asked.len(),
             refused: self.refused.clone(),
+            speedup: self.measured.unwrap_or(self.config.speedup),
+            speed_measured: self.measured.is_some(),
         }
     }
 

@@ -15,7 +15,7 @@ use super::{Backoff, ModelFile};
 use crate::CutKey;
 
 /// From the app thread to the link task.
-pub(super) enum Command {
+pub(crate) enum Command {
     /// A frame's suffix, its crossing tensors packed (encoded) already.
     Offload {
         frame: u64,
@@ -39,7 +39,7 @@ pub(super) enum Command {
 }
 
 /// From the link task to the app thread.
-pub(super) enum Event {
+pub(crate) enum Event {
     Ready {
         device: String,
         latency: LatencySummary,
@@ -62,6 +62,7 @@ pub(super) enum Event {
     EdgeReady {
         deployed: Vec<CutKey>,
         rtt_us: u64,
+        speed: Option<f64>,
         error: Option<String>,
     },
     Sent {
@@ -91,14 +92,14 @@ enum SendFailed {
 }
 
 /// The latest status from the handheld, not yet taken by the session.
-pub(super) type StatusSlot = std::sync::Arc<std::sync::Mutex<Option<StatusReport>>>;
+pub(crate) type StatusSlot = std::sync::Arc<std::sync::Mutex<Option<StatusReport>>>;
 
 /// Most answers to the handheld's probes waiting to be sent; beyond them
 /// its probes go unanswered.
-pub(super) const MAX_QUEUED_ECHOES: usize = 16;
+pub(crate) const MAX_QUEUED_ECHOES: usize = 16;
 
 /// How the link task connects and when it gives a link up.
-pub(super) struct LinkSettings {
+pub(crate) struct LinkSettings {
     /// Model push chunk size (bytes).
     pub chunk_bytes: usize,
     /// Reconnection backoff.
@@ -113,7 +114,7 @@ pub(super) struct LinkSettings {
 }
 
 /// The link task: connect, handshake, carry frames, reconnect with backoff.
-pub(super) async fn manage_link(
+pub(crate) async fn manage_link(
     transport: Box<dyn Transport>,
     model: ModelFile,
     device: String,
@@ -188,7 +189,7 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
 }
 
 /// A close reason in the wearable's words.
-pub(super) fn describe(reason: &CloseReason) -> String {
+pub(crate) fn describe(reason: &CloseReason) -> String {
     match reason {
         CloseReason::PeerRefused { code, reason } => format!("the handheld refused ({code:?}): {reason}"),
         CloseReason::Refused { code, reason } => format!("refused the handheld ({code:?}): {reason}"),
@@ -264,8 +265,8 @@ async fn run_link(
                         failed = send(&m, false).err().or(failed);
                     }
                 }
-                WearableAction::EdgeReady { deployed, rtt_us, error } => {
-                    let _ = events.send(Event::EdgeReady { deployed, rtt_us, error });
+                WearableAction::EdgeReady { deployed, rtt_us, speed, error } => {
+                    let _ = events.send(Event::EdgeReady { deployed, rtt_us, speed, error });
                 }
                 WearableAction::Status(s) => {
                     // Coalesced: one event waits at most; it carries the latest status.

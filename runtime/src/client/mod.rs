@@ -54,7 +54,7 @@ mod direct;
 mod driver;
 mod edge;
 mod link_handle;
-mod link_task;
+pub(crate) mod link_task;
 mod planning;
 mod report;
 mod status;
@@ -505,10 +505,10 @@ impl Session {
             Event::Delivered { frame, handheld_us, tensors, at, edge } => {
                 self.on_answer(pipe, frame, handheld_us, tensors, at, edge)
             }
-            Event::EdgeReady { deployed, rtt_us, error } => {
+            Event::EdgeReady { deployed, rtt_us, speed, error } => {
                 let graph = self.model.model.graph();
                 if let Some(e) = &mut self.edge {
-                    e.on_ready(graph, deployed, rtt_us, error);
+                    e.on_ready(graph, deployed, (rtt_us, speed), error);
                 }
             }
             Event::RunLocally { frames, reason } => {

@@ -140,14 +140,15 @@ impl Driver {
                         let (shared, done) = (self.shared.clone(), self.edges.clone());
                         tokio::spawn(async move {
                             let config = &shared.config;
-                            let checked = super::edge::check(
-                                &config.edge_allow,
-                                config.edge_client.clone(),
-                                loaded,
-                                url,
-                                cuts,
-                            )
-                            .await;
+                            let settings = super::edge::EdgeSettings {
+                                allow: &config.edge_allow,
+                                options: config.edge_client.clone(),
+                                keys: config.edge_keys.as_deref(),
+                            };
+                            let (store, digest) = (shared.clone(), loaded.digest);
+                            let bytes =
+                                move || store.model_bytes(&digest).map(Arc::new).map_err(|e| e.to_string());
+                            let checked = super::edge::check(settings, loaded, bytes, url, cuts).await;
                             let _ = done.send(checked);
                         });
                     }
@@ -377,7 +378,7 @@ pub(super) async fn connection(
             }
             Some(checked) = edges.recv() => {
                 d.edge = checked.edge;
-                let m = session.edge_ready(&checked.url, checked.deployed, checked.rtt_us, checked.error);
+                let m = session.edge_ready(&checked.url, checked.deployed, (checked.rtt_us, checked.speed), checked.error);
                 vec![Action::Send(m)]
             }
             _ = stop.changed() => session.shutdown(),

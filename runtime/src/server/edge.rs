@@ -1,9 +1,10 @@
 //! The handheld's relay to an edge server (SPEC 9): a wearable names an Open
-//! Inference Protocol server, this side checks that its operator allowed
-//! it (`serve --edge-allow`), asks the server which of the wearable's cuts'
-//! suffixes it serves, then runs relayed frames: the middle layers here,
-//! the suffix there, and when the edge fails or stalls, the rest here, so
-//! the frame is still answered once (on two tiers) and says why.
+//! Inference Protocol server (`http://`) or a Tandem server (`tandem://`,
+//! [`super::edge_tandem`]), this side checks that its operator allowed it
+//! (`serve --edge-allow`), finds which of the wearable's cuts' suffixes it
+//! serves, then runs relayed frames: the middle layers here, the suffix
+//! there, and when the edge fails or stalls, the rest here, so the frame is
+//! still answered once (on two tiers) and says why.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,27 +12,34 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info};
 
+use super::edge_tandem::{TandemEdge, SCHEME};
 use super::store::Loaded;
 use crate::{Cut, CutKey, Sides, Values};
 use tandem_core::tier::{edge_model_name, suffix_onnx, RelayPlan};
 use tandem_oip::{ClientOptions, OipClient, OipTensor};
-use tandem_proto::protocol::EdgeReport;
+use tandem_proto::protocol::{EdgeReport, LatencySummary};
 
-/// An edge one connection relays to: its client and the names its
-/// suffixes are served under.
+/// An edge one connection relays to: its client and the cuts it serves.
 pub(crate) struct Edge {
     url: String,
-    client: OipClient,
-    /// The served model name of each cut's suffix.
-    names: HashMap<CutKey, String>,
+    backend: Backend,
     /// The last relay plan built (a stream's frames share one).
     last: Mutex<Option<(CutKey, CutKey, Arc<RelayPlan>)>>,
 }
 
 impl std::fmt::Debug for Edge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Edge").field("url", &self.url).field("served", &self.names.len()).finish()
+        f.debug_struct("Edge").field("url", &self.url).finish_non_exhaustive()
     }
+}
+
+/// How the edge is reached.
+enum Backend {
+    /// An Open Inference Protocol server, and the served model name of each
+    /// cut's suffix.
+    Oip { client: OipClient, names: HashMap<CutKey, String> },
+    /// A Tandem server: it holds the whole model, so it serves every suffix.
+    Tandem(TandemEdge),
 }
 
 /// What checking an edge found: the edge (when this handheld relays
@@ -41,6 +49,9 @@ pub(crate) struct Checked {
     pub(crate) edge: Option<Arc<Edge>>,
     pub(crate) deployed: Vec<CutKey>,
     pub(crate) rtt_us: u64,
+    /// How many times faster than this handheld the edge runs the model's
+    /// layers, when measured.
+    pub(crate) speed: Option<f64>,
     pub(crate) error: Option<String>,
 }
 
@@ -51,26 +62,80 @@ pub(crate) fn allowed(allow: &[String], url: &str) -> bool {
     allow.iter().any(|a| a.trim_end_matches('/') == url)
 }
 
+fn refused(url: String, why: String) -> Checked {
+    Checked { url, edge: None, deployed: vec![], rtt_us: 0, speed: None, error: Some(why) }
+}
+
+/// How this handheld reaches edges: the operator's allow-list, the Open
+/// Inference Protocol client's options (also the Tandem edge's timeout and
+/// emulated link), the keystore paired with Tandem edges.
+pub(crate) struct EdgeSettings<'a> {
+    pub(crate) allow: &'a [String],
+    pub(crate) options: ClientOptions,
+    pub(crate) keys: Option<&'a std::path::Path>,
+}
+
 /// Checks the edge at `url` for `loaded`'s model: allowed, ready, and
-/// which of `cuts`' suffixes it serves (by their names, which are digests
-/// of their ONNX bytes, so a served name is exactly that suffix).
+/// which of `cuts`' suffixes it serves. An Open Inference Protocol server
+/// serves those whose names it knows (digests of their ONNX bytes, so a
+/// served name is exactly that suffix); a Tandem server (`tandem://`),
+/// once it has the model loaded (`model`, its bytes, pushed if it lacks
+/// them), serves every suffix that computes a model output.
 pub(crate) async fn check(
-    allow: &[String],
-    options: ClientOptions,
+    settings: EdgeSettings<'_>,
     loaded: Arc<Loaded>,
+    model: impl FnOnce() -> Result<Arc<Vec<u8>>, String> + Send + 'static,
     url: String,
     cuts: Vec<CutKey>,
 ) -> Checked {
-    let refused =
-        |url: String, why: String| Checked { url, edge: None, deployed: vec![], rtt_us: 0, error: Some(why) };
-    if !allowed(allow, &url) {
+    if !allowed(settings.allow, &url) {
         return refused(
             url,
             "this handheld relays only to the edge servers its operator lists (`tandem-handheld serve --edge-allow URL`)"
                 .into(),
         );
     }
-    let client = match OipClient::new(&url, options) {
+    let options = settings.options;
+    if let Some(addr) = url.strip_prefix(SCHEME) {
+        let Some(keys) = settings.keys.map(std::path::Path::to_path_buf) else {
+            return refused(url, "this handheld has no keystore for Tandem edges".into());
+        };
+        let (addr, loaded2) = (addr.trim_end_matches('/').to_string(), loaded.clone());
+        let handle = tokio::runtime::Handle::current();
+        let attached = tokio::task::spawn_blocking(move || {
+            let bytes = model()?;
+            let file = crate::client::ModelFile { bytes, model: loaded2.model.clone() };
+            let edge = TandemEdge::attach(&addr, &keys, options.emulate, file, options.timeout, &handle)?;
+            let g = loaded2.model.graph();
+            let served: Vec<CutKey> = cuts
+                .into_iter()
+                .filter(|k| {
+                    Cut::from_key(g, k.as_str())
+                        .is_ok_and(|c| !c.suffix_nodes().is_empty() && !c.down_tensors().is_empty())
+                })
+                .collect();
+            Ok::<_, String>((edge, served))
+        })
+        .await;
+        return match attached {
+            Ok(Ok((a, deployed))) => {
+                // Its own profile of the model against this handheld's.
+                let total = |l: &LatencySummary| l.per_layer_s.iter().sum::<f64>() + l.overhead_s;
+                let speed =
+                    Some(total(&loaded.latency) / total(&a.latency)).filter(|s| s.is_finite() && *s > 0.0);
+                info!(%url, device = %a.device, served = deployed.len(), rtt_us = a.rtt_us, ?speed, "edge attached");
+                let edge = Arc::new(Edge {
+                    url: url.clone(),
+                    backend: Backend::Tandem(a.edge),
+                    last: Mutex::new(None),
+                });
+                Checked { url, edge: Some(edge), deployed, rtt_us: a.rtt_us, speed, error: None }
+            }
+            Ok(Err(why)) => refused(url, why),
+            Err(e) => refused(url, format!("attaching the edge failed: {e}")),
+        };
+    }
+    let client = match OipClient::new(&url, options.clone()) {
         Ok(c) => c,
         Err(e) => return refused(url, e.to_string()),
     };
@@ -109,9 +174,56 @@ pub(crate) async fn check(
             Err(e) => debug!(%url, %name, "not served: {e}"),
         }
     }
-    info!(%url, asked = cuts.len(), served = deployed.len(), rtt_us, "edge attached");
-    let edge = Arc::new(Edge { url: url.clone(), client, names, last: Mutex::new(None) });
-    Checked { url, edge: Some(edge), deployed, rtt_us, error: None }
+    let speed = time_oip(&url, options, &loaded, &names).await;
+    info!(%url, asked = cuts.len(), served = deployed.len(), rtt_us, ?speed, "edge attached");
+    let edge =
+        Arc::new(Edge { url: url.clone(), backend: Backend::Oip { client, names }, last: Mutex::new(None) });
+    Checked { url, edge: Some(edge), deployed, rtt_us, speed, error: None }
+}
+
+/// The edge's speed against this handheld, measured: a served suffix that
+/// takes the model's own inputs (random ones) is run three times on the
+/// server without the emulated link, the fastest call less the fastest of
+/// three readiness calls is its compute, and this handheld's profile of
+/// the same layers over it is the speed. `None` when no served suffix
+/// takes the model's inputs, or a call fails.
+async fn time_oip(
+    url: &str,
+    options: ClientOptions,
+    loaded: &Loaded,
+    names: &HashMap<CutKey, String>,
+) -> Option<f64> {
+    let model = &loaded.model;
+    let g = model.graph();
+    let (cut, name) = names.iter().find_map(|(k, name)| {
+        let cut = Cut::from_key(g, k.as_str()).ok()?;
+        cut.up_tensors().iter().all(|t| g.inputs().contains(t)).then_some((cut, name))
+    })?;
+    let client = OipClient::new(url, ClientOptions { emulate: None, ..options }).ok()?;
+    let inputs = tandem_core::check::random_inputs(model, 0).ok()?;
+    let mut tensors = vec![];
+    for &t in cut.up_tensors() {
+        let name = &g.tensor(t).name;
+        let wire = tandem_core::wire::to_wire(inputs.get(name)?).ok()?;
+        tensors.push(OipTensor::from_wire(name.clone(), &wire));
+    }
+    let wanted: Vec<String> = cut.down_tensors().iter().map(|&t| g.tensor(t).name.clone()).collect();
+    let (mut call, mut rtt) = (Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        let started = Instant::now();
+        client.server_ready().await.ok()?;
+        rtt = rtt.min(started.elapsed());
+        call = call.min(client.infer(name, &tensors, &wanted).await.ok()?.elapsed);
+    }
+    let edge_s = call.saturating_sub(rtt).as_secs_f64().max(1e-6);
+    let here_s: f64 = cut
+        .suffix_nodes()
+        .iter()
+        .map(|&v| loaded.latency.per_layer_s.get(v).copied().unwrap_or(0.0))
+        .sum::<f64>()
+        + loaded.latency.overhead_s;
+    debug!(%url, edge_ms = edge_s * 1e3, here_ms = here_s * 1e3, "the edge timed");
+    Some(here_s / edge_s).filter(|s| s.is_finite() && *s > 0.0)
 }
 
 /// A relayed frame's answer: the outputs for S1 and how the edge went.
@@ -140,8 +252,9 @@ pub(crate) fn run(
     let mut report =
         EdgeReport { near: near.as_str().to_string(), up_bytes: 0, down_bytes: 0, edge_us: 0, error: None };
     let attempt = (|| -> Result<(Values, Duration), String> {
-        let name =
-            edge.names.get(near).ok_or_else(|| format!("the edge does not serve cut {near}'s suffix"))?;
+        if let Backend::Oip { names, .. } = &edge.backend {
+            names.get(near).ok_or_else(|| format!("the edge does not serve cut {near}'s suffix"))?;
+        }
         let relay = relay_plan(edge, loaded, cut, near).map_err(|e| e.to_string())?;
         let values = relay.run_middle(model, received, slowdown).map_err(|e| e.to_string())?;
         let middle = started.elapsed();
@@ -150,22 +263,40 @@ pub(crate) fn run(
         for &t in relay.near().up_tensors() {
             let name = &g.tensor(t).name;
             let v = request.get(name).ok_or_else(|| format!("the middle did not compute '{name}'"))?;
-            let wire = tandem_core::wire::to_wire(v).map_err(|e| e.to_string())?;
-            inputs.push(OipTensor::from_wire(name.clone(), &wire));
+            inputs.push((name.clone(), &**v));
         }
-        let wanted: Vec<String> =
-            relay.near().down_tensors().iter().map(|&t| g.tensor(t).name.clone()).collect();
-        let reply = handle.block_on(edge.client.infer(name, &inputs, &wanted));
-        let reply = reply.map_err(|e| e.to_string())?;
-        report.up_bytes = reply.bytes_up;
-        report.down_bytes = reply.bytes_down;
-        report.edge_us = reply.elapsed.as_micros() as u64;
-        let mut answer = Values::new();
-        for t in &reply.outputs {
-            let wire = t.to_wire().map_err(|e| e.to_string())?;
-            let v = tandem_core::wire::from_wire(wire).map_err(|e| e.to_string())?;
-            answer.insert(t.name.clone(), v.into());
-        }
+        let answer = match &edge.backend {
+            Backend::Oip { client, names } => {
+                let name = &names[near];
+                let wanted: Vec<String> =
+                    relay.near().down_tensors().iter().map(|&t| g.tensor(t).name.clone()).collect();
+                let mut tensors = Vec::with_capacity(inputs.len());
+                for (name, v) in &inputs {
+                    let wire = tandem_core::wire::to_wire(v).map_err(|e| e.to_string())?;
+                    tensors.push(OipTensor::from_wire(name.clone(), &wire));
+                }
+                let reply =
+                    handle.block_on(client.infer(name, &tensors, &wanted)).map_err(|e| e.to_string())?;
+                report.up_bytes = reply.bytes_up;
+                report.down_bytes = reply.bytes_down;
+                report.edge_us = reply.elapsed.as_micros() as u64;
+                let mut answer = Values::new();
+                for t in &reply.outputs {
+                    let wire = t.to_wire().map_err(|e| e.to_string())?;
+                    let v = tandem_core::wire::from_wire(wire).map_err(|e| e.to_string())?;
+                    answer.insert(t.name.clone(), v.into());
+                }
+                answer
+            }
+            Backend::Tandem(tandem) => {
+                let reply = tandem.infer(near, &inputs)?;
+                report.up_bytes = reply.up_bytes;
+                report.down_bytes = reply.down_bytes;
+                report.edge_us = reply.edge_us;
+                debug!(url = %edge.url, compute_us = reply.compute_us, "the Tandem edge answered");
+                reply.outputs
+            }
+        };
         Ok((relay.answer(model, &values, &answer).map_err(|e| e.to_string())?, middle))
     })();
     match attempt {

@@ -34,6 +34,7 @@ use tandem_proto::protocol::MAX_FRAME_BYTES;
 pub(crate) mod admission;
 mod connection;
 mod edge;
+mod edge_tandem;
 mod runner;
 mod store;
 
@@ -113,9 +114,13 @@ pub struct ServerConfig {
     /// links and tests); `tandem-handheld serve` serves paired wearables
     /// only unless `--insecure`.
     pub security: crate::secure::Policy,
-    /// The edge servers (Open Inference Protocol base URLs) a wearable may
-    /// ask this handheld to relay to; none: it relays nowhere.
+    /// The edge servers a wearable may ask this handheld to relay to: Open
+    /// Inference Protocol base URLs (`http://HOST:PORT`) and Tandem servers
+    /// (`tandem://HOST:PORT`); none: it relays nowhere.
     pub edge_allow: Vec<String>,
+    /// The keystore this handheld talks to Tandem edges with, as a wearable
+    /// does (`tandem-handheld pair-edge`); `None`: Tandem edges are refused.
+    pub edge_keys: Option<std::path::PathBuf>,
     /// How this handheld talks to an edge (its timeout bounds how long a
     /// relayed frame waits before the rest runs here).
     pub edge_client: tandem_oip::ClientOptions,
@@ -150,6 +155,7 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(60),
             security: crate::secure::Policy::plain(),
             edge_allow: vec![],
+            edge_keys: None,
             edge_client: tandem_oip::ClientOptions::default(),
         }
     }

@@ -22,6 +22,8 @@ use tandem_proto::session::HandheldSession;
 
 /// A model ready to serve.
 pub(super) struct Loaded {
+    /// The model's digest (its ONNX bytes').
+    pub(super) digest: Digest,
     pub(super) model: Model,
     pub(super) executor: SplitExecutor,
     pub(super) latency: LatencySummary,
@@ -226,23 +228,7 @@ impl Shared {
         let pushed = bytes.is_some();
         let bytes = match bytes {
             Some(b) => b,
-            None => {
-                // A pushed model's use counts: it is the last to be evicted.
-                let stored = lock(&self.pushed).get(digest).cloned();
-                let path = lock(&self.files).get(digest).cloned();
-                match (stored, path) {
-                    (Some(Stored::Memory(b)), _) => b.to_vec(),
-                    // A .tflite in the models directory: its (cached) ONNX translation.
-                    (Some(Stored::Disk(p)), _) | (None, Some(p)) => match crate::model::onnx_bytes_of(&p) {
-                        Ok(bytes) => bytes,
-                        Err(crate::Error::Io { source, .. }) => {
-                            return Err(LoadError::Read { path: p, source })
-                        }
-                        Err(e) => return Err(LoadError::Model(e)),
-                    },
-                    (None, None) => return Err(LoadError::Unknown { digest: *digest }),
-                }
-            }
+            None => self.model_bytes(digest)?,
         };
         if model_digest(&bytes) != *digest {
             return Err(LoadError::Changed { digest: *digest });
@@ -290,11 +276,29 @@ impl Shared {
         // Counted by what running it may hold, not by its file's bytes
         // (a 126-byte file can compute half a gigabyte).
         let size = model.working_bytes().max(bytes.len() as u64);
-        let loaded = Arc::new(Loaded { executor, model, latency });
+        let loaded = Arc::new(Loaded { digest: *digest, executor, model, latency });
         for ((d, shapes), _) in lock(&self.loaded).insert(key.clone(), loaded.clone(), size) {
             info!(digest = %hex(&d), ?shapes, "a loaded model dropped (least recently used; --max-loaded-mb)");
         }
         Ok(loaded)
+    }
+
+    /// The ONNX bytes of the model with this digest, pushed or in the
+    /// models directory (not checked against the digest here).
+    pub(super) fn model_bytes(&self, digest: &Digest) -> Result<Vec<u8>, LoadError> {
+        // A pushed model's use counts: it is the last to be evicted.
+        let stored = lock(&self.pushed).get(digest).cloned();
+        let path = lock(&self.files).get(digest).cloned();
+        match (stored, path) {
+            (Some(Stored::Memory(b)), _) => Ok(b.to_vec()),
+            // A .tflite in the models directory: its (cached) ONNX translation.
+            (Some(Stored::Disk(p)), _) | (None, Some(p)) => match crate::model::onnx_bytes_of(&p) {
+                Ok(bytes) => Ok(bytes),
+                Err(crate::Error::Io { source, .. }) => Err(LoadError::Read { path: p, source }),
+                Err(e) => Err(LoadError::Model(e)),
+            },
+            (None, None) => Err(LoadError::Unknown { digest: *digest }),
+        }
     }
 
     fn store_pushed(&self, digest: Digest, bytes: &[u8]) {
