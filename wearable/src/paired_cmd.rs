@@ -153,10 +153,13 @@ pub struct PairArgs {
     /// 50,50,5).
     #[arg(long, value_name = "UP,DOWN,RTT", value_parser = tandem::client::EmulatedLink::parse_mbit)]
     pub edge_link: Option<tandem::client::EmulatedLink>,
-    /// With --edge-oip and `--strategy cloud-only` (or `--placement
-    /// edge`): emulate the watch's own link to the edge,
-    /// `UP_MBIT,DOWN_MBIT,RTT_MS` (`0.1,0.1,40`: DeepWear's poor Wi-Fi);
-    /// its rates also price the radio's model-based energy.
+    /// With --edge-oip: the watch has its own link to the edge (Wi-Fi,
+    /// LTE), emulated at `UP_MBIT,DOWN_MBIT,RTT_MS` (`0.1,0.1,40`:
+    /// DeepWear's poor Wi-Fi); its rates also price the radio's
+    /// model-based energy. Cloud-only (`--strategy cloud-only`,
+    /// `--placement edge`) sends every frame that way; otherwise the
+    /// planner sends a frame's input straight to the edge when that is
+    /// predicted best.
     #[arg(long, value_name = "UP,DOWN,RTT", requires = "edge_oip", value_parser = tandem::client::EmulatedLink::parse_mbit)]
     pub edge_direct_link: Option<tandem::client::EmulatedLink>,
 }

@@ -371,3 +371,74 @@ fn three_tiers_over_a_paired_tandem_edge_equal_the_unsplit_model() {
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&unpaired);
 }
+
+/// The watch's own link to the edge is one more placement for the
+/// planner: with a slow watch, a slow link to the phone and a fast one of
+/// its own, it sends the input straight to the edge (the whole model
+/// there, outputs equal to the unsplit model's); with DeepWear's poor
+/// Wi-Fi as that link, it does not.
+#[test]
+fn the_planner_sends_frames_straight_to_the_edge_only_when_that_pays() {
+    let (path, input) = real_model();
+    let model = load(&path);
+    let repo = temp_dir("edge-direct-repo").expect("dir");
+    export(&model, &repo);
+    let Some(server) = start_or_skip(&repo, "the_planner_sends_frames_straight").expect("the OIP server")
+    else {
+        return;
+    };
+    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url(), "--slowdown", "2"])
+        .expect("handheld");
+    let out = temp_dir("edge-direct-out").expect("dir");
+    let (m, x, o) =
+        (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    let run = |direct: &str| {
+        let args = [
+            "run",
+            "--model",
+            m,
+            "--input-shape",
+            SHAPE,
+            "--connect",
+            &phone.addr,
+            "--input",
+            x,
+            "--save-outputs",
+            o,
+            "--link",
+            "ble-1m",
+            "--slowdown",
+            "20",
+            "--edge-oip",
+            server.url(),
+            "--edge-direct-link",
+            direct,
+        ];
+        let run = wearable(&args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        json_last(&stdout(&run))
+    };
+    let n = model.graph().nodes().len();
+    let j = run("50,50,10");
+    assert_eq!(j["tiers"]["edge"], n, "not straight to the edge over a fast link: {j}");
+    assert_eq!(j["tiers"]["handheld"], 0, "{j}");
+    assert!(j["edge"]["error"].is_null(), "the edge failed: {j}");
+    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
+    let unsplit =
+        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
+    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
+    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
+    for (name, file) in saved {
+        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
+        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
+        assert!(d.ok(), "{name}: the edge's answer differs from the unsplit model: {d:?}");
+    }
+    // 110 kB over 100 kbit/s takes about 9 s: not worth it.
+    let j = run("0.1,0.1,40");
+    assert!(
+        j["tiers"]["edge"] != n || j["tiers"]["handheld"] != 0,
+        "straight to the edge over DeepWear's poor Wi-Fi: {j}"
+    );
+    let _ = std::fs::remove_dir_all(&repo);
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -185,14 +185,26 @@ pub struct EdgeConfig {
     /// The phone–edge link the planner prices with before the phone has
     /// measured it (its RTT comes from the phone's first call).
     pub link: tandem_plan::partition::LinkEstimate,
-    /// The wearable's own link to the edge, for [`Placement::EdgeOnly`]:
-    /// emulated at these rates and RTT (as the phone's `serve --edge-link`
-    /// is), its rates also pricing the radio's energy; `None`: the real
-    /// network, unshaped (priced as 50 Mbit/s).
+    /// The wearable's own link to the edge: emulated at these rates and
+    /// RTT (as the phone's `serve --edge-link` is), its rates also pricing
+    /// the radio's energy. For [`Placement::EdgeOnly`] (`None`: the real
+    /// network, unshaped, priced as 50 Mbit/s); under [`Placement::Auto`]
+    /// its presence says the watch has such a link, so the planner may
+    /// send a frame's input straight to the edge (the whole model there)
+    /// when that is predicted best.
     pub direct: Option<tandem_oip::EmulatedLink>,
 }
 
 impl EdgeConfig {
+    /// The watch's own link to the edge as the planner prices it, when it has one.
+    pub fn direct_estimate(&self) -> Option<tandem_plan::partition::LinkEstimate> {
+        self.direct.map(|l| tandem_plan::partition::LinkEstimate {
+            up_bytes_per_s: l.up_bits_per_s / 8.0,
+            down_bytes_per_s: l.down_bits_per_s / 8.0,
+            rtt: l.rtt,
+        })
+    }
+
     /// The edge at `url`, with the default assumptions (8× the phone;
     /// 50 Mbit/s both ways until measured).
     pub fn new(url: impl Into<String>) -> EdgeConfig {

@@ -1,4 +1,5 @@
-//! Cloud-only, DeepWear's cloud baseline ([`super::Placement::EdgeOnly`]):
+//! The watch straight to the edge: cloud-only, DeepWear's cloud baseline
+//! ([`super::Placement::EdgeOnly`]), and the frames the planner sends there:
 //! the wearable sends each frame's input straight to the edge server over
 //! its own link (Wi-Fi or LTE, emulated when [`super::EdgeConfig::direct`]
 //! says so), the phone takes no part, and the edge runs the whole model:
@@ -77,7 +78,7 @@ impl Direct {
     }
 
     /// Why frames run here now instead of on the edge, if they do.
-    fn unavailable(&self) -> Option<String> {
+    pub(super) fn unavailable(&self) -> Option<String> {
         if let Err(why) = &self.served {
             return Some(why.clone());
         }

@@ -14,7 +14,10 @@ use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
 use tandem_plan::partition::dvfs::Setting;
 use tandem_plan::partition::rules::{ChangeGate, OffloadCheck, StallPolicy, Verdict, LINK_CHANGE};
-use tandem_plan::partition::tiers::{decide_tiers_served, EdgeLink, EdgePrices, TierDecision, TierPrices};
+use tandem_plan::partition::tiers::{
+    decide_tiers_served, evaluate_placement, EdgeLink, EdgePrices, Placement as TierPlacement, Route, Tier,
+    TierDecision, TierPrices,
+};
 use tandem_plan::partition::{
     evaluate, Conditions, Decision, EnergyWeights, HandheldStatus, LatencyHint, LinkCodecs, LinkEstimate,
     Mode, NodePrices, Planner, PlannerConfig, Side,
@@ -259,13 +262,18 @@ impl Driver {
     /// now plus the edge's, exact as [`decide_tiers_served`] is. `None`
     /// before the handheld's layer times are known, or when the planner
     /// fails. The edge's layer times are the phone's profile (idle, as
-    /// learnt) divided by `edge.speedup`: an assumption until measured.
+    /// learnt) divided by `edge.speedup` (measured by the phone, else the
+    /// configured assumption). With `direct` (the watch's own link to the
+    /// edge, when it has one and the edge serves the whole model there),
+    /// the whole model on the edge over that link is one more placement:
+    /// the better of it and the relayed optimum is the optimum over both.
     pub fn edge_placement(
         &self,
         graph: &LayerGraph,
         edge: &EdgeView,
         mode: Mode,
         now: Now,
+        direct: Option<&LinkEstimate>,
     ) -> Option<TierDecision> {
         let handheld_latency = self.handheld_latency.as_ref()?.latency();
         let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
@@ -281,17 +289,36 @@ impl Driver {
         };
         // The phone's radio on its link to the edge: its powers on the watch's link.
         let relay = EdgeLink::new(&edge.link, pair.radio_handheld_w);
+        // The watch's own link: its radio's powers.
+        let own = direct.map(|l| EdgeLink::new(l, pair.radio_wearable_w));
         let prices = TierPrices {
             edge: EdgePrices::new(graph, &edge_latency, relay, None),
             pair_rtt: now.link.rtt,
             pair,
         };
-        match decide_tiers_served(graph, &prices, conditions.hint, mode, &edge.served) {
-            Ok(d) => Some(d),
+        let relayed = match decide_tiers_served(graph, &prices, conditions.hint, mode, &edge.served) {
+            Ok(d) => d,
             Err(e) => {
                 warn!("the three-tier planner failed ({e}); two tiers");
-                None
+                return None;
             }
+        };
+        let Some(own) = own else { return Some(relayed) };
+        let prices = TierPrices { edge: EdgePrices { direct: Some(own), ..prices.edge }, ..prices };
+        let whole = TierPlacement::all_on(graph, Tier::Edge, Route::Direct);
+        let evaluations = [relayed.evaluation.clone(), evaluate_placement(graph, &prices, &whole)];
+        match tandem_plan::partition::choose(&evaluations, conditions.hint, mode) {
+            Some((1, reason)) => {
+                let [_, evaluation] = evaluations;
+                Some(TierDecision {
+                    placement: whole,
+                    evaluation,
+                    candidates: relayed.candidates + 1,
+                    optimal: relayed.optimal,
+                    reason: format!("{reason}: the whole model on the edge over the watch's own link"),
+                })
+            }
+            _ => Some(relayed),
         }
     }
 

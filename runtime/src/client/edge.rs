@@ -11,7 +11,7 @@ use super::config::EdgeConfig;
 use super::driver::{Driver, EdgeView, Now};
 use super::report::{EdgeLeg, Tiers};
 use crate::{Cut, CutKey, LayerGraph};
-use tandem_plan::partition::tiers::TierDecision;
+use tandem_plan::partition::tiers::{Route, TierDecision};
 use tandem_plan::partition::Mode;
 use tandem_proto::session::EdgeReport;
 
@@ -24,6 +24,25 @@ pub(super) const EDGE_BACKOFF: Duration = Duration::from_secs(5);
 /// the phone–edge rate moves by more than 10%. Each decision is a set of
 /// min-cuts per served cut: not a price every frame should pay.
 const REDECIDE: Duration = Duration::from_secs(10);
+
+/// Where the next frame goes when the edge takes part.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum EdgePlan {
+    /// The watch runs S1's prefix, the phone S2 \ S1, the edge the rest.
+    Relay {
+        /// S1.
+        watch: Cut,
+        /// S2.
+        near: Cut,
+        /// The predicted latency (ms).
+        ms: Option<f64>,
+    },
+    /// The whole model on the edge, the input sent over the watch's own link.
+    Direct {
+        /// The predicted latency (ms).
+        ms: f64,
+    },
+}
 
 /// Where a session stands with its edge tier.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -57,8 +76,9 @@ pub(super) struct EdgeState {
     measured: Option<f64>,
     /// Frames leave the edge out until then (session time).
     avoid_until: Option<Duration>,
-    /// The last decision and when (session time).
-    decided: Option<(Duration, CutKey, TierDecision)>,
+    /// The last decision, when (session time), and whether the watch's
+    /// own link to the edge could be used then.
+    decided: Option<(Duration, CutKey, bool, TierDecision)>,
 }
 
 impl EdgeState {
@@ -130,10 +150,11 @@ impl EdgeState {
     }
 
     /// The placement for the next frame, offloaded at `two_tier` by the
-    /// two-tier planner (predicted `two_tier_ms`): `(S1, S2)` when the edge
-    /// takes part, else `None`, with the predicted latency. A configured
-    /// S2's is the two-tier prediction plus the phone–edge leg at the
-    /// link's estimate (its bytes and RTT; the edge's compute not counted).
+    /// two-tier planner (predicted `two_tier_ms`), when the edge takes
+    /// part, else `None`. A configured S2's is relayed, predicted as the
+    /// two-tier prediction plus the phone–edge leg at the link's estimate
+    /// (its bytes and RTT; the edge's compute not counted). `direct_ok`:
+    /// the watch's own link to the edge can take the whole model now.
     #[allow(clippy::too_many_arguments)]
     pub fn placement(
         &mut self,
@@ -142,9 +163,9 @@ impl EdgeState {
         mode: Mode,
         now: Now,
         at: Duration,
-        two_tier: &Cut,
-        two_tier_ms: Option<f64>,
-    ) -> Option<(Cut, Cut, Option<f64>)> {
+        (two_tier, two_tier_ms): (&Cut, Option<f64>),
+        direct_ok: bool,
+    ) -> Option<EdgePlan> {
         let view = self.view.as_ref()?;
         if self.avoid_until.is_some_and(|t| at < t) {
             return None;
@@ -159,21 +180,28 @@ impl EdgeState {
             let leg_s = l.rtt.as_secs_f64()
                 + near.up_bytes() as f64 / l.up_bytes_per_s.max(1.0)
                 + near.down_bytes() as f64 / l.down_bytes_per_s.max(1.0);
-            return Some((watch, near, two_tier_ms.map(|ms| ms + leg_s * 1e3)));
+            return Some(EdgePlan::Relay { watch, near, ms: two_tier_ms.map(|ms| ms + leg_s * 1e3) });
         }
         let key = two_tier.key();
-        let fresh =
-            self.decided.as_ref().is_some_and(|(t, k, _)| at.saturating_sub(*t) < REDECIDE && *k == key);
+        let fresh = self
+            .decided
+            .as_ref()
+            .is_some_and(|(t, k, ok, _)| at.saturating_sub(*t) < REDECIDE && *k == key && *ok == direct_ok);
         if !fresh {
-            let d = driver.edge_placement(graph, view, mode, now)?;
-            self.decided = Some((at, key, d));
+            let direct = self.config.direct_estimate().filter(|_| direct_ok);
+            let d = driver.edge_placement(graph, view, mode, now, direct.as_ref())?;
+            self.decided = Some((at, key, direct_ok, d));
         }
-        let d = &self.decided.as_ref()?.2;
+        let d = &self.decided.as_ref()?.3;
         let p = &d.placement;
+        let ms = d.evaluation.latency_s * 1e3;
+        if p.route() == Route::Direct && p.uses_edge() {
+            return Some(EdgePlan::Direct { ms });
+        }
         if !p.uses_edge() || p.watch().is_wearable_only() {
             return None;
         }
-        Some((p.watch().clone(), p.near().clone(), Some(d.evaluation.latency_s * 1e3)))
+        Some(EdgePlan::Relay { watch: p.watch().clone(), near: p.near().clone(), ms: Some(ms) })
     }
 
     /// A relayed frame's report from the phone, at session time `at`: an

@@ -147,7 +147,9 @@ pub struct Session {
     budget_checked: std::collections::HashMap<(crate::CutKey, Vec<Encoding>), bool>,
     /// The edge tier, when one is configured.
     edge: Option<edge::EdgeState>,
-    /// The wearable's own client of the edge, cloud-only ([`Placement::EdgeOnly`]).
+    /// The wearable's own client of the edge: every frame's under
+    /// [`Placement::EdgeOnly`] (cloud-only), else the frames the planner
+    /// sends there (when [`EdgeConfig::direct`] gives the watch such a link).
     direct: Option<direct::Direct>,
 }
 
@@ -195,6 +197,17 @@ impl Session {
             (Placement::EdgeOnly, Some(e)) => Some(direct::Direct::open(e, &model.model)?),
             (Placement::EdgeOnly, None) => {
                 return Err(Error::Session("cloud-only (placement edge-only) needs an edge server".into()))
+            }
+            // The planner's own choice: an Open Inference Protocol edge
+            // the watch has a link to.
+            (Placement::Auto, Some(e)) if e.direct.is_some() && e.url.starts_with("http://") => {
+                match direct::Direct::open(e, &model.model) {
+                    Ok(d) => Some(d),
+                    Err(why) => {
+                        warn!(url = %e.url, "the watch's own link to the edge is not used: {why}");
+                        None
+                    }
+                }
             }
             _ => None,
         };
@@ -701,7 +714,7 @@ impl Session {
         started: Instant,
         mode: Mode,
     ) -> Result<()> {
-        if self.direct.is_some() {
+        if self.config.placement == Placement::EdgeOnly {
             let done = self.run_direct(frame, &inputs, started);
             return pipe
                 .start_done(frame, done)
@@ -724,13 +737,24 @@ impl Session {
             };
             let at = self.origin.elapsed();
             let g = self.model.model.graph();
-            if let Some((watch, s2, ms)) =
-                e.placement(&self.driver, g, mode, now, at, &next.cut, next.predicted_ms)
-            {
-                next.cut = watch;
-                next.local_reason = None;
-                next.predicted_ms = ms.or(next.predicted_ms);
-                near = Some(s2);
+            let direct_ok = self.direct.as_ref().is_some_and(|d| d.unavailable().is_none());
+            match e.placement(&self.driver, g, mode, now, at, (&next.cut, next.predicted_ms), direct_ok) {
+                Some(edge::EdgePlan::Relay { watch, near: s2, ms }) => {
+                    next.cut = watch;
+                    next.local_reason = None;
+                    next.predicted_ms = ms.or(next.predicted_ms);
+                    near = Some(s2);
+                }
+                Some(edge::EdgePlan::Direct { ms }) => {
+                    let done = self.run_direct(frame, &inputs, started).map(|(mut report, outputs)| {
+                        report.predicted_ms = Some(ms);
+                        (report, outputs)
+                    });
+                    return pipe
+                        .start_done(frame, done)
+                        .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+                }
+                None => {}
             }
         }
         if next.cut.is_wearable_only() {

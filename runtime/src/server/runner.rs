@@ -73,21 +73,23 @@ fn run_job(
     handle: &tokio::runtime::Handle,
 ) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
-    let found = last.get(job)?;
-    let (cut, plan) = (&found.0, &found.1);
     let mut received = Values::new();
     for (name, t) in crate::encoding::received(&job.tensors)? {
         received.insert(name, t.into());
     }
     let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
-    let (out, compute_us, report) = match &job.edge {
+    // A relayed frame needs the cut's suffix plan only when the edge fails
+    // (the relay builds it then): not built ahead of the edge's answer.
+    let (cut, out, compute_us, report) = match &job.edge {
         Some((near, edge)) => {
+            let cut = Cut::from_key(g, job.cut.as_str())?;
             let r = super::edge::run(edge, &job.loaded, &job.cut, near, &received, slowdown, handle)?;
-            (r.outputs, r.compute.as_micros() as u64, Some(r.report))
+            (cut, r.outputs, r.compute.as_micros() as u64, Some(r.report))
         }
         None => {
-            let out = plan.run_suffix_dilated(g, &received, slowdown)?;
-            (out, started.elapsed().as_micros() as u64, None)
+            let found = last.get(job)?;
+            let out = found.1.run_suffix_dilated(g, &received, slowdown)?;
+            (found.0.clone(), out, started.elapsed().as_micros() as u64, None)
         }
     };
     if let Some(m) = meter {
