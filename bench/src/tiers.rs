@@ -145,9 +145,14 @@ pub fn wearable_args(arm: &Arm, link: &EdgeLink, edge: &EdgeRun) -> Vec<String> 
         EdgeUse::None => vec![],
         EdgeUse::Direct => v(&["--edge-oip", edge.url, "--edge-direct-link", &spec]),
         EdgeUse::Relay => v(&["--edge-oip", edge.url, "--edge-cut", edge.whole, "--edge-link", &spec]),
+        // The watch has the same link to the edge as cloud-only's: its
+        // planner may send a frame's input there itself. The edge's speed is
+        // the phone's measurement; `--edge-speedup` prices it only if that fails.
         EdgeUse::ThreeTier => {
             let speedup = edge.slowdown.to_string();
-            v(&["--edge-oip", edge.url, "--edge-speedup", &speedup, "--edge-link", &spec])
+            let mut a = v(&["--edge-oip", edge.url, "--edge-speedup", &speedup, "--edge-link", &spec]);
+            a.extend(v(&["--edge-direct-link", &spec]));
+            a
         }
     }
 }
@@ -372,7 +377,8 @@ mod tests {
             of("tandem-3tier"),
             (
                 Strategy::Tandem,
-                "--edge-oip http://127.0.0.1:1 --edge-speedup 2 --edge-link 0.1,0.1,40".into()
+                "--edge-oip http://127.0.0.1:1 --edge-speedup 2 --edge-link 0.1,0.1,40 --edge-direct-link 0.1,0.1,40"
+                    .into()
             )
         );
         assert_eq!(
