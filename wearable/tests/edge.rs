@@ -274,7 +274,8 @@ fn tandem_edge(tag: &str) -> TandemEdge {
     let (edge_keys, phone_keys) = (dir.join("edge"), dir.join("phone-edge"));
     tandem_tools::testing::pair_edge(&handheld_bin(), &edge_keys, &phone_keys).expect("pairing the edge");
     let keys = edge_keys.to_str().expect("utf-8");
-    let server = HandheldProcess::start(&handheld_bin(), &["--keys", keys]).expect("the edge server");
+    let server = HandheldProcess::start(&handheld_bin(), &["--keys", keys, "--profile", "cloud-k80"])
+        .expect("the edge server");
     TandemEdge { dir, server, phone_keys }
 }
 

@@ -11,6 +11,7 @@ const SHIPPED: &[(&str, &str)] = &[
     ("nexus-6", include_str!("../../../profiles/nexus-6.toml")),
     ("watch-sd400", include_str!("../../../profiles/watch-sd400.toml")),
     ("watch-w5", include_str!("../../../profiles/watch-w5.toml")),
+    ("cloud-k80", include_str!("../../../profiles/cloud-k80.toml")),
 ];
 
 impl DeviceProfile {
