@@ -50,10 +50,14 @@ install_oip_engine() {
   "$oip_venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes -r "$oip_requirements"
   echo "$oip_digest" >"$oip_venv/tandem-requirements.sha256"
 }
+# Each background job gets a process group of its own (job control on while
+# it starts), so that an early exit stops it with its pip and python children.
+set -m
 ( set -e; install_oip_engine ) >"$oip_log" 2>&1 &
 oip_pid=$!
+set +m
 # An early exit stops the install (no digest is written: the next run starts over).
-trap 'kill "$oip_pid" 2>/dev/null || true; rm -f "$oip_log"' EXIT
+trap 'kill -- -"$oip_pid" 2>/dev/null || true; rm -f "$oip_log"' EXIT
 wait_oip_engine() {
   if ! wait "$oip_pid"; then
     cat "$oip_log" >&2
@@ -71,9 +75,11 @@ fetch_models() {
   python3 models/fetch_tflite.py
 }
 fetch_log=$(mktemp)
+set -m
 ( set -e; fetch_models ) >"$fetch_log" 2>&1 &
 fetch_pid=$!
-trap 'kill "$oip_pid" "$fetch_pid" 2>/dev/null || true; rm -f "$oip_log" "$fetch_log"' EXIT
+set +m
+trap 'kill -- -"$oip_pid" -"$fetch_pid" 2>/dev/null || true; rm -f "$oip_log" "$fetch_log"' EXIT
 # Build the tests while the engine installs and the models are fetched
 # (what nextest and cargo test build: the same artifacts), then wait for both.
 cargo test --workspace --locked --no-run

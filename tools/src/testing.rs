@@ -92,14 +92,21 @@ pub fn pair_into(
 
 /// Pairs a phone's edge keystore `phone_edge_keys` with the edge server's
 /// keystore `edge_keys` through `handheld_bin pair` (on the edge) and
-/// `handheld_bin pair-edge` (on the phone), as an operator would.
-pub fn pair_edge(handheld_bin: &Path, edge_keys: &Path, phone_edge_keys: &Path) -> std::io::Result<()> {
+/// `handheld_bin pair-edge` (on the phone), as an operator would; the
+/// pairing named by the edge's serving address `serve_addr` when given.
+pub fn pair_edge(
+    handheld_bin: &Path,
+    edge_keys: &Path,
+    phone_edge_keys: &Path,
+    serve_addr: Option<&str>,
+) -> std::io::Result<()> {
     pair_with(handheld_bin, edge_keys, |addr, code| {
-        std::process::Command::new(handheld_bin)
-            .args(["pair-edge", "--connect", addr, "--code", code])
-            .arg("--edge-keys")
-            .arg(phone_edge_keys)
-            .output()
+        let mut cmd = std::process::Command::new(handheld_bin);
+        cmd.args(["pair-edge", "--connect", addr, "--code", code]).arg("--edge-keys").arg(phone_edge_keys);
+        if let Some(a) = serve_addr {
+            cmd.args(["--serve-addr", a]);
+        }
+        cmd.output()
     })
 }
 

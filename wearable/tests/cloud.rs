@@ -79,16 +79,7 @@ fn cloud_only_over_a_real_oip_server_equals_the_unsplit_model() {
     // The watch paid its radio (model-based); the phone nothing.
     assert!(j["energy_j_model_based"]["wearable"].as_f64() > Some(0.0), "{j}");
     assert_eq!(j["energy_j_model_based"]["handheld"].as_f64(), Some(0.0), "{j}");
-    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
-    let unsplit =
-        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
-    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
-    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
-    for (name, file) in saved {
-        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
-        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
-        assert!(d.ok(), "{name}: the edge's answer differs from the unsplit model: {d:?}");
-    }
+    crate::edge::assert_equals_unsplit(&model, x, &j);
     // Cloud-only with no edge is refused by name.
     let run = wearable(&args[..args.len() - 4]);
     assert!(!run.status.success());

@@ -70,40 +70,50 @@ pub(crate) fn json_last(out: &str) -> serde_json::Value {
     serde_json::from_str(out.lines().last().expect("a line")).expect("the last line is JSON")
 }
 
-#[test]
-fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
+/// The outputs a run saved (`--save-outputs`, named in its JSON `j`) equal
+/// the unsplit model's on the same input file `x`.
+pub(crate) fn assert_equals_unsplit(model: &Model, x: &str, j: &serde_json::Value) {
+    let inputs = tandem::check::inputs_from_specs(model, &[x.to_string()], 0).expect("input");
+    let unsplit =
+        tandem::split::full_plan(model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
+    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
+    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
+    for (name, file) in saved {
+        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
+        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
+        assert!(d.ok(), "{name}: differs from the unsplit model: {d:?}\n{j}");
+    }
+}
+
+/// Runs one frame of the real model through the phone at `phone` at
+/// (S1, S2), the edge named by `edge` (`--edge-oip URL` or `--edge ADDR`),
+/// and checks it: layers on all three tiers as placed, bytes on both
+/// links, the edge's speed measured, outputs equal to the unsplit model's.
+/// Returns the frame's JSON.
+fn three_tiers(model: &Model, phone: &str, (watch, near): (&Cut, &Cut), edge: &[&str]) -> serde_json::Value {
     let (path, input) = real_model();
-    let model = load(&path);
-    let repo = temp_dir("edge-repo").expect("dir");
-    let (watch, near) = export(&model, &repo);
-    let Some(server) = start_or_skip(&repo, "three_tiers_over_a_real_oip_server").expect("the OIP server")
-    else {
-        return;
-    };
-    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url()]).expect("handheld");
     let out = temp_dir("edge-out").expect("dir");
     let (m, x, o) =
         (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
     let (s1, s2) = (watch.key().to_string(), near.key().to_string());
-    let args = [
+    let mut args = vec![
         "run",
         "--model",
         m,
         "--input-shape",
         SHAPE,
         "--connect",
-        &phone.addr,
+        phone,
         "--input",
         x,
         "--save-outputs",
         o,
         "--cut",
         &s1,
-        "--edge-oip",
-        server.url(),
         "--edge-cut",
         &s2,
     ];
+    args.extend_from_slice(edge);
     let run = wearable(&args);
     assert!(run.status.success(), "{}", stderr(&run));
     let j = json_last(&stdout(&run));
@@ -117,20 +127,27 @@ fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
     assert!(j["links"]["phone_edge"]["up"].as_u64() > Some(0), "{j}");
     assert!(j["links"]["phone_edge"]["down"].as_u64() > Some(0), "{j}");
     assert!(j["links"]["watch_phone"]["up"].as_u64() > Some(0), "{j}");
-    // The phone timed a served suffix: the plan prices the edge as measured.
+    // The plan priced the edge as the phone measured it, not as assumed.
     assert_eq!(j["edge_tier"]["speed_measured"], true, "{j}");
     assert!(j["edge_tier"]["speedup"].as_f64().is_some_and(|s| s > 0.0 && s.is_finite()), "{j}");
-    // The outputs, against the unsplit model on the same real input.
-    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
-    let unsplit =
-        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
-    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
-    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
-    for (name, file) in saved {
-        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
-        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
-        assert!(d.ok(), "{name}: three tiers differ from the unsplit model: {d:?}");
-    }
+    assert_equals_unsplit(model, x, &j);
+    let _ = std::fs::remove_dir_all(&out);
+    j
+}
+
+#[test]
+fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
+    let (path, input) = real_model();
+    let model = load(&path);
+    let repo = temp_dir("edge-repo").expect("dir");
+    let (watch, near) = export(&model, &repo);
+    let Some(server) = start_or_skip(&repo, "three_tiers_over_a_real_oip_server").expect("the OIP server")
+    else {
+        return;
+    };
+    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url()]).expect("handheld");
+    three_tiers(&model, &phone.addr, (&watch, &near), &["--edge-oip", server.url()]);
+    let (m, x) = (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"));
     // An edge the handheld does not list is refused by name: two tiers, no edge.
     let other = HandheldProcess::start(&handheld_bin(), &[]).expect("handheld");
     let args = [
@@ -157,7 +174,6 @@ fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
     assert!(stderr(&run).contains("--edge-allow"), "the refusal is not named: {}", stderr(&run));
     assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains("--edge-allow")), "{j}");
     let _ = std::fs::remove_dir_all(&repo);
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
@@ -272,10 +288,12 @@ impl Drop for TandemEdge {
 fn tandem_edge(tag: &str) -> TandemEdge {
     let dir = temp_dir(tag).expect("dir");
     let (edge_keys, phone_keys) = (dir.join("edge"), dir.join("phone-edge"));
-    tandem_tools::testing::pair_edge(&handheld_bin(), &edge_keys, &phone_keys).expect("pairing the edge");
     let keys = edge_keys.to_str().expect("utf-8");
     let server = HandheldProcess::start(&handheld_bin(), &["--keys", keys, "--profile", "cloud-k80"])
         .expect("the edge server");
+    // Paired while it serves, under its serving address (how the phone finds the key).
+    tandem_tools::testing::pair_edge(&handheld_bin(), &edge_keys, &phone_keys, Some(&server.addr))
+        .expect("pairing the edge");
     TandemEdge { dir, server, phone_keys }
 }
 
@@ -296,53 +314,9 @@ fn three_tiers_over_a_paired_tandem_edge_equal_the_unsplit_model() {
     let phone_args = edge.phone_args();
     let phone_args: Vec<&str> = phone_args.iter().map(String::as_str).collect();
     let phone = HandheldProcess::start(&handheld_bin(), &phone_args).expect("handheld");
-    let out = temp_dir("tandem-edge-out").expect("dir");
-    let (m, x, o) =
-        (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
-    let (s1, s2) = (watch.key().to_string(), near.key().to_string());
-    let args = [
-        "run",
-        "--model",
-        m,
-        "--input-shape",
-        SHAPE,
-        "--connect",
-        &phone.addr,
-        "--input",
-        x,
-        "--save-outputs",
-        o,
-        "--cut",
-        &s1,
-        "--edge",
-        &edge.server.addr,
-        "--edge-cut",
-        &s2,
-    ];
-    let run = wearable(&args);
-    assert!(run.status.success(), "{}", stderr(&run));
-    let j = json_last(&stdout(&run));
-    let n = model.graph().nodes().len();
-    assert_eq!(j["offloaded"], true, "{j}");
-    assert_eq!(j["tiers"]["wearable"], watch.prefix_len(), "{j}");
-    assert_eq!(j["tiers"]["handheld"], near.prefix_len() - watch.prefix_len(), "{j}");
-    assert_eq!(j["tiers"]["edge"], n - near.prefix_len(), "{j}");
-    assert!(j["edge"]["error"].is_null(), "the edge failed: {j}");
-    assert!(j["links"]["phone_edge"]["up"].as_u64() > Some(0), "{j}");
-    assert!(j["links"]["phone_edge"]["down"].as_u64() > Some(0), "{j}");
-    // Its speed came from its own profile, not the assumption.
-    assert_eq!(j["edge_tier"]["speed_measured"], true, "{j}");
+    let j = three_tiers(&model, &phone.addr, (&watch, &near), &["--edge", &edge.server.addr]);
     assert_eq!(j["edge_tier"]["url"], format!("tandem://{}", edge.server.addr), "{j}");
-    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
-    let unsplit =
-        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
-    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
-    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
-    for (name, file) in saved {
-        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
-        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
-        assert!(d.ok(), "{name}: three tiers differ from the unsplit model: {d:?}");
-    }
+    let (m, x) = (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"));
     // A phone not paired with the edge is refused by name: two tiers.
     let unpaired = temp_dir("tandem-edge-unpaired").expect("dir");
     let allow = format!("tandem://{}", edge.server.addr);
@@ -369,7 +343,6 @@ fn three_tiers_over_a_paired_tandem_edge_equal_the_unsplit_model() {
     assert_eq!(j["offloaded"], true, "{j}");
     assert_eq!(j["tiers"]["edge"], 0, "{j}");
     assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains("pair-edge")), "{j}");
-    let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&unpaired);
 }
 
@@ -424,16 +397,7 @@ fn the_planner_sends_frames_straight_to_the_edge_only_when_that_pays() {
     assert_eq!(j["tiers"]["edge"], n, "not straight to the edge over a fast link: {j}");
     assert_eq!(j["tiers"]["handheld"], 0, "{j}");
     assert!(j["edge"]["error"].is_null(), "the edge failed: {j}");
-    let inputs = tandem::check::inputs_from_specs(&model, &[x.to_string()], 0).expect("input");
-    let unsplit =
-        tandem::split::full_plan(&model).and_then(|p| p.run(model.graph(), &inputs)).expect("unsplit");
-    let saved = j["saved_outputs"].as_object().expect("saved_outputs");
-    assert_eq!(saved.len(), model.graph().outputs().len(), "{j}");
-    for (name, file) in saved {
-        let got = tandem::npy::read(Path::new(file.as_str().expect("a path"))).expect("read");
-        let d = tandem::check::diff(&unsplit[name.as_str()], &got).expect("comparable");
-        assert!(d.ok(), "{name}: the edge's answer differs from the unsplit model: {d:?}");
-    }
+    assert_equals_unsplit(&model, x, &j);
     // 110 kB over 100 kbit/s takes about 9 s: not worth it.
     let j = run("0.1,0.1,40");
     assert!(
@@ -441,5 +405,95 @@ fn the_planner_sends_frames_straight_to_the_edge_only_when_that_pays() {
         "straight to the edge over DeepWear's poor Wi-Fi: {j}"
     );
     let _ = std::fs::remove_dir_all(&repo);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// An edge that says it is ready and serves every model, then answers
+/// each inference with the model's output name at a shape the graph does
+/// not give it (`[1, 3]` for `[1, 2]`): a tiny HTTP server on loopback.
+/// Returns its URL; it serves until the test process ends.
+fn lying_edge(output: &str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let body = serde_json::json!({
+        "outputs": [{"name": output, "datatype": "FP32", "shape": [1, 3], "data": [0.25, 0.5, 0.25]}],
+    })
+    .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(stream);
+            let mut length = 0usize;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut request = vec![0; length];
+            let _ = reader.read_exact(&mut request);
+            // Readiness calls carry no body: every server and model is ready.
+            let answer = if request.is_empty() { r#"{"ready": true}"#.to_string() } else { body.clone() };
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                answer.len()
+            );
+            let mut stream = reader.into_inner();
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(answer.as_bytes()));
+        }
+    });
+    url
+}
+
+/// An edge that lies is checked even after it attached: its answer of the
+/// wrong shape is refused, the phone runs the rest itself, and the frame's
+/// outputs still equal the unsplit model's, its report naming why.
+#[test]
+fn an_edge_answering_the_wrong_shape_is_refused_and_the_phone_runs_the_rest() {
+    let (path, input) = real_model();
+    let model = load(&path);
+    let (watch, near) = nested(&model);
+    let output = model.graph().tensor(model.graph().outputs()[0]).name.clone();
+    let url = lying_edge(&output);
+    let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", &url]).expect("handheld");
+    let out = temp_dir("edge-lying-out").expect("dir");
+    let (m, x, o) =
+        (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    let (s1, s2) = (watch.key().to_string(), near.key().to_string());
+    let args = [
+        "run",
+        "--model",
+        m,
+        "--input-shape",
+        SHAPE,
+        "--connect",
+        &phone.addr,
+        "--input",
+        x,
+        "--save-outputs",
+        o,
+        "--cut",
+        &s1,
+        "--edge-oip",
+        &url,
+        "--edge-cut",
+        &s2,
+    ];
+    let run = wearable(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let j = json_last(&stdout(&run));
+    assert_eq!(j["offloaded"], true, "the phone did not answer: {j}");
+    let why = j["edge"]["error"].as_str().unwrap_or_default();
+    // The graph's check named the tensor and both shapes (not a refusal of the HTTP answer).
+    assert!(
+        why.contains(&format!("tensor '{output}'")) && why.contains("[1, 3]"),
+        "the lie is not named: {j}"
+    );
+    // The phone ran the rest: nothing counted on the edge, outputs exact.
+    assert_eq!(j["tiers"]["edge"], 0, "{j}");
+    assert_equals_unsplit(&model, x, &j);
+    // It said it served the suffixes but its speed could not be measured.
+    assert_eq!(j["edge_tier"]["speed_measured"], false, "{j}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -144,14 +144,17 @@ impl EnergyModel for Absent {
 }
 
 impl Session {
-    /// Runs one frame cloud-only: on the edge over the wearable's own link,
-    /// or here when the edge cannot take it or fails (a fallback).
+    /// Runs one frame on the edge over the wearable's own link. When the
+    /// edge cannot take it or fails: cloud-only (`here`) runs it on the
+    /// watch (a fallback); a frame the planner sent there returns `None`
+    /// (the edge kept out for a while) and takes the two-tier path.
     pub(super) fn run_direct(
         &mut self,
         frame: u64,
         inputs: &Values,
         started: Instant,
-    ) -> Result<(FrameReport, Values)> {
+        here: bool,
+    ) -> Result<Option<(FrameReport, Values)>> {
         let g = self.model.model.graph();
         let n = g.nodes().len();
         let whole = Cut::handheld_only(g);
@@ -179,7 +182,7 @@ impl Session {
                         account.edge = Some(leg);
                         let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
                         let report = account.report(n, &direct.link, &*wearable, &Absent);
-                        return Ok((report, outputs));
+                        return Ok(Some((report, outputs)));
                     }
                     Err(why) => {
                         warn!(frame, url = %direct.url, "the edge failed; running the frame here: {why}");
@@ -195,6 +198,9 @@ impl Session {
                 d.avoid_until = Some(Instant::now() + super::edge::EDGE_BACKOFF);
             }
         }
+        if !here {
+            return Ok(None);
+        }
         let (outputs, took, dvfs) = self.run_local(inputs)?;
         let here = Cut::wearable_only(self.model.model.graph());
         let mut account = Account::new(frame, here.key(), here.prefix_len(), why, self.engines());
@@ -204,7 +210,7 @@ impl Session {
         account.edge = leg;
         let link = self.direct.as_ref().map_or(self.profiler.estimate(), |d| d.link);
         let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
-        Ok((account.report(n, &link, &*wearable, &Absent), outputs))
+        Ok(Some((account.report(n, &link, &*wearable, &Absent), outputs)))
     }
 }
 

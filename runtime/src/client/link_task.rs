@@ -190,10 +190,15 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
 
 /// A close reason in the wearable's words.
 pub(crate) fn describe(reason: &CloseReason) -> String {
+    describe_peer(reason, "the handheld")
+}
+
+/// A close reason, the peer called `peer` (`the handheld`, `the edge server`).
+pub(crate) fn describe_peer(reason: &CloseReason, peer: &str) -> String {
     match reason {
-        CloseReason::PeerRefused { code, reason } => format!("the handheld refused ({code:?}): {reason}"),
-        CloseReason::Refused { code, reason } => format!("refused the handheld ({code:?}): {reason}"),
-        CloseReason::PeerBye => "the handheld said bye".into(),
+        CloseReason::PeerRefused { code, reason } => format!("{peer} refused ({code:?}): {reason}"),
+        CloseReason::Refused { code, reason } => format!("refused {peer} ({code:?}): {reason}"),
+        CloseReason::PeerBye => format!("{peer} said bye"),
         other => other.to_string(),
     }
 }

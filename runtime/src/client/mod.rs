@@ -715,7 +715,9 @@ impl Session {
         mode: Mode,
     ) -> Result<()> {
         if self.config.placement == Placement::EdgeOnly {
-            let done = self.run_direct(frame, &inputs, started);
+            let done = self
+                .run_direct(frame, &inputs, started, true)
+                .and_then(|d| d.ok_or_else(|| Error::Session("cloud-only ran no frame".into())));
             return pipe
                 .start_done(frame, done)
                 .map_err(|_| Error::Session(format!("frame {frame} was already started")));
@@ -746,13 +748,16 @@ impl Session {
                     near = Some(s2);
                 }
                 Some(edge::EdgePlan::Direct { ms }) => {
-                    let done = self.run_direct(frame, &inputs, started).map(|(mut report, outputs)| {
-                        report.predicted_ms = Some(ms);
-                        (report, outputs)
-                    });
-                    return pipe
-                        .start_done(frame, done)
-                        .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+                    // When the edge fails, the frame takes the two-tier path below.
+                    if let Some(done) = self.run_direct(frame, &inputs, started, false).transpose() {
+                        let done = done.map(|(mut report, outputs)| {
+                            report.predicted_ms = Some(ms);
+                            (report, outputs)
+                        });
+                        return pipe
+                            .start_done(frame, done)
+                            .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+                    }
                 }
                 None => {}
             }

@@ -101,6 +101,8 @@ struct Driver {
     counted: u32,
     /// The edge this connection relays to, once checked.
     edge: Option<Arc<super::edge::Edge>>,
+    /// An edge check is running.
+    edge_checking: bool,
     /// Edge checks finish here.
     edges: mpsc::UnboundedSender<super::edge::Checked>,
 }
@@ -135,8 +137,20 @@ impl Driver {
                         self.run(Job { frame, cut, tensors, answer, loaded, edge });
                     }
                 }
+                // One edge check at a time: each may attach a Tandem edge
+                // (a link, the model pushed); a wearable asks once per
+                // session, so a second ask before the answer is refused.
+                Action::Edge { url, .. } if self.edge_checking => {
+                    let why = "an edge is being checked already: one ask at a time".to_string();
+                    let m = session.edge_ready(&url, vec![], (0, None), Some(why));
+                    if self.out_tx.try_send(m).is_err() {
+                        let why = format!("the peer is not reading its answers ({MAX_UNSENT} unsent)");
+                        session.handle_link_error(why);
+                    }
+                }
                 Action::Edge { url, cuts } => {
                     if let Some(loaded) = self.loaded.clone() {
+                        self.edge_checking = true;
                         let (shared, done) = (self.shared.clone(), self.edges.clone());
                         tokio::spawn(async move {
                             let config = &shared.config;
@@ -146,8 +160,14 @@ impl Driver {
                                 keys: config.edge_keys.as_deref(),
                             };
                             let (store, digest) = (shared.clone(), loaded.digest);
-                            let bytes =
-                                move || store.model_bytes(&digest).map(Arc::new).map_err(|e| e.to_string());
+                            // The edge gets exactly the model this connection loaded.
+                            let bytes = move || {
+                                let bytes = store.model_bytes(&digest).map_err(|e| e.to_string())?;
+                                match tandem_proto::protocol::model_digest(&bytes) == digest {
+                                    true => Ok(bytes),
+                                    false => Err("the model's file changed since it was loaded".to_string()),
+                                }
+                            };
                             let checked = super::edge::check(settings, loaded, bytes, url, cuts).await;
                             let _ = done.send(checked);
                         });
@@ -349,6 +369,7 @@ pub(super) async fn connection(
         skipped: Skipped::default(),
         counted: 0,
         edge: None,
+        edge_checking: false,
         edges: edges_tx,
     };
     while !session.is_closed() {
@@ -377,6 +398,7 @@ pub(super) async fn connection(
                 session.frame_done(now(), frame, result)
             }
             Some(checked) = edges.recv() => {
+                d.edge_checking = false;
                 d.edge = checked.edge;
                 let m = session.edge_ready(&checked.url, checked.deployed, (checked.rtt_us, checked.speed), checked.error);
                 vec![Action::Send(m)]

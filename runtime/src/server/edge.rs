@@ -213,7 +213,14 @@ async fn time_oip(
         let started = Instant::now();
         client.server_ready().await.ok()?;
         rtt = rtt.min(started.elapsed());
-        call = call.min(client.infer(name, &tensors, &wanted).await.ok()?.elapsed);
+        let reply = client.infer(name, &tensors, &wanted).await.ok()?;
+        // Timed only if it answered what the suffix computes.
+        for t in &reply.outputs {
+            let id = g.tensor_id(&t.name)?;
+            let v = tandem_core::wire::from_wire(t.to_wire().ok()?).ok()?;
+            tandem_core::split::check_tensor(g, id, &v).ok()?;
+        }
+        call = call.min(reply.elapsed);
     }
     let edge_s = call.saturating_sub(rtt).as_secs_f64().max(1e-6);
     let here_s: f64 = cut
@@ -222,8 +229,9 @@ async fn time_oip(
         .map(|&v| loaded.latency.per_layer_s.get(v).copied().unwrap_or(0.0))
         .sum::<f64>()
         + loaded.latency.overhead_s;
-    debug!(%url, edge_ms = edge_s * 1e3, here_ms = here_s * 1e3, "the edge timed");
-    Some(here_s / edge_s).filter(|s| s.is_finite() && *s > 0.0)
+    let speed = here_s / edge_s;
+    debug!(%url, edge_ms = edge_s * 1e3, here_ms = here_s * 1e3, speed, "the edge timed");
+    Some(speed).filter(|s| s.is_finite() && *s > 0.0)
 }
 
 /// A relayed frame's answer: the outputs for S1 and how the edge went.
@@ -252,9 +260,12 @@ pub(crate) fn run(
     let mut report =
         EdgeReport { near: near.as_str().to_string(), up_bytes: 0, down_bytes: 0, edge_us: 0, error: None };
     let attempt = (|| -> Result<(Values, Duration), String> {
-        if let Backend::Oip { names, .. } = &edge.backend {
-            names.get(near).ok_or_else(|| format!("the edge does not serve cut {near}'s suffix"))?;
-        }
+        let served = match &edge.backend {
+            Backend::Oip { names, .. } => {
+                Some(names.get(near).ok_or_else(|| format!("the edge does not serve cut {near}'s suffix"))?)
+            }
+            Backend::Tandem(_) => None,
+        };
         let relay = relay_plan(edge, loaded, cut, near).map_err(|e| e.to_string())?;
         let values = relay.run_middle(model, received, slowdown).map_err(|e| e.to_string())?;
         let middle = started.elapsed();
@@ -266,8 +277,8 @@ pub(crate) fn run(
             inputs.push((name.clone(), &**v));
         }
         let answer = match &edge.backend {
-            Backend::Oip { client, names } => {
-                let name = &names[near];
+            Backend::Oip { client, .. } => {
+                let name = served.ok_or("the edge's suffix name is not known")?;
                 let wanted: Vec<String> =
                     relay.near().down_tensors().iter().map(|&t| g.tensor(t).name.clone()).collect();
                 let mut tensors = Vec::with_capacity(inputs.len());

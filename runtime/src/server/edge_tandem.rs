@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel as cb;
 use tokio::sync::mpsc;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
-use crate::client::link_task::{manage_link, Command, Event, LinkSettings, StatusSlot};
+use crate::client::link_task::{describe_peer, manage_link, Command, Event, LinkSettings, StatusSlot};
 use crate::client::{Backoff, ModelFile};
 use crate::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use crate::link::{TcpTransport, Transport};
@@ -88,14 +88,20 @@ fn transport(addr: &str, keys: &Path, emulate: Option<EmulatedLink>) -> Result<B
         }
         None => Box::new(tcp),
     };
+    // The reasons go to the wearable: the keystore's path stays in this log.
     match crate::secure::for_wearable(inner, keys, addr) {
         Ok((secured, true)) => Ok(secured),
-        Ok((_, false)) => Err(format!(
-            "this handheld is not paired with the edge at {addr} (keys in {}): pair once with \
-             `tandem-handheld pair-edge --connect PAIRING_ADDR --code CODE --serve-addr {addr}`",
-            keys.display()
-        )),
-        Err(e) => Err(format!("the edge keystore {}: {e}", keys.display())),
+        Ok((_, false)) => {
+            warn!(%addr, keys = %keys.display(), "no edge paired at this address in the edge keystore");
+            Err(format!(
+                "this handheld is not paired with the edge at {addr}: pair once with \
+                 `tandem-handheld pair-edge --connect PAIRING_ADDR --code CODE --serve-addr {addr}`"
+            ))
+        }
+        Err(e) => {
+            warn!(%addr, keys = %keys.display(), "the edge keystore: {e}");
+            Err(format!("this handheld's edge keystore cannot be used for {addr}: see its log"))
+        }
     }
 }
 
@@ -142,7 +148,7 @@ impl TandemEdge {
             match edge.next_event(until) {
                 Some(Event::Ready { device, latency }) => break (device, latency),
                 Some(Event::Disconnected(why)) => {
-                    return Err(format!("the edge at {addr}: {}", crate::client::link_task::describe(&why)))
+                    return Err(format!("the edge at {addr}: {}", describe_peer(&why, "the edge server")))
                 }
                 Some(_) => {}
                 None => return Err(format!("the edge at {addr} was not ready within {ATTACH:?}")),
@@ -157,7 +163,7 @@ impl TandemEdge {
                     break at.duration_since(sent).as_micros() as u64
                 }
                 Some(Event::Disconnected(why)) => {
-                    return Err(format!("the edge at {addr}: {}", crate::client::link_task::describe(&why)))
+                    return Err(format!("the edge at {addr}: {}", describe_peer(&why, "the edge server")))
                 }
                 Some(_) => {}
                 None => return Err(format!("the edge at {addr} did not answer a probe within 5 s")),

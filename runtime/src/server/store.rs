@@ -227,7 +227,7 @@ impl Shared {
         let (digest, shapes) = (&key.0, &key.1);
         let pushed = bytes.is_some();
         let bytes = match bytes {
-            Some(b) => b,
+            Some(b) => Arc::new(b),
             None => self.model_bytes(digest)?,
         };
         if model_digest(&bytes) != *digest {
@@ -285,15 +285,15 @@ impl Shared {
 
     /// The ONNX bytes of the model with this digest, pushed or in the
     /// models directory (not checked against the digest here).
-    pub(super) fn model_bytes(&self, digest: &Digest) -> Result<Vec<u8>, LoadError> {
+    pub(super) fn model_bytes(&self, digest: &Digest) -> Result<Arc<Vec<u8>>, LoadError> {
         // A pushed model's use counts: it is the last to be evicted.
         let stored = lock(&self.pushed).get(digest).cloned();
         let path = lock(&self.files).get(digest).cloned();
         match (stored, path) {
-            (Some(Stored::Memory(b)), _) => Ok(b.to_vec()),
+            (Some(Stored::Memory(b)), _) => Ok(b),
             // A .tflite in the models directory: its (cached) ONNX translation.
             (Some(Stored::Disk(p)), _) | (None, Some(p)) => match crate::model::onnx_bytes_of(&p) {
-                Ok(bytes) => Ok(bytes),
+                Ok(bytes) => Ok(Arc::new(bytes)),
                 Err(crate::Error::Io { source, .. }) => Err(LoadError::Read { path: p, source }),
                 Err(e) => Err(LoadError::Model(e)),
             },
