@@ -553,7 +553,7 @@ pub fn report(rows: &[Row]) -> String {
 fn subjects(
     names: &[String],
     (file_args, file_shapes): (&[String], &tandem::InputShapes),
-    root: &Path,
+    (root, bins): (&Path, &crate::bins::Bins),
 ) -> anyhow::Result<BTreeMap<String, Subject>> {
     let mut out = BTreeMap::new();
     for n in names.iter().filter(|n| n.ends_with(".onnx")) {
@@ -567,7 +567,7 @@ fn subjects(
     let zoo: Vec<&String> = names.iter().filter(|n| ZOO.contains(&n.as_str())).collect();
     let zoo_dir = root.join("models/cache/zoo");
     if !zoo.is_empty() {
-        let status = Command::new(root.join("target/debug/tandem-models"))
+        let status = Command::new(bins.path("tandem-models"))
             .arg("gen")
             .arg("--out")
             .arg(&zoo_dir)
@@ -636,7 +636,7 @@ impl Handheld {
         models: &Path,
         extra: &[String],
     ) -> anyhow::Result<Handheld> {
-        let mut cmd = Command::new(runs.root.join("target/debug/tandem-handheld"));
+        let mut cmd = Command::new(runs.bins.path("tandem-handheld"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--profile", profile, "--models"]).arg(models);
         cmd.arg("--keys").arg(&runs.keys.0);
         runs.engine_args(&mut cmd);
@@ -674,7 +674,8 @@ impl Drop for Handheld {
 
 /// How each run goes.
 struct Runs<'a> {
-    root: &'a Path,
+    /// The binaries started.
+    bins: &'a crate::bins::Bins,
     /// The output directory (the walk-away schedule, frames files).
     out: &'a Path,
     /// Measured frames per run (single inference and streams).
@@ -722,7 +723,6 @@ fn run_one(
     run: u32,
 ) -> anyhow::Result<Row> {
     let strategy = arm.strategy;
-    let root = runs.root;
     let mut frames = runs.frames;
     let (watch, _) = cell.pair.split_once('+').context("pair")?;
     let hint = match cell.hint.as_str() {
@@ -730,7 +730,7 @@ fn run_one(
         "inf" => "inf",
         _ => "0",
     };
-    let mut cmd = Command::new(root.join("target/debug/tandem-wearable"));
+    let mut cmd = Command::new(runs.bins.path("tandem-wearable"));
     cmd.args(["stream", "--model"]).arg(&subject.file);
     let link = if cell.link == "walk-away" {
         frames = (runs.walk_seconds * WALK_FPS).round() as usize;
@@ -842,16 +842,19 @@ pub fn compare(
     } else {
         models
     };
-    let subjects = subjects(&models, (file_args, &shapes), &root)?;
+    let bins = crate::bins::Bins::beside_me()?;
+    eprintln!("tandem-bench compare: {}", bins.describe());
+    let subjects = subjects(&models, (file_args, &shapes), (&root, &bins))?;
     std::fs::create_dir_all(out.join("frames"))?;
     let walk_seconds = if quick { 12.0 } else { 60.0 };
     std::fs::write(out.join("walk-away.txt"), walk_away(walk_seconds))?;
     // Paired once, as a user would: every strategy runs over encrypted links.
-    let bins = (root.join("target/debug/tandem-handheld"), root.join("target/debug/tandem-wearable"));
     let keys_dir = out.join("keys");
     let _ = std::fs::remove_dir_all(&keys_dir);
-    let keys = tandem_tools::testing::pair(&bins.0, &bins.1, &keys_dir).context("pairing")?;
-    let runs = Runs { root: &root, out, frames, walk_seconds, keys, dvfs, engine, ort_lib };
+    let keys =
+        tandem_tools::testing::pair(&bins.path("tandem-handheld"), &bins.path("tandem-wearable"), &keys_dir)
+            .context("pairing")?;
+    let runs = Runs { bins: &bins, out, frames, walk_seconds, keys, dvfs, engine, ort_lib };
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {
@@ -935,7 +938,8 @@ pub fn compare(
     }
     bar.finish_and_clear();
     drop(edge_server);
-    let mut text = report(&rows);
+    let mut text = format!("Measured with the {}.\n", bins.describe());
+    text += &report(&rows);
     let two_tiers: Vec<Row> = rows.iter().filter(|r| r.cell.edge.is_empty()).cloned().collect();
     let plots = crate::plots::plots(out, &two_tiers)?;
     text += &format!("\nPlots: {}.\n", plots.join(", "));

@@ -28,6 +28,7 @@
 //! `plot-learning` draws a stream's predicted and measured latency per
 //! frame (`scripts/learning.py` runs the stream).
 
+mod bins;
 mod compare;
 mod dvfs;
 mod encodings;

@@ -143,14 +143,9 @@ pub fn soak(wearables: usize, seconds: f64, faults_on: bool, fps: f64, out: &Pat
     if wearables == 0 || !seconds.is_finite() || seconds <= 0.0 || !fps.is_finite() || fps <= 0.0 {
         bail!("--wearables, --seconds and --fps must be positive (and finite)");
     }
-    let root = tandem_models::workspace_root();
-    let bin = |name: &str| root.join("target/debug").join(name);
-    let (handheld_bin, wearable_bin) = (bin("tandem-handheld"), bin("tandem-wearable"));
-    for b in [&handheld_bin, &wearable_bin] {
-        if !b.exists() {
-            bail!("{} is missing: run `cargo build --workspace` first", b.display());
-        }
-    }
+    let bins = crate::bins::Bins::beside_me()?;
+    eprintln!("tandem-bench soak: {}", bins.describe());
+    let (handheld_bin, wearable_bin) = (bins.path("tandem-handheld"), bins.path("tandem-wearable"));
     let model = tandem_models::ensure_models()?.zoo_path("mnist").context("mnist")?.to_path_buf();
     let models_dir = model.parent().context("the zoo")?.to_path_buf();
     let _ = std::fs::remove_dir_all(out);
