@@ -11,7 +11,8 @@
 //! × loads × weights × hints × modes would take weeks on this VM. Two
 //! groups are added: DeepWear's era pair (watch-sd400 + nexus-6) over
 //! Bluetooth classic and Wi-Fi as well, for its headline; and, for one
-//! model ([`WALK_MODEL`]), a stream over the walk-away trace ([`walk_away`]),
+//! model ([`WALK_MODEL`]), a stream over each link trace
+//! ([`crate::traces`]: the walk-away trace, and those `--trace` adds),
 //! whose frames are kept to plot the cut, latency and throughput over time.
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::traces::{frames_path, is_trace, Trace, TRACE_FPS, TRACE_LINK};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use tandem::client::Strategy;
@@ -129,35 +131,6 @@ pub struct Row {
 /// The DeepWear era's pair.
 pub const DEEPWEAR_PAIR: &str = "watch-sd400+nexus-6";
 
-/// The walk-away trace's link: its profile, and its rate (Mbit/s, both
-/// ways) from each fraction of the trace's length on: full BLE 2M rate,
-/// falling in steps to 30 kbit/s as the wearer walks away, holding there,
-/// then recovering in steps as they come back.
-pub const WALK_AWAY: (&str, [(f64, f64); 9]) = (
-    "ble-2m",
-    [
-        (0.0, 1.3),
-        (1.0 / 6.0, 0.6),
-        (0.25, 0.3),
-        (1.0 / 3.0, 0.1),
-        (5.0 / 12.0, 0.03),
-        (7.0 / 12.0, 0.1),
-        (2.0 / 3.0, 0.3),
-        (0.75, 0.6),
-        (5.0 / 6.0, 1.3),
-    ],
-);
-
-/// The walk-away trace over `seconds`, as a schedule file's text
-/// (`seconds up_mbit` lines).
-pub fn walk_away(seconds: f64) -> String {
-    let mut out = format!("# walk-away trace over {seconds} s: BLE 2M falling to 30 kbit/s and back\n");
-    for (at, mbit) in WALK_AWAY.1 {
-        out += &format!("{:.3} {mbit}\n", at * seconds);
-    }
-    out
-}
-
 /// A model to run: its file, `stream` arguments (shapes, input, card), and
 /// the directory a handheld serves it from.
 struct Subject {
@@ -171,14 +144,20 @@ struct Subject {
 
 const ZOO: [&str; 4] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128"];
 
-/// The model streamed over the walk-away trace when it is compared (else
-/// the first model): PP-OCR's int8 classifier, whose best cut over BLE 2M
-/// offloads and over 30 kbit/s runs here, so the trace moves the cut.
+/// The model streamed over the traces when it is compared (else the
+/// first model): PP-OCR's int8 classifier, whose best cut over BLE 2M
+/// offloads and over 30 kbit/s runs here, so the walk-away trace moves the cut.
 pub const WALK_MODEL: &str = "ppocr_cls_int8";
 
-/// The walk-away cell of `model`: a stream over the trace.
+/// The cell of `model` streaming over the trace named `trace`.
+pub fn trace_cell(model: &str, trace: &str) -> Cell {
+    Cell { link: trace.into(), mode: "stream".into(), ..Cell::base(model) }
+}
+
+/// The walk-away cell of `model`.
+#[cfg(test)]
 pub fn walk_away_cell(model: &str) -> Cell {
-    Cell { link: "walk-away".into(), mode: "stream".into(), ..Cell::base(model) }
+    trace_cell(model, "walk-away")
 }
 
 /// Which cells of the edge grid ([`crate::tiers::edge_cells`]) run.
@@ -193,12 +172,12 @@ pub enum EdgeGrid {
 }
 
 /// The cells: for `quick`, two models over BLE 2M and Wi-Fi in the base
-/// conditions, and [`WALK_MODEL`] (else the first) over a short walk-away
-/// trace and one edge cell; else every model, one condition varied at a
-/// time, DeepWear's era pair over its links, and the walk-away trace
-/// likewise; then the edge grid as `edge` says.
-pub fn grid(models: &[String], quick: bool, edge: EdgeGrid) -> Vec<Cell> {
-    let two = grid_two_tiers(models, quick);
+/// conditions, and [`WALK_MODEL`] (else the first) over each of `traces`
+/// (short) and one edge cell; else every model, one condition varied at a
+/// time, DeepWear's era pair over its links, and the traces likewise; then
+/// the edge grid as `edge` says.
+pub fn grid(models: &[String], quick: bool, edge: EdgeGrid, traces: &[&str]) -> Vec<Cell> {
+    let two = grid_two_tiers(models, quick, traces);
     let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
     let edges: Vec<Cell> = match (quick, edge) {
         (true, EdgeGrid::Off) => {
@@ -214,7 +193,7 @@ pub fn grid(models: &[String], quick: bool, edge: EdgeGrid) -> Vec<Cell> {
 }
 
 /// The two-tier cells of [`grid`].
-fn grid_two_tiers(models: &[String], quick: bool) -> Vec<Cell> {
+fn grid_two_tiers(models: &[String], quick: bool, traces: &[&str]) -> Vec<Cell> {
     let mut cells = vec![];
     let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
     for (i, m) in models.iter().enumerate() {
@@ -223,7 +202,7 @@ fn grid_two_tiers(models: &[String], quick: bool) -> Vec<Cell> {
             cells.push(b.clone());
             cells.push(Cell { link: "wifi-good".into(), ..b });
             if i == walker {
-                cells.push(walk_away_cell(m));
+                cells.extend(traces.iter().map(|t| trace_cell(m, t)));
             }
             continue;
         }
@@ -248,7 +227,7 @@ fn grid_two_tiers(models: &[String], quick: bool) -> Vec<Cell> {
             cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
         }
         if i == walker {
-            cells.push(walk_away_cell(m));
+            cells.extend(traces.iter().map(|t| trace_cell(m, t)));
         }
     }
     cells
@@ -265,6 +244,9 @@ pub struct Headline {
     pub speedup_vs_wearable: f64,
     /// Geometric mean of handheld-only's latency over this strategy's.
     pub speedup_vs_handheld: f64,
+    /// 95% bootstrap intervals of the two speedups (cells and their runs
+    /// resampled, [`crate::interval`]).
+    pub speedup_intervals: Option<((f64, f64), (f64, f64))>,
     /// Mean change of the watch's energy per frame against wearable-only (−0.3: 30% less).
     pub watch_energy_change: f64,
     /// The same against handheld-only.
@@ -370,11 +352,11 @@ pub fn pipelining_gains<'a>(rows: &'a [Row], strategy: &str) -> Vec<(&'a str, f6
 
 /// Per cell and strategy, the mean latency and watch energy of its runs and
 /// their spread; then the headline of each strategy over the cells where
-/// every strategy has a result. The walk-away cells are left out: their
+/// every strategy has a result. The trace cells are left out: their
 /// figures (over a changing link) are reported apart ([`walk_report`]).
 pub fn summarize(rows: &[Row]) -> Vec<Headline> {
     let rows: Vec<Row> =
-        rows.iter().filter(|r| r.cell.link != "walk-away" && r.cell.edge.is_empty()).cloned().collect();
+        rows.iter().filter(|r| !is_trace(&r.cell.link) && r.cell.edge.is_empty()).cloned().collect();
     let rows = rows.as_slice();
     let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
@@ -421,6 +403,17 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
                 spread = spread.max(if lo > 0.0 { hi / lo - 1.0 } else { 0.0 });
             }
             let n = complete.len().max(1) as f64;
+            let paired = |baseline: &str| -> Vec<crate::interval::Paired> {
+                complete
+                    .iter()
+                    .map(|(_, cell)| crate::interval::Paired {
+                        baseline: cell[baseline].iter().map(|r| r.latency_ms).collect(),
+                        strategy: cell[name].iter().map(|r| r.latency_ms).collect(),
+                    })
+                    .collect()
+            };
+            let interval = |baseline: &str| crate::interval::geomean_ratio_interval(&paired(baseline), 31);
+            let speedup_intervals = interval("wearable-only").zip(interval("handheld-only"));
             let gains = pipelining_gains(rows, name);
             let pipelining_gain = (!gains.is_empty())
                 .then(|| (gains.iter().map(|g| g.1.ln()).sum::<f64>() / gains.len() as f64).exp());
@@ -429,6 +422,7 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
                 cells: complete.len(),
                 speedup_vs_wearable: (log_w / n).exp(),
                 speedup_vs_handheld: (log_h / n).exp(),
+                speedup_intervals,
                 watch_energy_change: energy / n,
                 watch_energy_vs_handheld: energy_h / n,
                 within_5pct_of_best: within as f64 / n,
@@ -447,19 +441,23 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
 /// The headline table of `rows`.
 fn headline_table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| strategy | cells | speedup vs wearable-only (geomean) | speedup vs handheld-only (geomean) | \
+        "| strategy | cells | speedup vs wearable-only (geomean, 95% bootstrap interval) | speedup vs handheld-only (geomean, interval) | \
          pooled, latency cells: vs wearable-only | vs handheld-only | \
          watch energy vs wearable-only (mean, model-based) | vs handheld-only | within 5% of the measured best | \
          pooled: within 5% of the best | pipelining gain (geomean) | worst spread of two runs |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let with = |g: f64, i: Option<(f64, f64)>| match i {
+        Some((lo, hi)) => format!("{g:.2}× ({lo:.2}–{hi:.2})"),
+        None => format!("{g:.2}×"),
+    };
     for h in summarize(rows) {
         out += &format!(
-            "| {} | {} | {:.2}× | {:.2}× | {} | {} | {:+.0}% | {:+.0}% | {:.0}% | {:.0}% | {} | {:.0}% |\n",
+            "| {} | {} | {} | {} | {} | {} | {:+.0}% | {:+.0}% | {:.0}% | {:.0}% | {} | {:.0}% |\n",
             h.strategy,
             h.cells,
-            h.speedup_vs_wearable,
-            h.speedup_vs_handheld,
+            with(h.speedup_vs_wearable, h.speedup_intervals.map(|i| i.0)),
+            with(h.speedup_vs_handheld, h.speedup_intervals.map(|i| i.1)),
             h.pooled_speedup_vs_wearable.map_or("–".into(), |g| format!("{g:.2}×")),
             h.pooled_speedup_vs_handheld.map_or("–".into(), |g| format!("{g:.2}×")),
             h.watch_energy_change * 100.0,
@@ -473,17 +471,17 @@ fn headline_table(rows: &[Row]) -> String {
     out
 }
 
-/// The walk-away cells' figures per strategy: latency, throughput, cut
+/// The trace cells' figures per strategy: latency, throughput, cut
 /// switches, the longest wait for a switch's plans, and plan building
 /// inside frames (the stall a switch costs without building ahead).
 pub fn walk_report(rows: &[Row]) -> String {
     let mut out = String::new();
-    for (c, s) in by_cell(rows).into_iter().filter(|(c, _)| c.link == "walk-away") {
+    for (c, s) in by_cell(rows).into_iter().filter(|(c, _)| is_trace(&c.link)) {
         out += &format!(
-            "\nWalk-away trace, {} on {} (means of the runs):\n\n\
+            "\nThe {} trace, {} on {} (means of the runs):\n\n\
              | strategy | p50 ms | p95 ms | frames/s | cut switches | longest switch wait ms | plan building in frames ms |\n\
              |---|---:|---:|---:|---:|---:|---:|\n",
-            c.model, c.pair
+            c.link, c.model, c.pair
         );
         for st in Strategy::ALL {
             if let Some(runs) = s.get(st.name()) {
@@ -676,12 +674,12 @@ impl Drop for Handheld {
 struct Runs<'a> {
     /// The binaries started.
     bins: &'a crate::bins::Bins,
-    /// The output directory (the walk-away schedule, frames files).
+    /// The output directory (the traces' schedules, frames files).
     out: &'a Path,
     /// Measured frames per run (single inference and streams).
     frames: usize,
-    /// The walk-away trace's length.
-    walk_seconds: f64,
+    /// The traces, by name.
+    traces: &'a BTreeMap<String, Trace>,
     /// The paired keystores (handheld, wearable): every run is encrypted.
     keys: (PathBuf, PathBuf),
     /// Tandem's runs choose the watch's cluster and frequency too (`--dvfs`).
@@ -700,16 +698,6 @@ impl Runs<'_> {
             cmd.arg("--ort-lib").arg(lib);
         }
     }
-}
-
-/// Frames per second over the walk-away trace.
-const WALK_FPS: f64 = 5.0;
-
-/// Where the frames of `strategy`'s run `run` over the walk-away trace go.
-pub fn walk_frames_path(out: &Path, model: &str, strategy: &str, run: u32) -> PathBuf {
-    // A model given as a file is named by its path: one file name of it.
-    let model = model.replace(['/', '\\'], "_");
-    out.join("frames").join(format!("{model}-{strategy}-run{run}.jsonl"))
 }
 
 /// Runs `arm` in `cell` once (with `edge`'s arguments in an edge cell):
@@ -732,12 +720,13 @@ fn run_one(
     };
     let mut cmd = Command::new(runs.bins.path("tandem-wearable"));
     cmd.args(["stream", "--model"]).arg(&subject.file);
-    let link = if cell.link == "walk-away" {
-        frames = (runs.walk_seconds * WALK_FPS).round() as usize;
-        cmd.arg("--schedule").arg(runs.out.join("walk-away.txt"));
-        cmd.args(["--fps", &WALK_FPS.to_string()]);
-        cmd.arg("--frames-out").arg(walk_frames_path(runs.out, &subject.name, arm.name, run));
-        WALK_AWAY.0
+    let link = if is_trace(&cell.link) {
+        let trace = runs.traces.get(&cell.link).with_context(|| format!("no trace named {}", cell.link))?;
+        frames = trace.frames();
+        cmd.arg("--schedule").arg(trace.path_in(runs.out));
+        cmd.args(["--fps", &TRACE_FPS.to_string()]);
+        cmd.arg("--frames-out").arg(frames_path(runs.out, &trace.name, &subject.name, arm.name, run));
+        TRACE_LINK
     } else {
         cell.link.as_str()
     };
@@ -815,6 +804,8 @@ pub struct Settings {
     pub edge: EdgeGrid,
     /// The input shapes of models given as files (for the edge's suffixes).
     pub shapes: tandem::InputShapes,
+    /// Link trace files streamed over beside the built-in walk-away trace (`--trace`).
+    pub traces: Vec<PathBuf>,
 }
 
 pub fn compare(
@@ -822,7 +813,7 @@ pub fn compare(
     quick: bool,
     models: Vec<String>,
     file_args: &[String],
-    Settings { frames, dvfs, engine, base_only, edge, shapes }: Settings,
+    Settings { frames, dvfs, engine, base_only, edge, shapes, traces }: Settings,
     resume: bool,
 ) -> anyhow::Result<()> {
     let ort_lib = match engine {
@@ -846,15 +837,27 @@ pub fn compare(
     eprintln!("tandem-bench compare: {}", bins.describe());
     let subjects = subjects(&models, (file_args, &shapes), (&root, &bins))?;
     std::fs::create_dir_all(out.join("frames"))?;
-    let walk_seconds = if quick { 12.0 } else { 60.0 };
-    std::fs::write(out.join("walk-away.txt"), walk_away(walk_seconds))?;
+    // The traces, each written where its runs read it (a fifth as long with --quick).
+    let mut all = vec![Trace::walk_away()];
+    for path in &traces {
+        all.push(Trace::from_file(path)?);
+    }
+    let mut traces = BTreeMap::new();
+    for t in all {
+        let t = if quick { t.scaled(0.2) } else { t };
+        std::fs::write(t.path_in(out), &t.text)?;
+        if traces.insert(t.name.clone(), t).is_some() {
+            bail!("two traces have one name: name each file apart");
+        }
+    }
+    let names: Vec<&str> = traces.keys().map(String::as_str).collect();
     // Paired once, as a user would: every strategy runs over encrypted links.
     let keys_dir = out.join("keys");
     let _ = std::fs::remove_dir_all(&keys_dir);
     let keys =
         tandem_tools::testing::pair(&bins.path("tandem-handheld"), &bins.path("tandem-wearable"), &keys_dir)
             .context("pairing")?;
-    let runs = Runs { bins: &bins, out, frames, walk_seconds, keys, dvfs, engine, ort_lib };
+    let runs = Runs { bins: &bins, out, frames, traces: &traces, keys, dvfs, engine, ort_lib };
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {
@@ -868,7 +871,7 @@ pub fn compare(
         .write(true)
         .truncate(!resume)
         .open(&results)?;
-    let mut cells = grid(&models, quick, edge);
+    let mut cells = grid(&models, quick, edge, &names);
     if base_only {
         cells.retain(|c| *c == Cell::base(&c.model));
     }
@@ -938,7 +941,7 @@ pub fn compare(
     }
     bar.finish_and_clear();
     drop(edge_server);
-    let mut text = format!("Measured with the {}.\n", bins.describe());
+    let mut text = format!("Measured with the {}.\n\n", bins.describe());
     text += &report(&rows);
     let two_tiers: Vec<Row> = rows.iter().filter(|r| r.cell.edge.is_empty()).cloned().collect();
     let plots = crate::plots::plots(out, &two_tiers)?;
@@ -955,7 +958,7 @@ mod tests {
     fn row(strategy: &str, model: &str, run: u32, latency_ms: f64, wearable_j: f64) -> Row {
         Row {
             strategy: strategy.into(),
-            cell: grid(&[model.to_string()], true, EdgeGrid::Off).remove(0),
+            cell: grid(&[model.to_string()], true, EdgeGrid::Off, &["walk-away"]).remove(0),
             run,
             latency_ms,
             p95_ms: latency_ms,
@@ -1009,13 +1012,18 @@ mod tests {
         assert!((tandem.worst_run_spread - (55.0 / 45.0 - 1.0)).abs() < 1e-9, "{tandem:?}");
         let handheld = h.iter().find(|h| h.strategy == "handheld-only").expect("handheld-only");
         assert!((handheld.within_5pct_of_best - 0.5).abs() < 1e-9, "{handheld:?}");
+        // Its intervals hold the estimates; against handheld-only the two
+        // cells disagree (8× and 0.5×), so that interval is the wider.
+        let ((wl, wh), (hl, hh)) = tandem.speedup_intervals.expect("intervals");
+        assert!(wl <= 2.0 && 2.0 <= wh && hl < 2.0 && 2.0 < hh, "{tandem:?}");
+        assert!(hh - hl > 4.0 * (wh - wl), "{tandem:?}");
+        let text = report(&rows);
+        let line = text.lines().find(|l| l.starts_with("| tandem | 2 |")).expect("tandem's row");
         assert!(
-            report(&rows).contains(
-                "| tandem | 2 | 2.00× | 2.00× | 2.00× | 2.00× | -75% | -50% | 50% | 50% | – | 22% |"
-            ),
-            "{}",
-            report(&rows)
+            line.starts_with(&format!("| tandem | 2 | 2.00× ({wl:.2}–{wh:.2}) | 2.00× ({hl:.2}–{hh:.2}) |")),
+            "{line}"
         );
+        assert!(line.ends_with("| 2.00× | 2.00× | -75% | -50% | 50% | 50% | – | 22% |"), "{line}");
     }
 
     /// Edge cells leave the headline and the per-cell table as they were,
@@ -1120,7 +1128,7 @@ mod tests {
     #[test]
     fn the_grid_varies_one_condition_at_a_time() {
         let models = ["m".to_string(), "n".to_string()];
-        let cells = grid(&models, false, EdgeGrid::Off);
+        let cells = grid(&models, false, EdgeGrid::Off, &["walk-away"]);
         let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
         // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode;
         // then DeepWear's era pair over 2 more links; the walk-away trace
@@ -1147,31 +1155,37 @@ mod tests {
             }
         }
         assert_eq!(of("m").iter().filter(|c| c.pair == DEEPWEAR_PAIR).count(), 3);
-        let quick = grid(&models, true, EdgeGrid::Off);
+        let quick = grid(&models, true, EdgeGrid::Off, &["walk-away"]);
         // Two models × 2 links, the walk-away trace and one edge cell for the first.
         assert_eq!(quick.len(), 6);
         assert_eq!(quick.iter().filter(|c| c.link == "walk-away").count(), 1);
+        // More traces, more cells, for the first model only.
+        let more = grid(&models, true, EdgeGrid::Off, &["walk-away", "commute"]);
+        assert_eq!(
+            more.iter().filter(|c| is_trace(&c.link)).map(|c| c.model.as_str()).collect::<Vec<_>>(),
+            ["m", "m"]
+        );
         assert_eq!(
             quick.iter().filter(|c| !c.edge.is_empty()).map(|c| c.model.as_str()).collect::<Vec<_>>(),
             ["m"]
         );
         // The edge grid: 9 cells a model, after the others or alone.
-        assert_eq!(grid(&models, false, EdgeGrid::With).len(), 31 + 18);
-        let only = grid(&models, false, EdgeGrid::Only);
+        assert_eq!(grid(&models, false, EdgeGrid::With, &["walk-away"]).len(), 31 + 18);
+        let only = grid(&models, false, EdgeGrid::Only, &["walk-away"]);
         assert_eq!(only.len(), 18);
         assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));
     }
 
-    /// The trace's schedule parses as the link emulator reads it, falls to
-    /// its floor in the middle and ends where it began.
+    /// The built-in trace's schedule parses as the link emulator reads it,
+    /// falls to its floor in the middle and ends where it began.
     #[test]
     fn the_walk_away_trace_falls_and_recovers() {
-        let s = tandem::emulate::Schedule::parse(&walk_away(60.0), "walk-away").expect("parses");
+        let s = tandem::emulate::Schedule::parse(&Trace::walk_away().text, "walk-away").expect("parses");
         let rates: Vec<f64> = s.steps.iter().map(|st| st.1).collect();
-        assert_eq!(s.steps.last().map(|st| st.0), Some(Duration::from_secs(50)));
+        assert_eq!(s.steps.last().map(|st| st.0), Some(Duration::from_secs(60)));
         let low = rates.iter().position(|&r| r == 30e3).expect("a 30 kbit/s floor");
         assert!(rates[..=low].windows(2).all(|w| w[1] < w[0]), "falls: {rates:?}");
-        assert!(rates[low..].windows(2).all(|w| w[1] > w[0]), "recovers: {rates:?}");
+        assert!(rates[low..rates.len() - 1].windows(2).all(|w| w[1] > w[0]), "recovers: {rates:?}");
         assert_eq!(rates[0], rates[rates.len() - 1]);
     }
 

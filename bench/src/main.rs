@@ -33,10 +33,12 @@ mod compare;
 mod dvfs;
 mod encodings;
 mod engines;
+mod interval;
 mod paired;
 mod plots;
 mod soak;
 mod tiers;
+mod traces;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -188,6 +190,12 @@ enum Command {
         /// Keep the cells results.jsonl already has.
         #[arg(long)]
         resume: bool,
+        /// A link trace to stream over beside the built-in walk-away trace
+        /// (`seconds up_mbit [down_mbit]` lines, the last line's time its
+        /// length, over BLE 2M; named by its file's stem): `traces/commute.txt`,
+        /// `traces/crowded-room.txt`, or any; repeatable.
+        #[arg(long, value_name = "FILE")]
+        trace: Vec<PathBuf>,
         /// Run Tandem's strategy with `--dvfs` (the watch's cluster and
         /// frequency chosen with the cut).
         #[arg(long)]
@@ -270,6 +278,7 @@ fn main() -> anyhow::Result<()> {
             shapes,
             frames,
             resume,
+            trace,
             dvfs,
             engine,
             base_only,
@@ -288,7 +297,15 @@ fn main() -> anyhow::Result<()> {
                 _ => compare::EdgeGrid::Off,
             };
             let shapes = shapes.shapes()?;
-            let settings = compare::Settings { frames: frames.max(1), dvfs, engine, base_only, edge, shapes };
+            let settings = compare::Settings {
+                frames: frames.max(1),
+                dvfs,
+                engine,
+                base_only,
+                edge,
+                shapes,
+                traces: trace,
+            };
             compare::compare(&out, quick, model, &file_args, settings, resume)
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),

@@ -14,7 +14,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use tandem::client::Strategy;
 
-use crate::compare::{by_cell, mean, pipelining_gains, walk_frames_path, Cell, Row};
+use crate::compare::{by_cell, mean, pipelining_gains, Cell, Row};
+use crate::traces::{frames_path, is_trace};
 use tandem::emulate::Schedule;
 
 const SIZE: (u32, u32) = (1100, 520);
@@ -237,13 +238,13 @@ pub fn plots(dir: &Path, rows: &[Row]) -> anyhow::Result<Vec<String>> {
         )?);
     }
     written.extend(both(dir, "speedup_vs_bandwidth", |a| speedup(a, rows), |a| speedup(a, rows))?);
-    for cell in by_cell(rows).keys().filter(|c| c.link == "walk-away") {
+    for cell in by_cell(rows).keys().filter(|c| is_trace(&c.link)) {
         let traces = walk_traces(dir, rows, cell)?;
-        let Ok(schedule) = Schedule::from_path(&dir.join("walk-away.txt")) else { continue };
+        let Ok(schedule) = Schedule::from_path(&dir.join(format!("{}.txt", cell.link))) else { continue };
         if traces.is_empty() {
             continue;
         }
-        let name = format!("walk_away_{}", cell.model.replace(['/', '\\'], "_"));
+        let name = format!("{}_{}", cell.link.replace('-', "_"), cell.model.replace(['/', '\\'], "_"));
         written.extend(both_sized(
             dir,
             &name,
@@ -273,7 +274,7 @@ fn walk_traces(dir: &Path, rows: &[Row], cell: &Cell) -> anyhow::Result<Vec<(usi
         let Some(row) = rows.iter().find(|r| &r.cell == cell && r.strategy == s.name() && r.run == 1) else {
             continue;
         };
-        let path = walk_frames_path(dir, &cell.model, s.name(), 1);
+        let path = frames_path(dir, &cell.link, &cell.model, s.name(), 1);
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
         let mut points = vec![];
         for line in text.lines() {
@@ -549,7 +550,8 @@ mod tests {
     fn plots_are_written_and_name_every_strategy() {
         let dir = std::env::temp_dir().join(format!("tandem-plots-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("frames")).expect("dir");
-        std::fs::write(dir.join("walk-away.txt"), crate::compare::walk_away(12.0)).expect("schedule");
+        std::fs::write(dir.join("walk-away.txt"), crate::traces::Trace::walk_away().scaled(0.2).text)
+            .expect("schedule");
         let mut rows = vec![];
         for (k, s) in Strategy::ALL.iter().enumerate() {
             let latency = (k as f64 + 1.0) * 10.0;
@@ -568,7 +570,7 @@ mod tests {
                     )
                 })
                 .collect();
-            std::fs::write(walk_frames_path(&dir, "m", s.name(), 1), frames).expect("frames");
+            std::fs::write(frames_path(&dir, "walk-away", "m", s.name(), 1), frames).expect("frames");
         }
         let files = plots(&dir, &rows).expect("plots");
         assert_eq!(files.len(), 10, "{files:?}");
