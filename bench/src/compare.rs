@@ -126,6 +126,10 @@ pub struct Row {
     /// Frames whose edge part failed (run on the phone or the watch instead).
     #[serde(default)]
     pub edge_failures: u64,
+    /// Frames arriving on a clock (a trace's stream): the share delivered
+    /// after the next one arrived.
+    #[serde(default)]
+    pub deadline_miss_share: Option<f64>,
 }
 
 /// The DeepWear era's pair.
@@ -479,18 +483,23 @@ pub fn walk_report(rows: &[Row]) -> String {
     for (c, s) in by_cell(rows).into_iter().filter(|(c, _)| is_trace(&c.link)) {
         out += &format!(
             "\nThe {} trace, {} on {} (means of the runs):\n\n\
-             | strategy | p50 ms | p95 ms | frames/s | cut switches | longest switch wait ms | plan building in frames ms |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
+             | strategy | p50 ms | p95 ms | frames/s | late frames | cut switches | longest switch wait ms | plan building in frames ms |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|\n",
             c.link, c.model, c.pair
         );
         for st in Strategy::ALL {
             if let Some(runs) = s.get(st.name()) {
                 out += &format!(
-                    "| {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.0} | {:.0} |\n",
+                    "| {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {:.0} |\n",
                     st.name(),
                     mean(runs, |r| r.latency_ms),
                     mean(runs, |r| r.p95_ms),
                     mean(runs, |r| r.throughput_fps),
+                    match runs.iter().all(|r| r.deadline_miss_share.is_some()) {
+                        true =>
+                            format!("{:.0}%", mean(runs, |r| r.deadline_miss_share.unwrap_or(0.0)) * 100.0),
+                        false => "–".into(),
+                    },
                     mean(runs, |r| r.cut_switches as f64),
                     mean(runs, |r| r.switch_wait_max_ms),
                     mean(runs, |r| r.plan_build_ms),
@@ -786,6 +795,7 @@ fn run_one(
         frames: j["frames"].as_u64().unwrap_or(0),
         edge_frames: j["edge_frames"].as_u64().unwrap_or(0),
         edge_failures: j["edge_failures"].as_u64().unwrap_or(0),
+        deadline_miss_share: j["deadline_miss_share"].as_f64(),
     })
 }
 
@@ -976,6 +986,7 @@ mod tests {
             frames: 1,
             edge_frames: 0,
             edge_failures: 0,
+            deadline_miss_share: None,
         }
     }
 
@@ -1174,6 +1185,25 @@ mod tests {
         let only = grid(&models, false, EdgeGrid::Only, &["walk-away"]);
         assert_eq!(only.len(), 18);
         assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));
+    }
+
+    /// A trace's table has one row per strategy, with its late frames at
+    /// the source's rate when every run reported them.
+    #[test]
+    fn trace_tables_give_each_strategys_late_frames() {
+        let mut rows = vec![];
+        for s in Strategy::ALL {
+            let mut r = row(s.name(), "m", 1, 100.0, 0.01);
+            r.cell = trace_cell("m", "commute");
+            r.deadline_miss_share = (s != Strategy::Dads).then_some(0.25);
+            rows.push(r);
+        }
+        let text = walk_report(&rows);
+        assert!(text.contains("The commute trace, m on watch-w5+pixel-8-pro"), "{text}");
+        assert!(text.contains("| tandem | 100.0 | 100.0 | 10.00 | 25% |"), "{text}");
+        assert!(text.contains("| dads | 100.0 | 100.0 | 10.00 | – |"), "{text}");
+        // Trace cells stay out of the headline.
+        assert!(summarize(&rows).iter().all(|h| h.cells == 0));
     }
 
     /// The built-in trace's schedule parses as the link emulator reads it,

@@ -521,6 +521,7 @@ mod tests {
             frames: 1,
             edge_frames: 0,
             edge_failures: 0,
+            deadline_miss_share: None,
         }
     }
 

@@ -351,6 +351,7 @@ mod tests {
             frames: 5,
             edge_frames: if strategy == "tandem-3tier" { 5 } else { 0 },
             edge_failures: 0,
+            deadline_miss_share: None,
         }
     }
 

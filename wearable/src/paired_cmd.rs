@@ -578,7 +578,12 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         }
     })?;
     let wall = started.elapsed();
-    let summary = StreamReport::from_frames(&reports, wall);
+    // At a source rate (--fps) each frame's latency counts from its arrival:
+    // one later than the next arrival missed its deadline.
+    let summary = match args.fps {
+        Some(fps) => StreamReport::at_rate(&reports, wall, fps),
+        None => StreamReport::from_frames(&reports, wall),
+    };
     print_table(&summary);
     match s.measured_energy().map(|m| m.j_per_frame()) {
         Ok(Some(j)) => println!("{:<28} {:>12.4}", "device J/frame (measured)", j),
@@ -646,6 +651,13 @@ fn print_table(r: &StreamReport) {
     println!("{:<28} {:>12.2}", "throughput (frames/s)", r.throughput_fps);
     println!("{:<28} {:>12.1}", "latency p50 (ms)", r.p50_ms);
     println!("{:<28} {:>12.1}", "latency p95 (ms)", r.p95_ms);
+    if let (Some(hz), Some(late), Some(share)) = (r.rate_hz, r.deadline_misses, r.deadline_miss_share) {
+        println!(
+            "{:<28} {:>12}",
+            format!("deadline misses at {hz} Hz"),
+            format!("{late} ({:.0}%)", share * 100.0)
+        );
+    }
     println!("{:<28} {:>12.1}", "latency p99 (ms)", r.p99_ms);
     println!("{:<28} {:>12}", "cut switches", r.cut_switches);
     println!("{:<28} {:>12.1}", "longest switch wait (ms)", r.switch_wait_max_ms);

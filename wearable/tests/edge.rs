@@ -266,6 +266,10 @@ fn kill_mid_stream(
     let summary = json_last(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(summary["frames"], frames, "{summary}");
     assert!(summary["edge_frames"].as_u64() >= Some(6), "{summary}");
+    // At 20 frames/s a frame later than 50 ms missed the next arrival.
+    let late = reports.iter().filter(|r| r["latency_ms"].as_f64().is_some_and(|ms| ms > 50.0)).count();
+    assert_eq!(summary["rate_hz"], 20.0, "{summary}");
+    assert_eq!(summary["deadline_misses"], late, "{summary}");
     let _ = std::fs::remove_dir_all(frames_out.parent().expect("a dir"));
 }
 

@@ -161,6 +161,17 @@ pub struct StreamReport {
     pub edge_up_bytes: u64,
     /// Bytes it received back, in all.
     pub edge_down_bytes: u64,
+    /// The source's rate when frames arrived on a clock (`--fps`); each
+    /// frame's latency then counts from its arrival.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_hz: Option<f64>,
+    /// At that rate, frames late: not delivered before the next one
+    /// arrived (latency above the period).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_misses: Option<usize>,
+    /// Their share of the frames.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_miss_share: Option<f64>,
 }
 
 /// Where one frame ran: `watch` when every layer ran on the wearable (the
@@ -192,6 +203,21 @@ fn median_error_pct<'a>(frames: impl Iterator<Item = &'a FrameReport>) -> Option
 pub const PREDICTION_WINDOW: usize = 20;
 
 impl StreamReport {
+    /// The same summary of frames that arrived at `rate_hz` (their
+    /// latencies counted from their arrival): with the frames that missed
+    /// their deadline, the next frame's arrival.
+    pub fn at_rate(frames: &[FrameReport], wall: Duration, rate_hz: f64) -> StreamReport {
+        let mut r = Self::from_frames(frames, wall);
+        if rate_hz.is_finite() && rate_hz > 0.0 && !frames.is_empty() {
+            let period_ms = 1e3 / rate_hz;
+            let late = frames.iter().filter(|f| f.latency_ms > period_ms).count();
+            r.rate_hz = Some(rate_hz);
+            r.deadline_misses = Some(late);
+            r.deadline_miss_share = Some(late as f64 / frames.len() as f64);
+        }
+        r
+    }
+
     /// Summarizes frame reports (in delivery order) over `wall`.
     pub fn from_frames(frames: &[FrameReport], wall: Duration) -> StreamReport {
         let n = frames.len();
@@ -244,6 +270,9 @@ impl StreamReport {
                 .count(),
             edge_up_bytes: frames.iter().filter_map(|f| f.edge.as_ref()).map(|e| e.up_bytes).sum(),
             edge_down_bytes: frames.iter().filter_map(|f| f.edge.as_ref()).map(|e| e.down_bytes).sum(),
+            rate_hz: None,
+            deadline_misses: None,
+            deadline_miss_share: None,
         }
     }
 }
@@ -254,6 +283,23 @@ mod tests {
 
     fn frame(predicted_ms: Option<f64>, latency_ms: f64) -> FrameReport {
         FrameReport { predicted_ms, latency_ms, ..FrameReport::default() }
+    }
+
+    #[test]
+    fn at_a_source_rate_frames_later_than_the_next_arrival_are_misses() {
+        // At 10 Hz the period is 100 ms: 2 of 5 frames were later than that.
+        let frames: Vec<FrameReport> =
+            [40.0, 99.0, 100.0, 100.5, 250.0].iter().map(|&ms| frame(None, ms)).collect();
+        let r = StreamReport::at_rate(&frames, Duration::from_secs(1), 10.0);
+        assert_eq!((r.rate_hz, r.deadline_misses), (Some(10.0), Some(2)));
+        assert_eq!(r.deadline_miss_share, Some(0.4));
+        assert_eq!(r.frames, 5);
+        // Without a rate there is no deadline, and the JSON says nothing of one.
+        let plain = StreamReport::from_frames(&frames, Duration::from_secs(1));
+        assert_eq!(plain.deadline_misses, None);
+        let j = serde_json::to_value(&plain).expect("json");
+        assert!(j.get("deadline_miss_share").is_none(), "{j}");
+        assert_eq!(StreamReport::at_rate(&[], Duration::ZERO, 10.0).deadline_misses, None);
     }
 
     #[test]
