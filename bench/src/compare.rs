@@ -158,6 +158,21 @@ pub fn trace_cell(model: &str, trace: &str) -> Cell {
     Cell { link: trace.into(), mode: "stream".into(), ..Cell::base(model) }
 }
 
+/// The source rates the grid streams at (Hz): a camera at 15 and 30
+/// frames/s. Frames arrive on that clock; a frame delivered after the next
+/// one arrived missed its deadline.
+pub const RATES: [u32; 2] = [15, 30];
+
+/// The cell mode of a stream at `hz` frames/s (`rate15`).
+pub fn rate_mode(hz: u32) -> String {
+    format!("rate{hz}")
+}
+
+/// The source rate of a cell streamed at one (its mode `rateN`).
+pub fn rate_of(cell: &Cell) -> Option<u32> {
+    cell.mode.strip_prefix("rate").and_then(|n| n.parse().ok())
+}
+
 /// The walk-away cell of `model`.
 #[cfg(test)]
 pub fn walk_away_cell(model: &str) -> Cell {
@@ -227,6 +242,9 @@ fn grid_two_tiers(models: &[String], quick: bool, traces: &[&str]) -> Vec<Cell> 
             cells.push(Cell { hint: hint.into(), ..b.clone() });
         }
         cells.push(Cell { mode: "stream".into(), ..b.clone() });
+        for hz in RATES {
+            cells.push(Cell { mode: rate_mode(hz), ..b.clone() });
+        }
         for link in ["bt-classic", "wifi-good"] {
             cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
         }
@@ -356,11 +374,16 @@ pub fn pipelining_gains<'a>(rows: &'a [Row], strategy: &str) -> Vec<(&'a str, f6
 
 /// Per cell and strategy, the mean latency and watch energy of its runs and
 /// their spread; then the headline of each strategy over the cells where
-/// every strategy has a result. The trace cells are left out: their
-/// figures (over a changing link) are reported apart ([`walk_report`]).
+/// every strategy has a result. The trace cells and the cells at a source
+/// rate are left out: their figures (over a changing link, or latencies
+/// counted from each frame's arrival) are reported apart ([`walk_report`],
+/// [`rate_report`]).
 pub fn summarize(rows: &[Row]) -> Vec<Headline> {
-    let rows: Vec<Row> =
-        rows.iter().filter(|r| !is_trace(&r.cell.link) && r.cell.edge.is_empty()).cloned().collect();
+    let rows: Vec<Row> = rows
+        .iter()
+        .filter(|r| !is_trace(&r.cell.link) && r.cell.edge.is_empty() && rate_of(&r.cell).is_none())
+        .cloned()
+        .collect();
     let rows = rows.as_slice();
     let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
@@ -475,6 +498,53 @@ fn headline_table(rows: &[Row]) -> String {
     out
 }
 
+/// The cells at a source rate: per cell each strategy's share of late
+/// frames and p95 latency (from each frame's arrival); then in how many
+/// cells Tandem missed no more deadlines than the best other strategy.
+pub fn rate_report(rows: &[Row]) -> String {
+    let cells: Vec<_> = by_cell(rows).into_iter().filter(|(c, _)| rate_of(c).is_some()).collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nAt a source rate (frames arrive on the clock; late: delivered after the next one arrived; \
+         late share / p95 ms from arrival, means of the runs):\n\n| model | rate |",
+    );
+    for s in Strategy::ALL {
+        out += &format!(" {} |", s.name());
+    }
+    out += "\n|---|---:|";
+    out += &"---:|".repeat(Strategy::ALL.len());
+    out += "\n";
+    let (mut held, mut judged) = (0usize, 0usize);
+    for (c, s) in &cells {
+        out += &format!("| {} | {} Hz |", c.model, rate_of(c).unwrap_or(0));
+        let late = |name: &str| {
+            s.get(name)
+                .filter(|runs| runs.iter().all(|r| r.deadline_miss_share.is_some()))
+                .map(|runs| (mean(runs, |r| r.deadline_miss_share.unwrap_or(0.0)), mean(runs, |r| r.p95_ms)))
+        };
+        for st in Strategy::ALL {
+            match late(st.name()) {
+                Some((share, p95)) => out += &format!(" {:.0}% / {p95:.0} |", share * 100.0),
+                None => out += " – |",
+            }
+        }
+        out += "\n";
+        let others = Strategy::ALL.iter().filter(|s| **s != Strategy::Tandem).filter_map(|s| late(s.name()));
+        if let (Some((own, _)), Some(best)) =
+            (late("tandem"), others.map(|(share, _)| share).min_by(f64::total_cmp))
+        {
+            judged += 1;
+            held += usize::from(own <= best + 1e-9);
+        }
+    }
+    out += &format!(
+        "\nTandem missed no more deadlines than the best other strategy in {held} of {judged} cells.\n"
+    );
+    out
+}
+
 /// The trace cells' figures per strategy: latency, throughput, cut
 /// switches, the longest wait for a switch's plans, and plan building
 /// inside frames (the stall a switch costs without building ahead).
@@ -530,6 +600,7 @@ pub fn report(rows: &[Row]) -> String {
         out += &headline_table(&era);
     }
     out += &walk_report(rows);
+    out += &rate_report(rows);
     out += "\nPer cell: p50 ms (mean of the runs) per strategy.\n\n| model | pair | link | load | weights | hint | mode |";
     for s in Strategy::ALL {
         out += &format!(" {} |", s.name());
@@ -739,6 +810,11 @@ fn run_one(
     } else {
         cell.link.as_str()
     };
+    if let Some(hz) = rate_of(cell) {
+        // Enough frames for a share of late ones to mean something.
+        frames = (runs.frames * 4).max(20);
+        cmd.args(["--fps", &hz.to_string()]);
+    }
     cmd.args(["--connect", &handheld.addr, "--link", link, "--profile", watch, "--slowdown", "profile"]);
     cmd.arg("--keys").arg(&runs.keys.1);
     runs.engine_args(&mut cmd);
@@ -1141,11 +1217,13 @@ mod tests {
         let models = ["m".to_string(), "n".to_string()];
         let cells = grid(&models, false, EdgeGrid::Off, &["walk-away"]);
         let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
-        // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode;
-        // then DeepWear's era pair over 2 more links; the walk-away trace
-        // for the first model only.
-        assert_eq!(of("m").len(), 16);
-        assert_eq!(of("n").len(), 15);
+        // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode,
+        // 2 source rates; then DeepWear's era pair over 2 more links; the
+        // walk-away trace for the first model only.
+        assert_eq!(of("m").len(), 18);
+        assert_eq!(of("n").len(), 17);
+        let rates: Vec<u32> = of("m").iter().filter_map(rate_of).collect();
+        assert_eq!(rates, RATES);
         let base = Cell::base("m");
         assert_eq!(of("m")[0], base);
         for c in &of("m")[1..] {
@@ -1181,10 +1259,34 @@ mod tests {
             ["m"]
         );
         // The edge grid: 9 cells a model, after the others or alone.
-        assert_eq!(grid(&models, false, EdgeGrid::With, &["walk-away"]).len(), 31 + 18);
+        assert_eq!(grid(&models, false, EdgeGrid::With, &["walk-away"]).len(), 35 + 18);
         let only = grid(&models, false, EdgeGrid::Only, &["walk-away"]);
         assert_eq!(only.len(), 18);
         assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));
+    }
+
+    /// Cells at a source rate stay out of the headline; their section gives
+    /// each strategy's late share and p95, and counts the cells where
+    /// Tandem missed no more deadlines than the best other strategy.
+    #[test]
+    fn rate_cells_report_late_frames_and_whether_tandem_kept_up() {
+        let mut rows = vec![];
+        for (hz, tandem_late) in [(15, 0.0), (30, 0.5)] {
+            for s in Strategy::ALL {
+                let mut r = row(s.name(), "m", 1, 50.0, 0.01);
+                r.cell = Cell { mode: rate_mode(hz), ..Cell::base("m") };
+                r.deadline_miss_share = Some(if s == Strategy::Tandem { tandem_late } else { 0.2 });
+                rows.push(r);
+            }
+        }
+        let text = rate_report(&rows);
+        assert!(text.contains("| m | 15 Hz | 20% / 50 |"), "{text}");
+        assert!(
+            text.contains("missed no more deadlines than the best other strategy in 1 of 2 cells"),
+            "{text}"
+        );
+        assert!(summarize(&rows).iter().all(|h| h.cells == 0));
+        assert_eq!(rate_of(&Cell::base("m")), None);
     }
 
     /// A trace's table has one row per strategy, with its late frames at
