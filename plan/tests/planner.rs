@@ -206,3 +206,40 @@ fn runners_up_are_the_decisions_after_a_rate_change() {
     }
     assert!(moved >= 2, "the sweep must move the cut for the check to mean anything ({moved})");
 }
+
+/// At a source rate a stream is planned for each frame's latency when the
+/// fastest cut delivers a frame within the period, and for the period
+/// (throughput) only when no cut does: found on a link where the two
+/// objectives pick different cuts.
+#[test]
+fn at_a_source_rate_a_stream_is_planned_for_its_deadline() {
+    let pair = Pair::mnist();
+    let (w, h) = pair.sides();
+    let decide = |link: LinkEstimate, mode: Mode, rate: Option<Duration>| {
+        let mut p = Planner::new(
+            PlannerConfig::default(),
+            Conditions { mode, ..conditions(link, LatencyHint::Fastest) },
+        );
+        p.handle_rate(rate);
+        p.poll_decision(pair.graph(), w, h).expect("decides");
+        p.current().expect("a decision").clone()
+    };
+    // A link where the fastest single frame and the best period differ.
+    let link = [5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0]
+        .into_iter()
+        .map(kbps)
+        .find(|&l| decide(l, Mode::Single, None).chosen != decide(l, Mode::Stream, None).chosen)
+        .expect("a link where latency and period pick different cuts");
+    let single = decide(link, Mode::Single, None);
+    let stream = decide(link, Mode::Stream, None);
+    let latency = Duration::from_secs_f64(single.evaluation.latency_s);
+    // Slow enough a source: each frame on time at the fastest cut.
+    let paced = decide(link, Mode::Stream, Some(latency * 2));
+    assert_eq!(paced.chosen, single.chosen, "{}", paced.reason);
+    assert!(paced.reason.contains("frames arrive every"), "{}", paced.reason);
+    // Too fast a source for any frame to be on time: the best period.
+    let flooded = decide(link, Mode::Stream, Some(latency / 4));
+    assert_eq!(flooded.chosen, stream.chosen, "{}", flooded.reason);
+    // Without a rate a stream is planned for its period, as before.
+    assert_eq!(decide(link, Mode::Stream, None).chosen, stream.chosen);
+}

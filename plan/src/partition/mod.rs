@@ -626,12 +626,23 @@ pub struct Planner {
     /// The wearable's profile when its cluster and frequency are chosen
     /// with the cut (priced analytically).
     dvfs: Option<std::sync::Arc<crate::device::DeviceProfile>>,
+    /// Frames arrive every this long (a source rate), when they do.
+    rate: Option<Duration>,
 }
 
 impl Planner {
     /// A planner with no decision yet.
     pub fn new(config: PlannerConfig, conditions: Conditions) -> Planner {
-        Planner { config, conditions, current: None, dirty: true, simplified: None, codecs: None, dvfs: None }
+        Planner {
+            config,
+            conditions,
+            current: None,
+            dirty: true,
+            simplified: None,
+            codecs: None,
+            dvfs: None,
+            rate: None,
+        }
     }
 
     /// Chooses the wearable's cluster and frequency from `profile` with
@@ -679,6 +690,22 @@ impl Planner {
     pub fn handle_mode(&mut self, mode: Mode) {
         self.dirty |= self.conditions.mode != mode;
         self.conditions.mode = mode;
+    }
+
+    /// A stream's frames arrive every `period` (a camera's or a
+    /// microphone's rate), or whenever the last is done (`None`). A frame
+    /// is on time when delivered before the next one arrives, so at a
+    /// source rate a stream is planned for each frame's latency when some
+    /// cut's latency fits the period (it then also keeps up: no stage is
+    /// longer than the whole), and for the period only when none does.
+    pub fn handle_rate(&mut self, period: Option<Duration>) {
+        self.dirty |= self.rate != period;
+        self.rate = period;
+    }
+
+    /// The source rate's period in force.
+    pub fn rate(&self) -> Option<Duration> {
+        self.rate
     }
 
     /// New link encodings per tensor (predicted ratios and speeds), or none.
@@ -737,6 +764,32 @@ impl Planner {
             }
             None => decide_with(&input, self.config.method, Some(&simplified)),
         };
+        // At a source rate: the frame's latency first, when a cut fits the period.
+        let (mut hint, mut mode) = (c.hint, c.mode);
+        let best = match (self.rate, &self.dvfs, best) {
+            (Some(period), None, Ok(stream))
+                if c.mode == Mode::Stream && c.hint != LatencyHint::EnergyFirst =>
+            {
+                let single_hint = match c.hint {
+                    LatencyHint::Within(d) => LatencyHint::Within(d.min(period)),
+                    _ => LatencyHint::Fastest,
+                };
+                let single = DecisionInput { hint: single_hint, mode: Mode::Single, ..input };
+                match decide_with(&single, self.config.method, Some(&simplified)) {
+                    Ok(d) if d.evaluation.latency_s <= period.as_secs_f64() => {
+                        (hint, mode) = (single_hint, Mode::Single);
+                        let reason = format!(
+                            "{}; frames arrive every {:.1} ms and this cut delivers each before the next",
+                            d.reason,
+                            period.as_secs_f64() * 1e3
+                        );
+                        Ok(Decision { reason, ..d })
+                    }
+                    _ => Ok(stream),
+                }
+            }
+            (_, _, best) => best,
+        };
         self.simplified = Some(simplified);
         let best = best?;
         let Some(current) = &self.current else {
@@ -769,7 +822,7 @@ impl Planner {
             prices = prices.with_codecs(graph, codecs, &c.status);
         }
         let now = evaluate(graph, &prices, &current.chosen, c.link.rtt);
-        if beats(&best.evaluation, &now, c.hint, c.mode, self.config.margin) {
+        if beats(&best.evaluation, &now, hint, mode, self.config.margin) {
             self.current = Some(best.clone());
             Ok(Some(best))
         } else {

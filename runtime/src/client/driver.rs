@@ -191,6 +191,12 @@ impl Driver {
         self.planner.handle_hint(hint);
     }
 
+    /// Frames arrive every `period` (a source rate), or not: the planner
+    /// then plans a stream for each frame's deadline when a cut meets it.
+    pub fn handle_rate(&mut self, period: Option<Duration>) {
+        self.planner.handle_rate(period);
+    }
+
     /// The link encodings changed (measured, or an option dropped).
     pub fn handle_codecs(&mut self, codecs: Option<std::sync::Arc<LinkCodecs>>) {
         self.offload.forget();

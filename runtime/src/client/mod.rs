@@ -889,6 +889,9 @@ impl Session {
         let mut frames = frames.into_iter().peekable();
         let mut pipe = Pipe::new(self.config.max_in_flight, pipeline);
         self.sample_fuel(false);
+        // A source rate: each frame is due before the next one arrives.
+        let period = fps.filter(|f| f.is_finite() && *f > 0.0).map(|f| Duration::from_secs_f64(1.0 / f));
+        self.driver.handle_rate(period);
         let first_release = Instant::now();
         let mut released = 0u64;
         loop {
