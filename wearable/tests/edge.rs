@@ -135,9 +135,40 @@ fn three_tiers(model: &Model, phone: &str, (watch, near): (&Cut, &Cut), edge: &[
     j
 }
 
+/// One frame of the real model through the phone at `phone`, the edge
+/// named by `edge`, which that phone refuses: the frame runs on two tiers,
+/// and the refusal, naming `named` (the flag that would allow it), reaches
+/// the wearable's JSON and its log. Returns the frame's JSON.
+fn refused_edge(phone: &str, edge: &[&str], named: &str) -> serde_json::Value {
+    let (path, input) = real_model();
+    let (m, x) = (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"));
+    let mut args = vec![
+        "run",
+        "--model",
+        m,
+        "--input-shape",
+        SHAPE,
+        "--connect",
+        phone,
+        "--input",
+        x,
+        "--placement",
+        "handheld",
+    ];
+    args.extend_from_slice(edge);
+    let run = wearable(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let j = json_last(&stdout(&run));
+    assert_eq!(j["offloaded"], true, "{j}");
+    assert_eq!(j["tiers"]["edge"], 0, "{j}");
+    assert!(stderr(&run).contains(named), "the refusal is not named: {}", stderr(&run));
+    assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains(named)), "{j}");
+    j
+}
+
 #[test]
 fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
-    let (path, input) = real_model();
+    let (path, _) = real_model();
     let model = load(&path);
     let repo = temp_dir("edge-repo").expect("dir");
     let (watch, near) = export(&model, &repo);
@@ -147,32 +178,10 @@ fn three_tiers_over_a_real_oip_server_equal_the_unsplit_model() {
     };
     let phone = HandheldProcess::start(&handheld_bin(), &["--edge-allow", server.url()]).expect("handheld");
     three_tiers(&model, &phone.addr, (&watch, &near), &["--edge-oip", server.url()]);
-    let (m, x) = (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"));
     // An edge the handheld does not list is refused by name: two tiers, no edge.
     let other = HandheldProcess::start(&handheld_bin(), &[]).expect("handheld");
-    let args = [
-        "run",
-        "--model",
-        m,
-        "--input-shape",
-        SHAPE,
-        "--connect",
-        &other.addr,
-        "--input",
-        x,
-        "--edge-oip",
-        server.url(),
-        "--placement",
-        "handheld",
-    ];
-    let run = wearable(&args);
-    assert!(run.status.success(), "{}", stderr(&run));
-    let j = json_last(&stdout(&run));
-    assert_eq!(j["offloaded"], true, "{j}");
-    assert_eq!(j["tiers"]["edge"], 0, "{j}");
+    let j = refused_edge(&other.addr, &["--edge-oip", server.url()], "--edge-allow");
     assert!(j["edge"].is_null(), "{j}");
-    assert!(stderr(&run).contains("--edge-allow"), "the refusal is not named: {}", stderr(&run));
-    assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains("--edge-allow")), "{j}");
     let _ = std::fs::remove_dir_all(&repo);
 }
 
@@ -311,7 +320,7 @@ impl TandemEdge {
 
 #[test]
 fn three_tiers_over_a_paired_tandem_edge_equal_the_unsplit_model() {
-    let (path, input) = real_model();
+    let (path, _) = real_model();
     let model = load(&path);
     let (watch, near) = nested(&model);
     let edge = tandem_edge("tandem-edge");
@@ -320,33 +329,12 @@ fn three_tiers_over_a_paired_tandem_edge_equal_the_unsplit_model() {
     let phone = HandheldProcess::start(&handheld_bin(), &phone_args).expect("handheld");
     let j = three_tiers(&model, &phone.addr, (&watch, &near), &["--edge", &edge.server.addr]);
     assert_eq!(j["edge_tier"]["url"], format!("tandem://{}", edge.server.addr), "{j}");
-    let (m, x) = (path.to_str().expect("utf-8"), input.to_str().expect("utf-8"));
     // A phone not paired with the edge is refused by name: two tiers.
     let unpaired = temp_dir("tandem-edge-unpaired").expect("dir");
     let allow = format!("tandem://{}", edge.server.addr);
     let lone = ["--edge-allow", allow.as_str(), "--edge-keys", unpaired.to_str().expect("utf-8")];
     let other = HandheldProcess::start(&handheld_bin(), &lone).expect("handheld");
-    let args = [
-        "run",
-        "--model",
-        m,
-        "--input-shape",
-        SHAPE,
-        "--connect",
-        &other.addr,
-        "--input",
-        x,
-        "--edge",
-        &edge.server.addr,
-        "--placement",
-        "handheld",
-    ];
-    let run = wearable(&args);
-    assert!(run.status.success(), "{}", stderr(&run));
-    let j = json_last(&stdout(&run));
-    assert_eq!(j["offloaded"], true, "{j}");
-    assert_eq!(j["tiers"]["edge"], 0, "{j}");
-    assert!(j["edge_tier"]["refused"].as_str().is_some_and(|r| r.contains("pair-edge")), "{j}");
+    refused_edge(&other.addr, &["--edge", &edge.server.addr], "pair-edge");
     let _ = std::fs::remove_dir_all(&unpaired);
 }
 
@@ -386,7 +374,7 @@ fn the_planner_sends_frames_straight_to_the_edge_only_when_that_pays() {
             "--link",
             "ble-1m",
             "--slowdown",
-            "20",
+            "200",
             "--edge-oip",
             server.url(),
             "--edge-direct-link",
@@ -397,7 +385,7 @@ fn the_planner_sends_frames_straight_to_the_edge_only_when_that_pays() {
         json_last(&stdout(&run))
     };
     let n = model.graph().nodes().len();
-    let j = run("50,50,10");
+    let j = run("100,100,5");
     assert_eq!(j["tiers"]["edge"], n, "not straight to the edge over a fast link: {j}");
     assert_eq!(j["tiers"]["handheld"], 0, "{j}");
     assert!(j["edge"]["error"].is_null(), "the edge failed: {j}");
