@@ -100,13 +100,13 @@ pub(crate) async fn check(
         let Some(keys) = settings.keys.map(std::path::Path::to_path_buf) else {
             return refused(url, "this handheld has no keystore for Tandem edges".into());
         };
-        let (addr, loaded2) = (addr.trim_end_matches('/').to_string(), loaded.clone());
+        let (addr, for_attach) = (addr.trim_end_matches('/').to_string(), loaded.clone());
         let handle = tokio::runtime::Handle::current();
         let attached = tokio::task::spawn_blocking(move || {
             let bytes = model()?;
-            let file = crate::client::ModelFile { bytes, model: loaded2.model.clone() };
+            let file = crate::client::ModelFile { bytes, model: for_attach.model.clone() };
             let edge = TandemEdge::attach(&addr, &keys, options.emulate, file, options.timeout, &handle)?;
-            let g = loaded2.model.graph();
+            let g = for_attach.model.graph();
             let served: Vec<CutKey> = cuts
                 .into_iter()
                 .filter(|k| {
