@@ -48,6 +48,12 @@ pub struct Cell {
     /// tiers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub edge: String,
+    /// The accuracy budget lossy link encodings run under (`argmax`,
+    /// `rel:X`: the model's card's, [`crate::workload`]): every strategy
+    /// may use them within it, and each run's outputs are checked against
+    /// the model run unsplit. Empty: a lossless cell.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub accuracy: String,
 }
 
 impl Cell {
@@ -63,6 +69,7 @@ impl Cell {
             hint: "0".into(),
             mode: "single".into(),
             edge: String::new(),
+            accuracy: String::new(),
         }
     }
 
@@ -130,6 +137,14 @@ pub struct Row {
     /// after the next one arrived.
     #[serde(default)]
     pub deadline_miss_share: Option<f64>,
+    /// In a lossy cell: the worst error of the run's delivered outputs
+    /// against the model run unsplit on the same inputs, under the cell's
+    /// budget (0: every frame crossed bit-exact).
+    #[serde(default)]
+    pub accuracy_cost: Option<f64>,
+    /// In a lossy cell: the run's frames over the budget.
+    #[serde(default)]
+    pub accuracy_over: Option<u64>,
 }
 
 /// The DeepWear era's pair.
@@ -158,18 +173,16 @@ pub fn trace_cell(model: &str, trace: &str) -> Cell {
     Cell { link: trace.into(), mode: "stream".into(), ..Cell::base(model) }
 }
 
-/// The source rates the grid streams at (Hz): a camera at 15 and 30
-/// frames/s. Frames arrive on that clock; a frame delivered after the next
-/// one arrived missed its deadline.
-pub const RATES: [u32; 2] = [15, 30];
-
-/// The cell mode of a stream at `hz` frames/s (`rate15`).
-pub fn rate_mode(hz: u32) -> String {
+/// The cell mode of a stream at `hz` frames/s (`rate15`, `rate12.5`):
+/// frames arrive on that clock, a camera's ([`crate::workload::CAMERA_RATES`])
+/// or the model's own (a microphone's hop); a frame delivered after the
+/// next one arrived missed its deadline.
+pub fn rate_mode(hz: f64) -> String {
     format!("rate{hz}")
 }
 
 /// The source rate of a cell streamed at one (its mode `rateN`).
-pub fn rate_of(cell: &Cell) -> Option<u32> {
+pub fn rate_of(cell: &Cell) -> Option<f64> {
     cell.mode.strip_prefix("rate").and_then(|n| n.parse().ok())
 }
 
@@ -191,12 +204,19 @@ pub enum EdgeGrid {
 }
 
 /// The cells: for `quick`, two models over BLE 2M and Wi-Fi in the base
-/// conditions, and [`WALK_MODEL`] (else the first) over each of `traces`
-/// (short) and one edge cell; else every model, one condition varied at a
-/// time, DeepWear's era pair over its links, and the traces likewise; then
-/// the edge grid as `edge` says.
-pub fn grid(models: &[String], quick: bool, edge: EdgeGrid, traces: &[&str]) -> Vec<Cell> {
-    let two = grid_two_tiers(models, quick, traces);
+/// conditions (the last, with a budget, lossy too), and [`WALK_MODEL`]
+/// (else the first) over each of `traces` (short) and one edge cell; else
+/// every model, one condition varied at a time, DeepWear's era pair over
+/// its links, its source rates and, with a budget, lossy cells, and the
+/// traces likewise; then the edge grid as `edge` says. `work`: each
+/// model's budget and rates (the default where missing).
+pub fn grid(
+    models: &[String],
+    quick: bool,
+    (edge, work): (EdgeGrid, &BTreeMap<String, crate::workload::Workload>),
+    traces: &[&str],
+) -> Vec<Cell> {
+    let two = grid_two_tiers(models, quick, work, traces);
     let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
     let edges: Vec<Cell> = match (quick, edge) {
         (true, EdgeGrid::Off) => {
@@ -212,14 +232,24 @@ pub fn grid(models: &[String], quick: bool, edge: EdgeGrid, traces: &[&str]) -> 
 }
 
 /// The two-tier cells of [`grid`].
-fn grid_two_tiers(models: &[String], quick: bool, traces: &[&str]) -> Vec<Cell> {
+fn grid_two_tiers(
+    models: &[String],
+    quick: bool,
+    work: &BTreeMap<String, crate::workload::Workload>,
+    traces: &[&str],
+) -> Vec<Cell> {
     let mut cells = vec![];
     let walker = models.iter().position(|m| m == WALK_MODEL).unwrap_or(0);
     for (i, m) in models.iter().enumerate() {
         let b = Cell::base(m);
+        let w = work.get(m).cloned().unwrap_or_default();
+        let lossy = |c: Cell| w.budget.clone().map(|accuracy| Cell { accuracy, ..c });
         if quick {
             cells.push(b.clone());
-            cells.push(Cell { link: "wifi-good".into(), ..b });
+            cells.push(Cell { link: "wifi-good".into(), ..b.clone() });
+            if i + 1 == models.len() {
+                cells.extend(lossy(b));
+            }
             if i == walker {
                 cells.extend(traces.iter().map(|t| trace_cell(m, t)));
             }
@@ -242,12 +272,16 @@ fn grid_two_tiers(models: &[String], quick: bool, traces: &[&str]) -> Vec<Cell> 
             cells.push(Cell { hint: hint.into(), ..b.clone() });
         }
         cells.push(Cell { mode: "stream".into(), ..b.clone() });
-        for hz in RATES {
+        for &hz in &w.rates {
             cells.push(Cell { mode: rate_mode(hz), ..b.clone() });
         }
         for link in ["bt-classic", "wifi-good"] {
             cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
         }
+        // Lossy beside lossless: the base cell, and DeepWear's era pair
+        // over its slowest link, where bytes matter most.
+        cells.extend(lossy(b.clone()));
+        cells.extend(lossy(Cell { pair: DEEPWEAR_PAIR.into(), link: "bt-classic".into(), ..b.clone() }));
         if i == walker {
             cells.extend(traces.iter().map(|t| trace_cell(m, t)));
         }
@@ -518,7 +552,7 @@ pub fn rate_report(rows: &[Row]) -> String {
     out += "\n";
     let (mut held, mut judged) = (0usize, 0usize);
     for (c, s) in &cells {
-        out += &format!("| {} | {} Hz |", c.model, rate_of(c).unwrap_or(0));
+        out += &format!("| {} | {} Hz |", c.model, rate_of(c).unwrap_or(0.0));
         let late = |name: &str| {
             s.get(name)
                 .filter(|runs| runs.iter().all(|r| r.deadline_miss_share.is_some()))
@@ -542,6 +576,56 @@ pub fn rate_report(rows: &[Row]) -> String {
     out += &format!(
         "\nTandem missed no more deadlines than the best other strategy in {held} of {judged} cells.\n"
     );
+    out
+}
+
+/// The lossy cells: per cell, each strategy's p50 and the worst accuracy
+/// cost its runs measured (against the model run unsplit, under the cell's
+/// budget), beside Tandem's p50 in the lossless twin cell.
+pub fn lossy_report(rows: &[Row]) -> String {
+    let by = by_cell(rows);
+    let cells: Vec<_> = by.iter().filter(|(c, _)| !c.accuracy.is_empty()).collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nLossy cells (every strategy may use lossy link encodings within the model card's budget; \
+         p50 ms / the worst measured error of the delivered outputs against the model run unsplit, \
+         under that budget; means of the runs, worst of the runs):\n\n| model | pair | link | budget |",
+    );
+    for s in Strategy::ALL {
+        out += &format!(" {} |", s.name());
+    }
+    out += " Tandem lossless p50 |\n|---|---|---|---|";
+    out += &"---:|".repeat(Strategy::ALL.len() + 1);
+    out += "\n";
+    for (c, s) in cells {
+        out += &format!("| {} | {} | {} | {} |", c.model, c.pair, c.link, c.accuracy);
+        for st in Strategy::ALL {
+            match s.get(st.name()) {
+                Some(runs) => {
+                    let cost =
+                        runs.iter().map(|r| r.accuracy_cost).try_fold(0f64, |w, c| c.map(|c| w.max(c)));
+                    let over: u64 = runs.iter().filter_map(|r| r.accuracy_over).sum();
+                    out += &format!(
+                        " {:.1} / {} |",
+                        mean(runs, |r| r.latency_ms),
+                        match (cost, over) {
+                            (None, _) => "–".to_string(),
+                            (Some(c), 0) => format!("{c:.1e}"),
+                            (Some(c), n) => format!("{c:.1e} ({n} over)"),
+                        }
+                    );
+                }
+                None => out += " – |",
+            }
+        }
+        let twin = Cell { accuracy: String::new(), ..(*c).clone() };
+        match by.get(&twin).and_then(|s| s.get("tandem")) {
+            Some(runs) => out += &format!(" {:.1} |\n", mean(runs, |r| r.latency_ms)),
+            None => out += " – |\n",
+        }
+    }
     out
 }
 
@@ -601,17 +685,28 @@ pub fn report(rows: &[Row]) -> String {
     }
     out += &walk_report(rows);
     out += &rate_report(rows);
-    out += "\nPer cell: p50 ms (mean of the runs) per strategy.\n\n| model | pair | link | load | weights | hint | mode |";
+    out += &lossy_report(rows);
+    out += "\nPer cell: p50 ms (mean of the runs) per strategy.\n\n| model | pair | link | load | weights | hint | mode | encodings |";
     for s in Strategy::ALL {
         out += &format!(" {} |", s.name());
     }
-    out += "\n|---|---|---|---:|---|---|---|";
+    out += "\n|---|---|---|---:|---|---|---|---|";
     out += &"---:|".repeat(Strategy::ALL.len());
     out += "\n";
     for (c, s) in by_cell(rows) {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            c.model, c.pair, c.link, c.load, c.weights, c.hint, c.mode
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.model,
+            c.pair,
+            c.link,
+            c.load,
+            c.weights,
+            c.hint,
+            c.mode,
+            match c.accuracy.as_str() {
+                "" => "lossless".to_string(),
+                budget => format!("lossy ({budget})"),
+            }
         );
         for st in Strategy::ALL {
             match s.get(st.name()) {
@@ -670,7 +765,29 @@ fn subjects(
             );
         }
     }
-    let real: Vec<&String> = names.iter().filter(|n| !ZOO.contains(&n.as_str())).collect();
+    let tflite: Vec<&String> = names.iter().filter(|n| n.starts_with(crate::workload::TFLITE)).collect();
+    if !tflite.is_empty() {
+        let set = tandem_models::tflite::ensure_tflite_models()?;
+        for n in tflite {
+            let name = &n[crate::workload::TFLITE.len()..];
+            let m = set.get(name).with_context(|| format!("no TFLite model named {name}"))?;
+            if let Some(op) = &m.refuse {
+                bail!("{n}: Tandem refuses it (custom op {op})");
+            }
+            let mut args = vec![];
+            for (input, file) in m.input_names.iter().zip(&m.inputs) {
+                args.extend(["--input".to_string(), format!("{input}={}", set.path(file).display())]);
+            }
+            let file = set.path(&m.file);
+            let models_dir = file.parent().context("a model directory")?.to_path_buf();
+            let shapes = tandem::InputShapes::none();
+            out.insert(n.clone(), Subject { name: n.clone(), file, args, models_dir, shapes });
+        }
+    }
+    let real: Vec<&String> = names
+        .iter()
+        .filter(|n| !ZOO.contains(&n.as_str()) && !n.starts_with(crate::workload::TFLITE))
+        .collect();
     if !real.is_empty() {
         let set = tandem_models::real::ensure_real_models()?;
         for n in real {
@@ -810,6 +927,9 @@ fn run_one(
     } else {
         cell.link.as_str()
     };
+    if !cell.accuracy.is_empty() {
+        cmd.args(["--encodings", "lossy", "--accuracy", &cell.accuracy, "--check-accuracy"]);
+    }
     if let Some(hz) = rate_of(cell) {
         // Enough frames for a share of late ones to mean something.
         frames = (runs.frames * 4).max(20);
@@ -872,6 +992,8 @@ fn run_one(
         edge_frames: j["edge_frames"].as_u64().unwrap_or(0),
         edge_failures: j["edge_failures"].as_u64().unwrap_or(0),
         deadline_miss_share: j["deadline_miss_share"].as_f64(),
+        accuracy_cost: j["accuracy"]["worst"].as_f64(),
+        accuracy_over: j["accuracy"]["over_budget"].as_u64(),
     })
 }
 
@@ -914,6 +1036,14 @@ pub fn compare(
             let mut all: Vec<String> = ZOO.iter().map(|s| s.to_string()).collect();
             let real = tandem_models::real::ensure_real_models()?;
             all.extend(real.models.iter().filter(|e| !e.inputs.is_empty()).map(|e| e.name.clone()));
+            let tflite = tandem_models::tflite::ensure_tflite_models()?;
+            all.extend(
+                tflite
+                    .models
+                    .iter()
+                    .filter(|m| m.refuse.is_none() && !m.inputs.is_empty())
+                    .map(|m| format!("{}{}", crate::workload::TFLITE, m.name)),
+            );
             all
         }
     } else {
@@ -957,7 +1087,8 @@ pub fn compare(
         .write(true)
         .truncate(!resume)
         .open(&results)?;
-    let mut cells = grid(&models, quick, edge, &names);
+    let work = crate::workload::of(&models)?;
+    let mut cells = grid(&models, quick, (edge, &work), &names);
     if base_only {
         cells.retain(|c| *c == Cell::base(&c.model));
     }
@@ -1044,7 +1175,8 @@ mod tests {
     fn row(strategy: &str, model: &str, run: u32, latency_ms: f64, wearable_j: f64) -> Row {
         Row {
             strategy: strategy.into(),
-            cell: grid(&[model.to_string()], true, EdgeGrid::Off, &["walk-away"]).remove(0),
+            cell: grid(&[model.to_string()], true, (EdgeGrid::Off, &BTreeMap::new()), &["walk-away"])
+                .remove(0),
             run,
             latency_ms,
             p95_ms: latency_ms,
@@ -1063,6 +1195,8 @@ mod tests {
             edge_frames: 0,
             edge_failures: 0,
             deadline_miss_share: None,
+            accuracy_cost: None,
+            accuracy_over: None,
         }
     }
 
@@ -1215,15 +1349,16 @@ mod tests {
     #[test]
     fn the_grid_varies_one_condition_at_a_time() {
         let models = ["m".to_string(), "n".to_string()];
-        let cells = grid(&models, false, EdgeGrid::Off, &["walk-away"]);
+        let none = BTreeMap::new();
+        let cells = grid(&models, false, (EdgeGrid::Off, &none), &["walk-away"]);
         let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
         // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode,
         // 2 source rates; then DeepWear's era pair over 2 more links; the
         // walk-away trace for the first model only.
         assert_eq!(of("m").len(), 18);
         assert_eq!(of("n").len(), 17);
-        let rates: Vec<u32> = of("m").iter().filter_map(rate_of).collect();
-        assert_eq!(rates, RATES);
+        let rates: Vec<f64> = of("m").iter().filter_map(rate_of).collect();
+        assert_eq!(rates, crate::workload::CAMERA_RATES);
         let base = Cell::base("m");
         assert_eq!(of("m")[0], base);
         for c in &of("m")[1..] {
@@ -1244,12 +1379,12 @@ mod tests {
             }
         }
         assert_eq!(of("m").iter().filter(|c| c.pair == DEEPWEAR_PAIR).count(), 3);
-        let quick = grid(&models, true, EdgeGrid::Off, &["walk-away"]);
+        let quick = grid(&models, true, (EdgeGrid::Off, &none), &["walk-away"]);
         // Two models × 2 links, the walk-away trace and one edge cell for the first.
         assert_eq!(quick.len(), 6);
         assert_eq!(quick.iter().filter(|c| c.link == "walk-away").count(), 1);
         // More traces, more cells, for the first model only.
-        let more = grid(&models, true, EdgeGrid::Off, &["walk-away", "commute"]);
+        let more = grid(&models, true, (EdgeGrid::Off, &none), &["walk-away", "commute"]);
         assert_eq!(
             more.iter().filter(|c| is_trace(&c.link)).map(|c| c.model.as_str()).collect::<Vec<_>>(),
             ["m", "m"]
@@ -1259,10 +1394,75 @@ mod tests {
             ["m"]
         );
         // The edge grid: 9 cells a model, after the others or alone.
-        assert_eq!(grid(&models, false, EdgeGrid::With, &["walk-away"]).len(), 35 + 18);
-        let only = grid(&models, false, EdgeGrid::Only, &["walk-away"]);
+        assert_eq!(grid(&models, false, (EdgeGrid::With, &none), &["walk-away"]).len(), 35 + 18);
+        let only = grid(&models, false, (EdgeGrid::Only, &none), &["walk-away"]);
         assert_eq!(only.len(), 18);
         assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));
+    }
+
+    /// A model with a budget gets lossy twins of its base cell and of
+    /// DeepWear's era pair over Bluetooth classic (the quick grid: of its
+    /// last model's base cell); a model whose inputs arrive at a rate of
+    /// their own streams at it instead of a camera's.
+    #[test]
+    fn budgets_add_lossy_twins_and_sources_set_the_rates() {
+        use crate::workload::Workload;
+        let models = ["cam".to_string(), "mic".to_string()];
+        let work = BTreeMap::from([
+            ("cam".to_string(), Workload { budget: Some("argmax".into()), ..Workload::default() }),
+            ("mic".to_string(), Workload { budget: None, rates: vec![12.5] }),
+        ]);
+        let cells = grid(&models, false, (EdgeGrid::Off, &work), &["walk-away"]);
+        let lossy: Vec<&Cell> = cells.iter().filter(|c| !c.accuracy.is_empty()).collect();
+        assert_eq!(
+            lossy,
+            [
+                &Cell { accuracy: "argmax".into(), ..Cell::base("cam") },
+                &Cell {
+                    accuracy: "argmax".into(),
+                    pair: DEEPWEAR_PAIR.into(),
+                    link: "bt-classic".into(),
+                    ..Cell::base("cam")
+                },
+            ]
+        );
+        // Each lossy cell's lossless twin is in the grid too.
+        for c in &lossy {
+            assert!(cells.contains(&Cell { accuracy: String::new(), ..(*c).clone() }), "{c:?}");
+        }
+        let rates = |m: &str| cells.iter().filter(|c| c.model == m).filter_map(rate_of).collect::<Vec<_>>();
+        assert_eq!(rates("cam"), [15.0, 30.0]);
+        assert_eq!(rates("mic"), [12.5]);
+        assert_eq!(rate_mode(12.5), "rate12.5");
+        let quick = grid(&models, true, (EdgeGrid::Off, &work), &["walk-away"]);
+        assert!(quick.iter().all(|c| c.accuracy.is_empty()), "the last model has no budget");
+        let quick = grid(&["mic".into(), "cam".into()], true, (EdgeGrid::Off, &work), &["walk-away"]);
+        assert_eq!(quick.iter().filter(|c| !c.accuracy.is_empty()).count(), 1);
+    }
+
+    /// The lossy table gives each strategy's p50 and worst measured cost,
+    /// counts frames over the budget, and sets Tandem's lossless twin beside.
+    #[test]
+    fn the_lossy_table_shows_speed_and_accuracy_cost() {
+        let lossy = Cell { accuracy: "rel:0.02".into(), ..Cell::base("m") };
+        let mut rows = vec![];
+        for s in Strategy::ALL {
+            let mut r = row(s.name(), "m", 1, 100.0, 0.01);
+            rows.push(r.clone());
+            r.cell = lossy.clone();
+            r.latency_ms = if s == Strategy::Tandem { 40.0 } else { 100.0 };
+            r.accuracy_cost = Some(if s == Strategy::HandheldCompressed { 0.03 } else { 0.0 });
+            r.accuracy_over = Some(u64::from(s == Strategy::HandheldCompressed) * 2);
+            rows.push(r);
+        }
+        let text = lossy_report(&rows);
+        assert!(text.contains("| m | watch-w5+pixel-8-pro | ble-2m | rel:0.02 | 100.0 / 0.0e0 |"), "{text}");
+        assert!(text.contains("| 100.0 / 3.0e-2 (2 over) |"), "{text}");
+        assert!(
+            text.trim_end().ends_with("| 40.0 / 0.0e0 | 100.0 |"),
+            "Tandem, then its lossless twin: {text}"
+        );
+        assert!(report(&rows).contains("| lossy (rel:0.02) |"));
     }
 
     /// Cells at a source rate stay out of the headline; their section gives
@@ -1271,7 +1471,7 @@ mod tests {
     #[test]
     fn rate_cells_report_late_frames_and_whether_tandem_kept_up() {
         let mut rows = vec![];
-        for (hz, tandem_late) in [(15, 0.0), (30, 0.5)] {
+        for (hz, tandem_late) in [(15.0, 0.0), (30.0, 0.5)] {
             for s in Strategy::ALL {
                 let mut r = row(s.name(), "m", 1, 50.0, 0.01);
                 r.cell = Cell { mode: rate_mode(hz), ..Cell::base("m") };

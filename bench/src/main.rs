@@ -39,6 +39,7 @@ mod plots;
 mod soak;
 mod tiers;
 mod traces;
+mod workload;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -522,6 +522,8 @@ mod tests {
             edge_frames: 0,
             edge_failures: 0,
             deadline_miss_share: None,
+            accuracy_cost: None,
+            accuracy_over: None,
         }
     }
 

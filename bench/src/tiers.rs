@@ -352,6 +352,8 @@ mod tests {
             edge_frames: if strategy == "tandem-3tier" { 5 } else { 0 },
             edge_failures: 0,
             deadline_miss_share: None,
+            accuracy_cost: None,
+            accuracy_over: None,
         }
     }
 

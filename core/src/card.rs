@@ -118,7 +118,7 @@ pub struct InputCard {
     /// Then divided by this, per channel (non-zero).
     #[serde(default)]
     pub std: Option<Vec<f32>>,
-    /// Audio or signal: samples per second.
+    /// Audio or signal: samples per second; frames: frames per second.
     #[serde(default)]
     pub rate_hz: Option<f64>,
     /// Audio, frames or signal: samples (or frames) per window along `T`.
@@ -165,6 +165,13 @@ pub struct OutputCard {
     /// ...plus this.
     #[serde(default)]
     pub offset: Option<f32>,
+    /// How far lossy link encodings may move the outputs: `argmax` (each
+    /// row's best class unchanged: classifiers, per-step CTC logits) or
+    /// `rel:X` (every output within relative error X of the unsplit run:
+    /// embeddings, scores, raw boxes). `tandem-bench compare` runs its
+    /// lossy cells under it (`--accuracy`).
+    #[serde(default)]
+    pub budget: Option<String>,
 }
 
 fn no_post() -> Post {
@@ -173,7 +180,15 @@ fn no_post() -> Post {
 
 impl Default for OutputCard {
     fn default() -> Self {
-        OutputCard { post: Post::None, labels: vec![], threshold: None, iou: None, scale: None, offset: None }
+        OutputCard {
+            post: Post::None,
+            labels: vec![],
+            threshold: None,
+            iou: None,
+            scale: None,
+            offset: None,
+            budget: None,
+        }
     }
 }
 
@@ -213,6 +228,16 @@ impl ModelCard {
         shapes
     }
 
+    /// The rate new inputs arrive at (Hz), where an input's card gives
+    /// its sample (or frame) rate and its hop: `rate_hz / hop` (an 80 ms
+    /// chunk of 16 kHz audio: 12.5 Hz).
+    pub fn source_hz(&self) -> Option<f64> {
+        self.inputs.iter().find_map(|i| match (i.rate_hz, i.hop) {
+            (Some(rate), Some(hop)) if hop > 0 => Some(rate / hop as f64),
+            _ => None,
+        })
+    }
+
     /// The card of input `name`.
     pub fn input(&self, name: &str) -> Option<&InputCard> {
         self.inputs.iter().find(|i| i.name == name)
@@ -231,6 +256,12 @@ impl ModelCard {
                 if !(0.0..=1.0).contains(&v) {
                     return Err(bad(format!("output {what} {v}: must be in [0, 1]")));
                 }
+            }
+        }
+        if let Some(b) = &out.budget {
+            let rel = b.strip_prefix("rel:").map(str::parse::<f64>);
+            if b != "argmax" && !matches!(rel, Some(Ok(x)) if x > 0.0 && x.is_finite()) {
+                return Err(bad(format!("output budget '{b}': argmax or rel:X (X above 0)")));
             }
         }
         for (what, v) in [("scale", out.scale), ("offset", out.offset)] {

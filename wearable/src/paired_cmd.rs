@@ -274,6 +274,12 @@ pub struct StreamArgs {
     /// when it was delivered, in seconds from the stream's start.
     #[arg(long)]
     pub frames_out: Option<PathBuf>,
+    /// After the stream, run the model unsplit here on each measured
+    /// frame's input and report how far the delivered outputs were under
+    /// `--accuracy` (`accuracy` in the summary: the worst and mean error,
+    /// the frames over the budget): what lossy encodings cost. Not timed.
+    #[arg(long, requires = "accuracy")]
+    pub check_accuracy: bool,
 }
 
 fn parse_hint_ms(s: &str) -> Result<LatencyHint> {
@@ -551,16 +557,22 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     };
     let warmup: Vec<_> = (0..args.warmup as u64).map(|i| input(1_000_000 + i)).collect::<Result<_, _>>()?;
     s.stream(warmup)?;
-    let frames = (0..args.frames as u64).map(move |i| input(i).unwrap_or_default());
+    let frames = (0..args.frames as u64).map(|i| input(i).unwrap_or_default());
     let mut out = match &args.frames_out {
         Some(p) => Some(std::fs::File::create(p).with_context(|| format!("--frames-out {}", p.display()))?),
         None => None,
     };
     let mut reports: Vec<FrameReport> = vec![];
     let mut errors = 0usize;
+    // Frames are delivered once each, in order: the k-th result is input(k)'s.
+    let (mut delivered, mut index) = (vec![], 0u64);
     let started = Instant::now();
     s.stream_with(frames, args.fps, |r| match r {
         Ok(frame) => {
+            if args.check_accuracy {
+                delivered.push((index, frame.outputs));
+            }
+            index += 1;
             if let Some(f) = &mut out {
                 use std::io::Write;
                 // With when it was delivered, in seconds from the stream's start.
@@ -573,11 +585,16 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
             reports.push(frame.report);
         }
         Err(e) => {
+            index += 1;
             errors += 1;
             eprintln!("error: {e}");
         }
     })?;
     let wall = started.elapsed();
+    let accuracy = match args.pair.coding.accuracy.filter(|_| args.check_accuracy) {
+        Some(rule) => Some(accuracy_cost(s.model(), &delivered, rule, &input)?),
+        None => None,
+    };
     // At a source rate (--fps) each frame's latency counts from its arrival:
     // one later than the next arrival missed its deadline.
     let summary = match args.fps {
@@ -607,6 +624,9 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         obj.insert("handheld".into(), s.handheld_device().into());
         obj.insert("status".into(), s.status().to_string().into());
         obj.insert("frame_errors".into(), errors.into());
+        if let Some(a) = accuracy {
+            obj.insert("accuracy".into(), a);
+        }
         // The schedule's time at the first measured frame (frames' `t_s` count from here).
         obj.insert("stream_start_s".into(), started.duration_since(link_start).as_secs_f64().into());
         let mut reasons = std::collections::BTreeMap::<String, usize>::new();
@@ -644,6 +664,42 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     }
     println!("{line}");
     Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The delivered frames' errors against the model run unsplit here on
+/// the same inputs, under `rule`: the worst, the mean and how many were
+/// over it (a JSON object for the summary).
+fn accuracy_cost(
+    model: &tandem::Model,
+    delivered: &[(u64, tandem::tensor::Outputs)],
+    rule: tandem::client::Accuracy,
+    input: &dyn Fn(u64) -> tandem::Result<tandem::Values>,
+) -> Result<serde_json::Value> {
+    use tandem::client::Accuracy;
+    let mut errors = Vec::with_capacity(delivered.len());
+    for (i, outputs) in delivered {
+        let e = tandem::client::codecs::frame_error(model, &input(*i)?, outputs, rule)
+            .with_context(|| format!("--check-accuracy: frame {i}"))?;
+        errors.push(e);
+    }
+    let over = errors
+        .iter()
+        .filter(|&&e| match rule {
+            Accuracy::MaxRelError(bound) => e > bound,
+            Accuracy::Argmax => e > 0.0,
+        })
+        .count();
+    let worst = errors.iter().copied().fold(0f64, f64::max);
+    let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
+    println!("{:<28} {:>12}", format!("accuracy cost ({rule})"), format!("worst {worst:.2e}, {over} over"));
+    Ok(serde_json::json!({
+        "rule": rule.to_string(),
+        "frames": errors.len(),
+        "worst": worst,
+        "mean": mean,
+        "over_budget": over,
+        "what": "measured: each delivered frame's outputs against the model run unsplit on its input",
+    }))
 }
 
 fn print_table(r: &StreamReport) {

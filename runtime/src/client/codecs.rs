@@ -154,6 +154,24 @@ pub fn error_of(want: &tandem_core::Tensor, got: &tandem_core::Tensor, accuracy:
     })
 }
 
+/// How far a delivered frame's `outputs` are from the unsplit run's on
+/// its `inputs` under `accuracy`, the worst over the model's outputs: what
+/// lossy encodings cost that frame (0 when it crossed bit-exact).
+pub fn frame_error(
+    model: &Model,
+    inputs: &Values,
+    outputs: &crate::tensor::Outputs,
+    accuracy: Accuracy,
+) -> Result<f64> {
+    let reference = Calibration::new(model, inputs)?;
+    let mut worst = 0f64;
+    for (name, want) in &reference.outputs {
+        let got = outputs.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+        worst = worst.max(error_of(want, got, accuracy)?);
+    }
+    Ok(worst)
+}
+
 /// Whether `cut`, sending its crossing tensors in `encodings` (in
 /// `up_tensors` order), keeps every output of the calibration frame within
 /// `accuracy`; and the worst error seen.

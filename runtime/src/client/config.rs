@@ -353,6 +353,16 @@ impl Accuracy {
     }
 }
 
+impl std::fmt::Display for Accuracy {
+    /// As [`Accuracy::parse`] reads it: `rel:X` or `argmax`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Accuracy::MaxRelError(x) => write!(f, "rel:{x}"),
+            Accuracy::Argmax => f.write_str("argmax"),
+        }
+    }
+}
+
 /// A strategy or accuracy named wrongly (command-line values).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigParseError {
