@@ -147,8 +147,32 @@ pub struct Row {
     pub accuracy_over: Option<u64>,
 }
 
-/// The DeepWear era's pair.
+/// The DeepWear era's pair, with profiles assumed from the chips' specifications.
 pub const DEEPWEAR_PAIR: &str = "watch-sd400+nexus-6";
+
+/// DeepWear's six setups as the paper measured them (its averages are over
+/// these): the LG Watch Urbane and the Galaxy S2 (standing in for a
+/// head-mounted device), each with the Nexus 6 on its CPU (interactive),
+/// its GPU and its CPU under powersave; profiles calibrated from the
+/// paper's figures (`profiles/lg-urbane.toml` and the rest, sources beside
+/// each value).
+pub const MEASURED_PAIRS: [&str; 6] = [
+    "lg-urbane+nexus-6-cpu",
+    "lg-urbane+nexus-6-gpu",
+    "lg-urbane+nexus-6-powersave",
+    "galaxy-s2+nexus-6-cpu",
+    "galaxy-s2+nexus-6-gpu",
+    "galaxy-s2+nexus-6-powersave",
+];
+
+/// The link of the measured pairs' cells: DeepWear's Bluetooth, fitted to
+/// the paper's transfer times (`wear-data-layer`).
+pub const ERA_LINKS: [&str; 1] = ["wear-data-layer"];
+
+/// Whether `cell` is on one of DeepWear's pairs, assumed or measured.
+pub fn is_era(cell: &Cell) -> bool {
+    cell.pair == DEEPWEAR_PAIR || MEASURED_PAIRS.contains(&cell.pair.as_str())
+}
 
 /// A model to run: its file, `stream` arguments (shapes, input, card), and
 /// the directory a handheld serves it from.
@@ -161,7 +185,9 @@ struct Subject {
     shapes: tandem::InputShapes,
 }
 
-const ZOO: [&str; 4] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128"];
+/// The zoo's models in the comparison: six of DeepWear's eight (theirs:
+/// also GoogLeNet and DeepSense), in our own, smaller versions.
+const ZOO: [&str; 6] = ["text_rnn_lstm", "mnist", "deepear", "mobilenet_v1_1.0_128", "wavenet", "lstm_har"];
 
 /// The model streamed over the traces when it is compared (else the
 /// first model): PP-OCR's int8 classifier, whose best cut over BLE 2M
@@ -278,10 +304,14 @@ fn grid_two_tiers(
         for link in ["bt-classic", "wifi-good"] {
             cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
         }
-        // Lossy beside lossless: the base cell, and DeepWear's era pair
-        // over its slowest link, where bytes matter most.
+        for pair in MEASURED_PAIRS {
+            cells.extend(ERA_LINKS.map(|link| Cell { pair: pair.into(), link: link.into(), ..b.clone() }));
+        }
+        // Lossy beside lossless: the base cell, and DeepWear's pairs over
+        // their slowest link, where bytes matter most.
         cells.extend(lossy(b.clone()));
         cells.extend(lossy(Cell { pair: DEEPWEAR_PAIR.into(), link: "bt-classic".into(), ..b.clone() }));
+        cells.extend(lossy(Cell { pair: MEASURED_PAIRS[0].into(), link: ERA_LINKS[0].into(), ..b.clone() }));
         if i == walker {
             cells.extend(traces.iter().map(|t| trace_cell(m, t)));
         }
@@ -675,10 +705,17 @@ pub fn report(rows: &[Row]) -> String {
         return crate::tiers::deepwear_cloud_report(all);
     }
     let mut out = headline_table(rows);
-    let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == DEEPWEAR_PAIR).cloned().collect();
-    if !era.is_empty() {
+    for pair in std::iter::once(DEEPWEAR_PAIR).chain(MEASURED_PAIRS) {
+        let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == pair).cloned().collect();
+        if era.is_empty() {
+            continue;
+        }
+        let what = match pair {
+            DEEPWEAR_PAIR => "DeepWear's era pair, profiles assumed from the chips' specifications",
+            _ => "DeepWear's pair as the paper measured it, profiles calibrated from its figures",
+        };
         out += &format!(
-            "\nOn DeepWear's era pair ({DEEPWEAR_PAIR}) alone. DeepWear's published figures: \
+            "\nOn {pair} alone ({what}). DeepWear's published figures: \
              2.62× over wearable-only, 1.95× over handheld-only, 32.7% and 18.0% less energy.\n\n"
         );
         out += &headline_table(&era);
@@ -1008,6 +1045,8 @@ pub struct Settings {
     pub engine: tandem::engine::EngineChoice,
     /// Only the base cells.
     pub base_only: bool,
+    /// Only the cells on DeepWear's pairs ([`is_era`]).
+    pub era_only: bool,
     /// Which edge cells run.
     pub edge: EdgeGrid,
     /// The input shapes of models given as files (for the edge's suffixes).
@@ -1021,7 +1060,7 @@ pub fn compare(
     quick: bool,
     models: Vec<String>,
     file_args: &[String],
-    Settings { frames, dvfs, engine, base_only, edge, shapes, traces }: Settings,
+    Settings { frames, dvfs, engine, base_only, era_only, edge, shapes, traces }: Settings,
     resume: bool,
 ) -> anyhow::Result<()> {
     let ort_lib = match engine {
@@ -1091,6 +1130,9 @@ pub fn compare(
     let mut cells = grid(&models, quick, (edge, &work), &names);
     if base_only {
         cells.retain(|c| *c == Cell::base(&c.model));
+    }
+    if era_only {
+        cells.retain(is_era);
     }
     // Two interleaved runs per strategy and cell; one for the quick grid
     // (CI's smoke of the harness: its figures are not reported).
@@ -1353,10 +1395,11 @@ mod tests {
         let cells = grid(&models, false, (EdgeGrid::Off, &none), &["walk-away"]);
         let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
         // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode,
-        // 2 source rates; then DeepWear's era pair over 2 more links; the
-        // walk-away trace for the first model only.
-        assert_eq!(of("m").len(), 18);
-        assert_eq!(of("n").len(), 17);
+        // 2 source rates; then DeepWear's era pair over 2 more links, its
+        // six setups as measured over its Bluetooth; the walk-away trace for
+        // the first model only.
+        assert_eq!(of("m").len(), 24);
+        assert_eq!(of("n").len(), 23);
         let rates: Vec<f64> = of("m").iter().filter_map(rate_of).collect();
         assert_eq!(rates, crate::workload::CAMERA_RATES);
         let base = Cell::base("m");
@@ -1371,7 +1414,7 @@ mod tests {
                 c.mode != base.mode,
             ];
             let n = differs.iter().filter(|d| **d).count();
-            let era = c.pair == DEEPWEAR_PAIR && c.link != base.link;
+            let era = is_era(c) && c.link != base.link;
             if era || *c == walk_away_cell("m") {
                 assert_eq!(n, 2, "{c:?}");
             } else {
@@ -1379,6 +1422,10 @@ mod tests {
             }
         }
         assert_eq!(of("m").iter().filter(|c| c.pair == DEEPWEAR_PAIR).count(), 3);
+        for pair in MEASURED_PAIRS {
+            let links: Vec<String> = of("m").into_iter().filter(|c| c.pair == pair).map(|c| c.link).collect();
+            assert_eq!(links, ERA_LINKS);
+        }
         let quick = grid(&models, true, (EdgeGrid::Off, &none), &["walk-away"]);
         // Two models × 2 links, the walk-away trace and one edge cell for the first.
         assert_eq!(quick.len(), 6);
@@ -1394,14 +1441,15 @@ mod tests {
             ["m"]
         );
         // The edge grid: 9 cells a model, after the others or alone.
-        assert_eq!(grid(&models, false, (EdgeGrid::With, &none), &["walk-away"]).len(), 35 + 18);
+        assert_eq!(grid(&models, false, (EdgeGrid::With, &none), &["walk-away"]).len(), 47 + 18);
         let only = grid(&models, false, (EdgeGrid::Only, &none), &["walk-away"]);
         assert_eq!(only.len(), 18);
         assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));
     }
 
-    /// A model with a budget gets lossy twins of its base cell and of
-    /// DeepWear's era pair over Bluetooth classic (the quick grid: of its
+    /// A model with a budget gets lossy twins of its base cell, of
+    /// DeepWear's era pair over Bluetooth classic and of its Urbane with the
+    /// Nexus 6's CPU over its Bluetooth (the quick grid: of its
     /// last model's base cell); a model whose inputs arrive at a rate of
     /// their own streams at it instead of a camera's.
     #[test]
@@ -1414,16 +1462,18 @@ mod tests {
         ]);
         let cells = grid(&models, false, (EdgeGrid::Off, &work), &["walk-away"]);
         let lossy: Vec<&Cell> = cells.iter().filter(|c| !c.accuracy.is_empty()).collect();
+        let era = |pair: &str, link: &str| Cell {
+            accuracy: "argmax".into(),
+            pair: pair.into(),
+            link: link.into(),
+            ..Cell::base("cam")
+        };
         assert_eq!(
             lossy,
             [
                 &Cell { accuracy: "argmax".into(), ..Cell::base("cam") },
-                &Cell {
-                    accuracy: "argmax".into(),
-                    pair: DEEPWEAR_PAIR.into(),
-                    link: "bt-classic".into(),
-                    ..Cell::base("cam")
-                },
+                &era(DEEPWEAR_PAIR, "bt-classic"),
+                &era(MEASURED_PAIRS[0], "wear-data-layer"),
             ]
         );
         // Each lossy cell's lossless twin is in the grid too.

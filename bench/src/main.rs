@@ -211,6 +211,12 @@ enum Command {
         /// load, PropT 0, single inference).
         #[arg(long, conflicts_with = "quick")]
         base_only: bool,
+        /// Only the cells on DeepWear's pairs: its era pair (watch-sd400 +
+        /// nexus-6, assumed profiles) and the pair as the paper measured it
+        /// (lg-urbane + nexus-6-cpu, nexus-6-gpu), over BLE 2M, Bluetooth
+        /// classic and Wi-Fi, lossless and, where the model has a budget, lossy.
+        #[arg(long, conflicts_with_all = ["quick", "base_only", "edge_only"])]
+        era_only: bool,
         /// Also the edge grid (issue 31, DeepWear's cloud comparison): an
         /// edge server (KServe on loopback, serving the suffixes) behind
         /// 100 kbit/s, 5 Mbit/s and 50 Mbit/s links, the phone idle,
@@ -283,6 +289,7 @@ fn main() -> anyhow::Result<()> {
             dvfs,
             engine,
             base_only,
+            era_only,
             edge,
             edge_only,
         } => {
@@ -303,6 +310,7 @@ fn main() -> anyhow::Result<()> {
                 dvfs,
                 engine,
                 base_only,
+                era_only,
                 edge,
                 shapes,
                 traces: trace,

@@ -12,6 +12,12 @@ const SHIPPED: &[(&str, &str)] = &[
     ("watch-sd400", include_str!("../../../profiles/watch-sd400.toml")),
     ("watch-w5", include_str!("../../../profiles/watch-w5.toml")),
     ("cloud-k80", include_str!("../../../profiles/cloud-k80.toml")),
+    // DeepWear's pair as the paper measured it (calibrated from its figures).
+    ("lg-urbane", include_str!("../../../profiles/lg-urbane.toml")),
+    ("galaxy-s2", include_str!("../../../profiles/galaxy-s2.toml")),
+    ("nexus-6-cpu", include_str!("../../../profiles/nexus-6-cpu.toml")),
+    ("nexus-6-gpu", include_str!("../../../profiles/nexus-6-gpu.toml")),
+    ("nexus-6-powersave", include_str!("../../../profiles/nexus-6-powersave.toml")),
 ];
 
 impl DeviceProfile {
