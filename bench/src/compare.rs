@@ -304,8 +304,17 @@ fn grid_two_tiers(
         for link in ["bt-classic", "wifi-good"] {
             cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
         }
+        // DeepWear's setups as measured: for latency (PropT 0) and for
+        // energy (PropT ∞), as the paper tuned each of its averages.
         for pair in MEASURED_PAIRS {
-            cells.extend(ERA_LINKS.map(|link| Cell { pair: pair.into(), link: link.into(), ..b.clone() }));
+            for hint in ["0", "inf"] {
+                cells.extend(ERA_LINKS.map(|link| Cell {
+                    pair: pair.into(),
+                    link: link.into(),
+                    hint: hint.into(),
+                    ..b.clone()
+                }));
+            }
         }
         // Lossy beside lossless: the base cell, and DeepWear's pairs over
         // their slowest link, where bytes matter most.
@@ -723,6 +732,7 @@ pub fn report(rows: &[Row]) -> String {
     out += &walk_report(rows);
     out += &rate_report(rows);
     out += &lossy_report(rows);
+    out += &crate::deepwear::report(rows);
     out += "\nPer cell: p50 ms (mean of the runs) per strategy.\n\n| model | pair | link | load | weights | hint | mode | encodings |";
     for s in Strategy::ALL {
         out += &format!(" {} |", s.name());
@@ -1396,10 +1406,10 @@ mod tests {
         let of = |m: &str| cells.iter().filter(|c| c.model == m).cloned().collect::<Vec<_>>();
         // The base, 2 pairs, 3 links, 2 loads, 2 weights, 2 hints, 1 mode,
         // 2 source rates; then DeepWear's era pair over 2 more links, its
-        // six setups as measured over its Bluetooth; the walk-away trace for
+        // six setups as measured over its Bluetooth at PropT 0 and ∞; the walk-away trace for
         // the first model only.
-        assert_eq!(of("m").len(), 24);
-        assert_eq!(of("n").len(), 23);
+        assert_eq!(of("m").len(), 30);
+        assert_eq!(of("n").len(), 29);
         let rates: Vec<f64> = of("m").iter().filter_map(rate_of).collect();
         assert_eq!(rates, crate::workload::CAMERA_RATES);
         let base = Cell::base("m");
@@ -1415,7 +1425,11 @@ mod tests {
             ];
             let n = differs.iter().filter(|d| **d).count();
             let era = is_era(c) && c.link != base.link;
-            if era || *c == walk_away_cell("m") {
+            // DeepWear's setups as measured, energy first: pair, link and PropT.
+            if era && c.hint != base.hint {
+                assert!(MEASURED_PAIRS.contains(&c.pair.as_str()) && c.hint == "inf", "{c:?}");
+                assert_eq!(n, 3, "{c:?}");
+            } else if era || *c == walk_away_cell("m") {
                 assert_eq!(n, 2, "{c:?}");
             } else {
                 assert_eq!(n, 1, "{c:?}");
@@ -1424,7 +1438,7 @@ mod tests {
         assert_eq!(of("m").iter().filter(|c| c.pair == DEEPWEAR_PAIR).count(), 3);
         for pair in MEASURED_PAIRS {
             let links: Vec<String> = of("m").into_iter().filter(|c| c.pair == pair).map(|c| c.link).collect();
-            assert_eq!(links, ERA_LINKS);
+            assert_eq!(links, [ERA_LINKS, ERA_LINKS].concat());
         }
         let quick = grid(&models, true, (EdgeGrid::Off, &none), &["walk-away"]);
         // Two models × 2 links, the walk-away trace and one edge cell for the first.
@@ -1441,7 +1455,7 @@ mod tests {
             ["m"]
         );
         // The edge grid: 9 cells a model, after the others or alone.
-        assert_eq!(grid(&models, false, (EdgeGrid::With, &none), &["walk-away"]).len(), 47 + 18);
+        assert_eq!(grid(&models, false, (EdgeGrid::With, &none), &["walk-away"]).len(), 59 + 18);
         let only = grid(&models, false, (EdgeGrid::Only, &none), &["walk-away"]);
         assert_eq!(only.len(), 18);
         assert!(only.iter().all(|c| !c.edge.is_empty() && c.link == "ble-2m"));

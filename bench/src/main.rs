@@ -30,6 +30,7 @@
 
 mod bins;
 mod compare;
+mod deepwear;
 mod dvfs;
 mod encodings;
 mod engines;
