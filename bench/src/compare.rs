@@ -1210,14 +1210,33 @@ pub fn compare(
     }
     bar.finish_and_clear();
     drop(edge_server);
-    let mut text = format!("Measured with the {}.\n\n", bins.describe());
-    text += &report(&rows);
+    write_report(out, &rows, &format!("Measured with the {}.", bins.describe()))
+}
+
+/// `DIR/report.md` and the plots from `rows`, after `header`; the report
+/// also goes to stdout.
+fn write_report(out: &Path, rows: &[Row], header: &str) -> anyhow::Result<()> {
+    let mut text = format!("{header}\n\n");
+    text += &report(rows);
     let two_tiers: Vec<Row> = rows.iter().filter(|r| r.cell.edge.is_empty()).cloned().collect();
     let plots = crate::plots::plots(out, &two_tiers)?;
     text += &format!("\nPlots: {}.\n", plots.join(", "));
     std::fs::write(out.join("report.md"), &text)?;
     println!("{text}");
     Ok(())
+}
+
+/// `tandem-bench compare --report-only`: the report and plots again from
+/// `DIR/results.jsonl` (a run stopped early, or several runs' lines put
+/// together), nothing run.
+pub fn report_only(out: &Path) -> anyhow::Result<()> {
+    let results = out.join("results.jsonl");
+    let text = std::fs::read_to_string(&results).with_context(|| results.display().to_string())?;
+    let mut rows: Vec<Row> = vec![];
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        rows.push(serde_json::from_str(line).with_context(|| format!("{}:{}", results.display(), i + 1))?);
+    }
+    write_report(out, &rows, &format!("From {} ({} runs; nothing run again).", results.display(), rows.len()))
 }
 
 #[cfg(test)]

@@ -192,6 +192,10 @@ enum Command {
         /// Keep the cells results.jsonl already has.
         #[arg(long)]
         resume: bool,
+        /// Run nothing: write DIR/report.md and the plots again from
+        /// DIR/results.jsonl (a run stopped early, or runs put together).
+        #[arg(long, conflicts_with_all = ["quick", "resume"])]
+        report_only: bool,
         /// A link trace to stream over beside the built-in walk-away trace
         /// (`seconds up_mbit [down_mbit]` lines, the last line's time its
         /// length, over BLE 2M; named by its file's stem): `traces/commute.txt`,
@@ -286,6 +290,7 @@ fn main() -> anyhow::Result<()> {
             shapes,
             frames,
             resume,
+            report_only,
             trace,
             dvfs,
             engine,
@@ -316,6 +321,9 @@ fn main() -> anyhow::Result<()> {
                 shapes,
                 traces: trace,
             };
+            if report_only {
+                return compare::report_only(&out);
+            }
             compare::compare(&out, quick, model, &file_args, settings, resume)
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
