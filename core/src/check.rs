@@ -6,6 +6,13 @@
 //! check hard to fool: a model whose outputs barely depend on its input (the
 //! ONNX "light" models, whose weights are constants) would hide a wrongly
 //! wired split if only outputs were compared.
+//!
+//! Two rules judge a tensor: the float tolerance ([`TOLERANCE`], relative)
+//! for every tensor, and, for a tensor of a quantized model that has a
+//! quantum ([`crate::quanta`]: int8 and uint8 tensors, a `QuantizeLinear`'s
+//! input, a `DequantizeLinear`'s output), at most one quantum. A tensor
+//! passes when either rule passes it; [`Diff::rule`] says which did, and the
+//! report lists the tensors that only the quanta rule passed.
 
 use std::path::Path;
 
@@ -27,6 +34,10 @@ use crate::split::{full_plan, tapped_plan, Sides, SplitPlan, Values};
 /// most `TOLERANCE × max(1, max |reference|)`.
 pub const TOLERANCE: f32 = 1e-4;
 
+/// Relative slack on one quantum, for the float rounding of a one-step
+/// difference between two dequantized values.
+pub const QUANTUM_SLACK: f32 = 1e-3;
+
 /// The outcome of a split check, printed as the CLI's last JSON line.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
@@ -45,6 +56,13 @@ pub struct CheckReport {
     /// One line per mismatch.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<String>,
+    /// How many compared tensors had a quantum (were judged in quanta as
+    /// well as in float tolerance).
+    pub judged_in_quanta: usize,
+    /// One line per tensor outside the float tolerance that the quanta rule
+    /// passed (within one step of its scale).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub within_a_quantum: Vec<String>,
     /// The unsplit run's model outputs, the reference every cut was held to.
     #[serde(skip)]
     pub reference_outputs: Values,
@@ -60,7 +78,32 @@ impl CheckReport {
         self.worst_tolerance_ratio = self.worst_tolerance_ratio.max(other.worst_tolerance_ratio);
         self.ok &= other.ok;
         self.mismatches.extend(other.mismatches);
+        self.judged_in_quanta += other.judged_in_quanta;
+        self.within_a_quantum.extend(other.within_a_quantum);
         self
+    }
+}
+
+/// Which rule judged a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The float tolerance: `max_abs ≤ TOLERANCE × max(1, max |reference|)`.
+    Float,
+    /// At most one quantum: `max_abs ≤ quantum` (the tensor's scale; 1 for
+    /// int8 and uint8 tensors).
+    Quanta {
+        /// One step of the tensor's scale.
+        quantum: f32,
+    },
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rule::Float => write!(f, "float tolerance {TOLERANCE} relative"),
+            Rule::Quanta { quantum } => write!(f, "one quantum ({quantum})"),
+        }
     }
 }
 
@@ -69,8 +112,14 @@ impl CheckReport {
 pub struct Diff {
     /// Max absolute difference (infinite on a shape or type mismatch).
     pub max_abs: f32,
-    /// `max_abs / (TOLERANCE × max(1, max |reference|))`.
+    /// The difference over what the rule allows (≤ 1 passes): under the
+    /// float rule `max_abs / (TOLERANCE × max(1, max |reference|))`, under
+    /// the quanta rule `max_abs / quantum`.
     pub tolerance_ratio: f32,
+    /// The rule that judged it: the float rule unless the tensor has a
+    /// quantum and only the quanta rule passes it (or neither does, and
+    /// the quanta rule is the looser).
+    pub rule: Rule,
 }
 
 impl Diff {
@@ -78,11 +127,28 @@ impl Diff {
     pub fn ok(&self) -> bool {
         self.tolerance_ratio <= 1.0
     }
+
+    /// This difference judged also in quanta of `quantum`: the float rule
+    /// when it passes, else the quanta rule when it is the looser.
+    pub fn in_quanta(self, quantum: Option<f32>) -> Diff {
+        let Some(quantum) = quantum.filter(|q| q.is_finite() && *q > 0.0) else { return self };
+        if self.ok() || !self.max_abs.is_finite() {
+            return self;
+        }
+        // A difference of one step, computed in float from two dequantized
+        // values, may come out a rounding above the scale itself.
+        let ratio = self.max_abs / (quantum * (1.0 + QUANTUM_SLACK));
+        if ratio < self.tolerance_ratio {
+            Diff { tolerance_ratio: ratio, rule: Rule::Quanta { quantum }, ..self }
+        } else {
+            self
+        }
+    }
 }
 
 /// Compares `got` with `reference` element by element.
 pub fn diff(reference: &Tensor, got: &Tensor) -> Result<Diff> {
-    let mismatch = Diff { max_abs: f32::INFINITY, tolerance_ratio: f32::INFINITY };
+    let mismatch = Diff { max_abs: f32::INFINITY, tolerance_ratio: f32::INFINITY, rule: Rule::Float };
     if reference.shape() != got.shape() {
         return Ok(mismatch);
     }
@@ -96,7 +162,7 @@ pub fn diff(reference: &Tensor, got: &Tensor) -> Result<Diff> {
         max_abs = max_abs.max((a - b).abs());
         max_ref = max_ref.max(a.abs());
     }
-    Ok(Diff { max_abs, tolerance_ratio: max_abs / (TOLERANCE * max_ref.max(1.0)) })
+    Ok(Diff { max_abs, tolerance_ratio: max_abs / (TOLERANCE * max_ref.max(1.0)), rule: Rule::Float })
 }
 
 /// The elements of `t` as f32, for comparisons.
@@ -346,22 +412,30 @@ pub fn check_cuts_over_on(
         worst_tolerance_ratio: 0.0,
         ok: true,
         mismatches: vec![],
+        judged_in_quanta: 0,
+        within_a_quantum: vec![],
         reference_outputs: Values::new(),
     };
-    let record = |report: &mut CheckReport, what: String, d: Diff| {
+    let quanta = crate::quanta::quanta(model);
+    let record = |report: &mut CheckReport, what: String, name: &str, d: Diff| {
+        let quantum = quanta.get(name).copied();
+        let d = d.in_quanta(quantum);
         report.tensors_compared += 1;
+        report.judged_in_quanta += usize::from(quantum.is_some());
         report.max_abs_diff = report.max_abs_diff.max(d.max_abs);
         report.worst_tolerance_ratio = report.worst_tolerance_ratio.max(d.tolerance_ratio);
         if !d.ok() && (exact || !what.contains(": output ")) {
             report.ok = false;
-            report.mismatches.push(format!("{what}: max abs diff {}", d.max_abs));
+            report.mismatches.push(format!("{what}: max abs diff {} (judged by {})", d.max_abs, d.rule));
+        } else if d.ok() && matches!(d.rule, Rule::Quanta { .. }) {
+            report.within_a_quantum.push(format!("{what}: max abs diff {} (within {})", d.max_abs, d.rule));
         }
     };
     // The tapped run must itself agree with the plain one.
     for &t in g.outputs() {
         let name = &g.tensor(t).name;
         let (r, v) = (lookup(&reference, name)?, lookup(&tapped, name)?);
-        record(&mut report, format!("tapped output '{name}'"), diff(r, v)?);
+        record(&mut report, format!("tapped output '{name}'"), name, diff(r, v)?);
     }
     for cut in cuts {
         let plan = SplitPlan::build_on(model, cut, Sides::Both, engines)?;
@@ -373,7 +447,7 @@ pub fn check_cuts_over_on(
                 _ => lookup(&tapped, name)?,
             };
             let d = diff(reference, lookup(&up, name)?)?;
-            record(&mut report, format!("cut {}: crossing '{name}'", cut.key()), d);
+            record(&mut report, format!("cut {}: crossing '{name}'", cut.key()), name, d);
         }
         let crossing: Vec<&str> = cut.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect();
         let mut sent = Values::new();
@@ -395,7 +469,7 @@ pub fn check_cuts_over_on(
             let got =
                 down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
             let d = diff(lookup(&reference, name)?, got)?;
-            record(&mut report, format!("cut {}: output '{name}'", cut.key()), d);
+            record(&mut report, format!("cut {}: output '{name}'", cut.key()), name, d);
         }
         report.cuts_checked += 1;
     }
@@ -436,5 +510,20 @@ mod tests {
         assert!(!diff(&a, &c).expect("diff").ok(), "0.2 on a scale of 1000 is not");
         let d = Tensor::from_shape(&[1, 3], &[1000f32, 0.0, -5.0]).expect("tensor");
         assert!(!diff(&a, &d).expect("diff").ok(), "shapes differ");
+    }
+
+    #[test]
+    fn a_quantized_tensor_passes_within_one_quantum_and_says_so() {
+        let a = Tensor::from_shape(&[3], &[6.9f32, 0.0, -1.0]).expect("tensor");
+        let b = Tensor::from_shape(&[3], &[6.9f32 - 0.17, 0.0, -1.0]).expect("tensor");
+        let d = diff(&a, &b).expect("diff");
+        assert!(!d.ok() && d.rule == Rule::Float, "0.17 on a scale of 6.9 is far outside 1e-4");
+        assert_eq!(d.in_quanta(None), d, "no quantum: the float rule stands");
+        let q = d.in_quanta(Some(0.1728));
+        assert!(q.ok() && q.rule == Rule::Quanta { quantum: 0.1728 }, "one step of 0.1728: {q:?}");
+        let two = d.in_quanta(Some(0.08));
+        assert!(!two.ok(), "two steps of 0.08 are not one: {two:?}");
+        let exact = diff(&a, &a).expect("diff");
+        assert_eq!(exact.in_quanta(Some(0.1)).rule, Rule::Float, "a pass under the float rule stays one");
     }
 }

@@ -208,6 +208,9 @@ pub struct LayerGraph {
     /// ONNX node index of the producer of each const tensor that a node computes.
     const_producers: HashMap<String, usize>,
     const_node_count: usize,
+    /// Dequantizers that are not layers ([`LayerGraph::dequantizer`]): each
+    /// float output's ONNX node index and the quantized tensor it reads.
+    dequantizers: HashMap<String, (usize, TensorId)>,
     /// ONNX node indices in the topological order used to build the graph.
     order: Vec<usize>,
     /// A hash of what the partitioner reads: layers' edges, tensors'
@@ -235,10 +238,12 @@ impl LayerGraph {
             succs: vec![],
             const_producers: HashMap::new(),
             const_node_count: 0,
+            dequantizers: HashMap::new(),
             order: order.clone(),
             fingerprint: 0,
         };
         let mut const_tensors: HashSet<String> = initializers.iter().map(|s| s.to_string()).collect();
+        let graph_outputs: HashSet<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
         for input in &graph.input {
             if initializers.contains(input.name.as_str()) {
                 continue;
@@ -258,13 +263,26 @@ impl LayerGraph {
                 g.const_node_count += 1;
                 continue;
             }
+            let resolve = |g: &LayerGraph, name: &str| -> Result<TensorId> {
+                if let Some(&(_, quantized)) = g.dequantizers.get(name) {
+                    return Ok(quantized);
+                }
+                g.by_name.get(name).copied().ok_or_else(|| Error::NotOnnx {
+                    origin: None,
+                    reason: format!("node '{}' reads undefined tensor '{name}'", node_display_name(node, pi)),
+                })
+            };
+            if let Some(out) = dequantizer_output(node, &const_tensors, &graph_outputs) {
+                let quantized = resolve(&g, &node.input[0])?;
+                if matches!(g.tensors[quantized].dtype, DatumType::I8 | DatumType::U8) {
+                    g.dequantizers.insert(out.to_string(), (pi, quantized));
+                    continue;
+                }
+            }
             let id = g.nodes.len();
             let mut tin = vec![];
             for name in inputs.iter().filter(|i| !const_tensors.contains(*i)) {
-                let t = *g.by_name.get(name).ok_or_else(|| Error::NotOnnx {
-                    origin: None,
-                    reason: format!("node '{}' reads undefined tensor '{name}'", node_display_name(node, pi)),
-                })?;
+                let t = resolve(&g, name)?;
                 if !tin.contains(&t) {
                     tin.push(t);
                     g.tensors[t].consumers.push(id);
@@ -423,6 +441,30 @@ impl LayerGraph {
         self.const_producers.get(name).copied()
     }
 
+    /// The ONNX node index of the dequantizer whose float output is `name`,
+    /// if it is one that is not a layer: a `DequantizeLinear` of an int8 or
+    /// uint8 tensor with a constant scale and zero point, whose output is
+    /// not a model output. Its readers read the quantized tensor instead,
+    /// so a cut there sends the integers (a quarter of the bytes) and every
+    /// half that reads the float recomputes it as the unsplit model does:
+    /// a float crossing would let the engine fuse the quantize/dequantize
+    /// pairs one way unsplit and another way in each half.
+    pub(crate) fn dequantizer(&self, name: &str) -> Option<usize> {
+        self.dequantizers.get(name).map(|&(pi, _)| pi)
+    }
+
+    /// The quantized tensor a non-layer dequantizer reads, by the name of
+    /// its float output ([`LayerGraph::dequantizer`]).
+    pub fn dequantized_from(&self, name: &str) -> Option<TensorId> {
+        self.dequantizers.get(name).map(|&(_, t)| t)
+    }
+
+    /// How many dequantizers are recomputed by each half rather than cut
+    /// at ([`LayerGraph::dequantizer`]).
+    pub fn dequantizer_count(&self) -> usize {
+        self.dequantizers.len()
+    }
+
     /// ONNX node indices in topological order (layers and const nodes).
     pub(crate) fn proto_order(&self) -> &[usize] {
         &self.order
@@ -433,6 +475,25 @@ impl LayerGraph {
     pub fn is_chain(&self) -> bool {
         self.preds.iter().all(|p| p.len() <= 1) && self.succs.iter().all(|s| s.len() <= 1)
     }
+}
+
+/// The output of `node` when it is a `DequantizeLinear` that need not be a
+/// layer: its scale and zero point are constants, its input is not, and its
+/// output is not a model output ([`LayerGraph::dequantizer`]).
+fn dequantizer_output<'a>(
+    node: &'a pb::NodeProto,
+    const_tensors: &HashSet<String>,
+    graph_outputs: &HashSet<&str>,
+) -> Option<&'a str> {
+    let out = node.output.first().filter(|o| !o.is_empty())?;
+    let params_const = node.input.iter().skip(1).all(|i| i.is_empty() || const_tensors.contains(i));
+    let ok = node.op_type == "DequantizeLinear"
+        && matches!(node.domain.as_str(), "" | "ai.onnx")
+        && node.output.len() == 1
+        && node.input.first().is_some_and(|x| !x.is_empty() && !const_tensors.contains(x))
+        && params_const
+        && !graph_outputs.contains(out.as_str());
+    ok.then_some(out.as_str())
 }
 
 /// A node's inputs by name: its declared ones, then tensors its subgraphs

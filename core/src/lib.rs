@@ -16,6 +16,7 @@
 //! - [`tier`]: three-part execution (watch, phone, edge server): the phone's middle part, the edge's suffix as ONNX.
 //! - [`lru`]: a map bounded in bytes, least recently used out first.
 //! - [`check`]: split execution compared with the unsplit model.
+//! - [`quanta`]: the quantum of a quantized model's tensors (a split check judges them in quanta too).
 //! - [`profile`]: per-node timing and the additivity check.
 //! - [`wire`]: tract tensors as the wire's tract-free tensors, and back.
 //!
@@ -54,6 +55,7 @@ pub mod lru;
 pub mod model;
 pub mod npy;
 pub mod profile;
+pub mod quanta;
 pub mod sensor;
 pub mod split;
 pub mod tier;

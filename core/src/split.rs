@@ -526,7 +526,9 @@ fn reached(model: &Model, nodes: &[NodeId], outputs: &[TensorId]) -> (HashSet<us
         for name in node_inputs(&graph.node[pi]) {
             if let Some(&i) = initializer_ix.get(name.as_str()) {
                 inits.insert(i);
-            } else if let Some(c) = g.const_producer(&name) {
+            } else if let Some(c) = g.const_producer(&name).or_else(|| g.dequantizer(&name)) {
+                // Const nodes, and dequantizers of the integers that crossed
+                // (or that this half computes), are recomputed here.
                 if included.insert(c) {
                     stack.push(c);
                 }

@@ -8,6 +8,7 @@
 //! * [`randomize_constant_weights`]: copies of the light models whose constant
 //!   weights are replaced by seeded random ones;
 //! * [`onnxruntime`]: onnxruntime's shared library from its pinned wheel (the second engine);
+//! * [`quantized`]: an audio transformer and an image CNN of our own, quantized by onnxruntime five ways (issue 33);
 //! * [`hostile`]: tiny ONNX files that declare or compute tensors no phone can hold (issue 28).
 //! * [`suffix`]: suffix models for an edge server's model repository, and their index (`export-suffix`).
 //! * [`ensure_models`]: materializes all of the above under [`cache_dir`].
@@ -22,6 +23,7 @@ pub mod hostile;
 pub mod layers;
 pub mod light;
 pub mod onnxruntime;
+pub mod quantized;
 mod randomize;
 pub mod real;
 pub mod suffix;

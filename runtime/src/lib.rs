@@ -9,7 +9,7 @@
 //! This crate is the I/O shell around the crates without I/O, re-exported
 //! here so that an app needs one import (`tandem_types` holds the plain
 //! data they share, the protocol's tensors among them):
-//! - [`tandem_core`] ([`model`], [`graph`], [`cut`], [`split`], [`check`], [`profile`]):
+//! - [`tandem_core`] ([`model`], [`graph`], [`cut`], [`split`], [`check`], [`quanta`], [`profile`]):
 //!   models, the layer DAG, cuts and exact split execution.
 //! - [`tandem_plan`] ([`device`], [`predict`], [`energy`], [`partition`], [`calibrate`]):
 //!   profiles, predictors, the energy model and the partitioner.
@@ -75,7 +75,9 @@ pub mod secure;
 pub mod server;
 pub mod tensor;
 
-pub use tandem_core::{card, check, cut, engine, error, graph, model, npy, profile, split, tier, wire};
+pub use tandem_core::{
+    card, check, cut, engine, error, graph, model, npy, profile, quanta, split, tier, wire,
+};
 pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 

@@ -5,6 +5,7 @@ mod engines;
 mod lossless;
 mod oracle;
 mod partition_zoo;
+mod quantized;
 mod readme;
 mod real_models;
 mod split_zoo;

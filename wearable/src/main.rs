@@ -231,9 +231,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     }
                 };
                 eprintln!(
-                    "{engines}: {} cuts, worst ratio {:.3}{}",
+                    "{engines}: {} cuts, worst ratio {:.3}{}{}",
                     one.cuts_checked,
                     one.worst_tolerance_ratio,
+                    match one.within_a_quantum.len() {
+                        0 => String::new(),
+                        n => format!(" ({n} tensors passed by the quanta rule only)"),
+                    },
                     if one.ok { "" } else { " (mismatches)" }
                 );
                 report = Some(match report {
