@@ -275,6 +275,43 @@ fn a_loop_is_refused_with_its_node_named() {
     assert!(text.contains("Loop") && text.contains("repeat"), "{text}");
 }
 
+/// A cut at a `DequantizeLinear` sends its int8 input, never its float
+/// output: the dequantizer is no layer, every half that reads the float
+/// recomputes it (both do when its readers are split), and every cut
+/// matches the unsplit run, the integers crossing bit for bit.
+#[test]
+fn a_cut_at_a_dequantizer_sends_the_integers() {
+    let model = load(&testing::qdq_residual_onnx());
+    let g = model.graph();
+    // fc, h_q, relu, sum: h_dq is recomputed by the halves that read it.
+    let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["fc", "h_q", "relu", "sum"]);
+    assert_eq!(g.dequantizer_count(), 1);
+    assert!(g.tensor_by_name("hd").is_none(), "the float output is no tensor of the DAG");
+    let cuts = enumerate_cuts(g, 100).expect("few cuts");
+    let up: Vec<Vec<&str>> =
+        cuts.iter().map(|c| c.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect()).collect();
+    assert!(up.iter().all(|u| !u.contains(&"hd")), "{up:?}");
+    // After h_q, and after relu (the Add still reads the dequantized value).
+    assert!(up.contains(&vec!["hq"]), "{up:?}");
+    assert!(up.contains(&vec!["hq", "r"]), "{up:?}");
+    let hq = g.tensor_by_name("hq").expect("hq");
+    assert_eq!((hq.dtype, hq.bytes), (tandem_core::DatumType::I8, 8));
+    let inputs = random_inputs(&model, 3).expect("inputs");
+    let report = check_cuts(&model, &cuts, &inputs).expect("check");
+    assert!(report.ok, "{report:?}");
+    assert!(report.judged_in_quanta > 0, "hq and h have a quantum: {report:?}");
+    // The integers the prefix made are the ones the suffix reads.
+    let hq_id = g.tensor_id("hq").expect("hq");
+    let cut = cuts.iter().find(|c| c.up_tensors() == [hq_id]).expect("the cut after h_q");
+    let plan = SplitExecutor::new(model.clone()).plan(cut).expect("plan");
+    let up = plan.run_prefix(g, &inputs).expect("prefix");
+    let unsplit = tandem_core::split::full_plan(&model).expect("plan").run(g, &inputs).expect("run");
+    let down = plan.run_suffix(g, &up).expect("suffix");
+    assert_eq!(up["hq"].datum_type(), tandem_core::DatumType::I8);
+    assert_eq!(down["y"].as_bytes(), unsplit["y"].as_bytes(), "the suffix dequantizes as the unsplit run");
+}
+
 /// tract folds `DequantizeLinear → Softmax → QuantizeLinear` into a lookup
 /// table as if softmax were element-wise; the model is rewritten so that
 /// the result is the quantized softmax ONNX defines, computed here by hand.

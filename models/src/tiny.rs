@@ -346,6 +346,24 @@ pub fn qdq_softmax_onnx() -> Vec<u8> {
         .build()
 }
 
+/// An int8 QDQ residual, as a QDQ export writes one: `h = x · w`, quantized
+/// and dequantized (scale 1/32, zero point 3), its float read twice, by a
+/// Relu and by the residual Add after it: `y = relu(hd) + hd`.
+pub fn qdq_residual_onnx() -> Vec<u8> {
+    let mut g = GraphBuilder::new();
+    g.input("x", &[1, 8])
+        .weight("w", &[8, 8])
+        .scalar("scale", 1.0 / 32.0)
+        .scalar_i8("zero", 3)
+        .node("MatMul", "fc", &["x", "w"], &["h"])
+        .node("QuantizeLinear", "h_q", &["h", "scale", "zero"], &["hq"])
+        .node("DequantizeLinear", "h_dq", &["hq", "scale", "zero"], &["hd"])
+        .node("Relu", "relu", &["hd"], &["r"])
+        .node("Add", "sum", &["r", "hd"], &["y"])
+        .output("y", &[1, 8]);
+    g.build()
+}
+
 /// A random element-wise DAG for property tests: a MatMul on input `x`, then
 /// one node per `(op, a, b)`: Relu, Sigmoid, Add or Mul (by `op % 4`) of the
 /// outputs of earlier nodes `a` and `b` (modulo the count so far). Every
