@@ -444,7 +444,8 @@ impl LayerGraph {
     /// The ONNX node index of the dequantizer whose float output is `name`,
     /// if it is one that is not a layer: a `DequantizeLinear` of an int8 or
     /// uint8 tensor with a constant scale and zero point, whose output is
-    /// not a model output. Its readers read the quantized tensor instead,
+    /// not a model output (or one that `workaround` unfolded into `Cast`,
+    /// `Sub`, `Mul`). Its readers read the quantized tensor instead,
     /// so a cut there sends the integers (a quarter of the bytes) and every
     /// half that reads the float recomputes it as the unsplit model does:
     /// a float crossing would let the engine fuse the quantize/dequantize
@@ -487,7 +488,10 @@ fn dequantizer_output<'a>(
 ) -> Option<&'a str> {
     let out = node.output.first().filter(|o| !o.is_empty())?;
     let params_const = node.input.iter().skip(1).all(|i| i.is_empty() || const_tensors.contains(i));
-    let ok = node.op_type == "DequantizeLinear"
+    // `workaround` writes some as `Cast`, `Sub`, `Mul`, marked as such.
+    let unfolded = node.doc_string == crate::workaround::UNFOLDED_DEQUANTIZE
+        && matches!(node.op_type.as_str(), "Cast" | "Sub" | "Mul");
+    let ok = (node.op_type == "DequantizeLinear" || unfolded)
         && matches!(node.domain.as_str(), "" | "ai.onnx")
         && node.output.len() == 1
         && node.input.first().is_some_and(|x| !x.is_empty() && !const_tensors.contains(x))

@@ -9,9 +9,15 @@
 //! not element-wise, so the table is wrong: PP-OCR's direction classifier,
 //! quantized, gives `[1, 1]` where onnxruntime gives `[0.133, 0.867]`.
 //! Such a `DequantizeLinear` is rewritten as its definition,
-//! `(Cast(x) − Cast(zero_point)) · scale`, which tract does not fold.
+//! `(Cast(x) − Cast(zero_point)) · scale`, which tract does not fold. Its
+//! nodes carry [`UNFOLDED_DEQUANTIZE`] as their doc string, so that the
+//! layer DAG still sees one dequantizer (recomputed by each half, the
+//! integers crossing: [`crate::graph::LayerGraph::dequantizer`]).
 
 use tract_onnx::pb;
+
+/// The doc string of the nodes a rewritten `DequantizeLinear` becomes.
+pub(crate) const UNFOLDED_DEQUANTIZE: &str = "tandem: an unfolded DequantizeLinear";
 
 /// Ops that keep their input's axes but mix values along one of them.
 const MIXING: [&str; 3] = ["Softmax", "LogSoftmax", "Hardmax"];
@@ -58,6 +64,7 @@ pub(crate) fn unfold_dequantize_before_softmax(graph: &mut pb::GraphProto) -> us
                 i: pb::tensor_proto::DataType::Float as i64,
                 ..Default::default()
             }],
+            doc_string: UNFOLDED_DEQUANTIZE.into(),
             ..Default::default()
         };
         let binary = |op: &str, name: String, a: String, b: String, output: String| pb::NodeProto {
@@ -65,6 +72,7 @@ pub(crate) fn unfold_dequantize_before_softmax(graph: &mut pb::GraphProto) -> us
             name,
             input: vec![a, b],
             output: vec![output],
+            doc_string: UNFOLDED_DEQUANTIZE.into(),
             ..Default::default()
         };
         let x = format!("{base}/x_f32");

@@ -338,4 +338,12 @@ fn an_int8_softmax_gives_onnx_values() {
     let cuts = enumerate_cuts(model.graph(), 1000).expect("few cuts");
     let report = check_cuts(&model, &cuts, &inputs).expect("check");
     assert!(report.ok, "{report:?}");
+    // The unfolded dequantizer is still one: its Cast, Sub and Mul are
+    // recomputed by the suffix, and the cut before the softmax sends int8.
+    let g = model.graph();
+    let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["x_q", "softmax", "p_q", "p_dq"]);
+    let before_softmax = Cut::new(g, [0]).expect("cut");
+    let up: Vec<&str> = before_softmax.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect();
+    assert_eq!(up, ["xq"]);
 }
