@@ -179,6 +179,24 @@ impl Cut {
         self.up_bytes
     }
 
+    /// What the cut would send wearable → handheld if each dequantized
+    /// tensor crossed as its dequantizer's float output ([`LayerGraph::is_dequantized`]:
+    /// four bytes an element, not one), the price of the float crossing
+    /// that [`Cut::up_bytes`] replaces.
+    pub fn float_version_up_bytes(&self, graph: &LayerGraph) -> u64 {
+        self.up
+            .iter()
+            .map(|&t| {
+                let info = graph.tensor(t);
+                if graph.is_dequantized(t) {
+                    4 * info.shape.iter().map(|&d| d as u64).product::<u64>()
+                } else {
+                    info.bytes
+                }
+            })
+            .sum()
+    }
+
     /// Bytes sent handheld → wearable per inference.
     pub fn down_bytes(&self) -> u64 {
         self.down_bytes

@@ -460,6 +460,12 @@ impl LayerGraph {
         self.dequantizers.get(name).map(|&(_, t)| t)
     }
 
+    /// Whether a non-layer dequantizer reads tensor `t` (an int8 or uint8
+    /// tensor that crosses where a cut meets a `DequantizeLinear`).
+    pub fn is_dequantized(&self, t: TensorId) -> bool {
+        self.dequantizers.values().any(|&(_, q)| q == t)
+    }
+
     /// How many dequantizers are recomputed by each half rather than cut
     /// at ([`LayerGraph::dequantizer`]).
     pub fn dequantizer_count(&self) -> usize {

@@ -297,6 +297,12 @@ fn a_cut_at_a_dequantizer_sends_the_integers() {
     assert!(up.contains(&vec!["hq", "r"]), "{up:?}");
     let hq = g.tensor_by_name("hq").expect("hq");
     assert_eq!((hq.dtype, hq.bytes), (tandem_core::DatumType::I8, 8));
+    let after_q = Cut::new(g, [0, 1]).expect("cut");
+    assert_eq!(
+        (after_q.up_bytes(), after_q.float_version_up_bytes(g)),
+        (8, 32),
+        "a quarter of the float's bytes"
+    );
     let inputs = random_inputs(&model, 3).expect("inputs");
     let report = check_cuts(&model, &cuts, &inputs).expect("check");
     assert!(report.ok, "{report:?}");

@@ -109,28 +109,9 @@ fn planned(model: &Model, inputs: &Values) -> anyhow::Result<Cut> {
     Ok(decision.chosen)
 }
 
-/// The bytes `cut` would send with each dequantizer's float output
-/// crossing instead of its integers (four bytes an element, not one).
-fn float_version_bytes(model: &Model, cut: &Cut) -> u64 {
-    let g = model.graph();
-    let (reads, _) = dequantizers(model);
-    cut.up_tensors()
-        .iter()
-        .map(|&t| {
-            let info = g.tensor(t);
-            let int = matches!(info.dtype, DatumType::I8 | DatumType::U8);
-            if int && reads.contains(&info.name) {
-                4 * info.shape.iter().product::<usize>() as u64
-            } else {
-                info.bytes
-            }
-        })
-        .sum()
-}
-
 /// Over `cuts`, the bytes sent and the bytes their float versions would send.
 fn bytes_against_float(model: &Model, cuts: &[Cut]) -> (u64, u64) {
-    cuts.iter().fold((0, 0), |(a, b), c| (a + c.up_bytes(), b + float_version_bytes(model, c)))
+    cuts.iter().fold((0, 0), |(a, b), c| (a + c.up_bytes(), b + c.float_version_up_bytes(model.graph())))
 }
 
 /// One model of the quantized set: loads, matches onnxruntime, splits
@@ -200,7 +181,7 @@ fn check_quantized(name: &str) -> anyhow::Result<()> {
             "onnxruntime_worst_ratio": worst, "split_max_abs_diff": report.max_abs_diff,
             "judged_in_quanta": report.judged_in_quanta, "within_a_quantum": report.within_a_quantum.len(),
             "integer_crossings": integers, "planned_prefix_layers": chosen.prefix_len(),
-            "planned_up_bytes": chosen.up_bytes(), "planned_float_version_bytes": float_version_bytes(&model, &chosen),
+            "planned_up_bytes": chosen.up_bytes(), "planned_float_version_bytes": chosen.float_version_up_bytes(model.graph()),
             "sampled_up_bytes": bytes_against_float(&model, &cuts),
         })
     );
@@ -273,7 +254,7 @@ fn real_int8_models_cross_integers() -> anyhow::Result<()> {
                 "float_model_layers": float_layers, "integer_crossings": integers,
                 "sampled_up_bytes": sent, "sampled_float_version_bytes": float_sent,
                 "planned_prefix_layers": chosen.prefix_len(), "planned_up_bytes": chosen.up_bytes(),
-                "planned_float_version_bytes": float_version_bytes(&model, &chosen),
+                "planned_float_version_bytes": chosen.float_version_up_bytes(model.graph()),
             })
         );
     }
