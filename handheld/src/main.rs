@@ -131,7 +131,7 @@ enum Command {
         /// Address to listen on (`127.0.0.1:0` picks a free port; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:7878")]
         listen: String,
-        /// Emulate this link on every connection (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good).
+        /// Emulate this link on every connection (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good, wear-data-layer).
         /// Shape one side only: usually the wearable's `--link`.
         #[arg(long)]
         link: Option<String>,

@@ -39,7 +39,7 @@ pub struct PairArgs {
     /// scan for a handheld over Bluetooth LE (needs a build with `--features ble`).
     #[arg(long)]
     pub connect: String,
-    /// Emulate this link (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good); this side shapes both ways.
+    /// Emulate this link (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good, wear-data-layer); this side shapes both ways.
     #[arg(long)]
     pub link: Option<String>,
     /// Rate changes during the run: lines of `seconds up_mbit [down_mbit]` (needs --link).
