@@ -675,20 +675,13 @@ fn accuracy_cost(
     rule: tandem::client::Accuracy,
     input: &dyn Fn(u64) -> tandem::Result<tandem::Values>,
 ) -> Result<serde_json::Value> {
-    use tandem::client::Accuracy;
-    let mut errors = Vec::with_capacity(delivered.len());
-    for (i, outputs) in delivered {
-        let e = tandem::client::codecs::frame_error(model, &input(*i)?, outputs, rule)
-            .with_context(|| format!("--check-accuracy: frame {i}"))?;
-        errors.push(e);
+    let mut inputs = Vec::with_capacity(delivered.len());
+    for (i, _) in delivered {
+        inputs.push(input(*i).with_context(|| format!("--check-accuracy: frame {i}'s input"))?);
     }
-    let over = errors
-        .iter()
-        .filter(|&&e| match rule {
-            Accuracy::MaxRelError(bound) => e > bound,
-            Accuracy::Argmax => e > 0.0,
-        })
-        .count();
+    let frames = inputs.into_iter().zip(delivered.iter().map(|(_, outputs)| outputs));
+    let errors = tandem::client::codecs::frame_errors(model, frames, rule).context("--check-accuracy")?;
+    let over = errors.iter().filter(|&&e| !rule.holds(e)).count();
     let worst = errors.iter().copied().fold(0f64, f64::max);
     let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
     println!("{:<28} {:>12}", format!("accuracy cost ({rule})"), format!("worst {worst:.2e}, {over} over"));

@@ -154,22 +154,28 @@ pub fn error_of(want: &tandem_core::Tensor, got: &tandem_core::Tensor, accuracy:
     })
 }
 
-/// How far a delivered frame's `outputs` are from the unsplit run's on
-/// its `inputs` under `accuracy`, the worst over the model's outputs: what
-/// lossy encodings cost that frame (0 when it crossed bit-exact).
-pub fn frame_error(
+/// The frames' errors under `accuracy`, each the worst over the model's
+/// outputs of its delivered `outputs` against the model run unsplit on its
+/// inputs (one plan of the whole model for all of them): what lossy
+/// encodings cost each frame (0 when it crossed bit-exact).
+pub fn frame_errors<'a>(
     model: &Model,
-    inputs: &Values,
-    outputs: &crate::tensor::Outputs,
+    frames: impl IntoIterator<Item = (Values, &'a crate::tensor::Outputs)>,
     accuracy: Accuracy,
-) -> Result<f64> {
-    let reference = Calibration::new(model, inputs)?;
-    let mut worst = 0f64;
-    for (name, want) in &reference.outputs {
-        let got = outputs.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
-        worst = worst.max(error_of(want, got, accuracy)?);
+) -> Result<Vec<f64>> {
+    let g = model.graph();
+    let whole = tandem_core::split::full_plan(model)?;
+    let mut errors = vec![];
+    for (inputs, outputs) in frames {
+        let reference = tandem_core::split::model_outputs(g, &whole.run(g, &inputs)?)?;
+        let mut worst = 0f64;
+        for (name, want) in &reference {
+            let got = outputs.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            worst = worst.max(error_of(want, got, accuracy)?);
+        }
+        errors.push(worst);
     }
-    Ok(worst)
+    Ok(errors)
 }
 
 /// Whether `cut`, sending its crossing tensors in `encodings` (in
@@ -205,9 +211,5 @@ pub fn within_budget(
             down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
         worst = worst.max(error_of(want, got, accuracy)?);
     }
-    let ok = match accuracy {
-        Accuracy::MaxRelError(bound) => worst <= bound,
-        Accuracy::Argmax => worst == 0.0,
-    };
-    Ok((ok, worst))
+    Ok((accuracy.holds(worst), worst))
 }

@@ -351,6 +351,15 @@ impl Accuracy {
             _ => Err(ConfigParseError::Accuracy(s.to_string())),
         }
     }
+
+    /// Whether an error measured under this rule (`error_of`: a relative
+    /// error, or the share of rows whose argmax changed) is within it.
+    pub fn holds(&self, error: f64) -> bool {
+        match *self {
+            Accuracy::MaxRelError(bound) => error <= bound,
+            Accuracy::Argmax => error == 0.0,
+        }
+    }
 }
 
 impl std::fmt::Display for Accuracy {
