@@ -11,16 +11,9 @@
 //! output, on every sampled cut and on the planner's.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use anyhow::Context;
 use tandem::check::{check_cuts_over, load_tensor_pb, onnx_closeness};
-use tandem::device::DeviceProfile;
-use tandem::energy::{ClusterEnergy, PowerModel};
-use tandem::partition::{
-    Conditions, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Mode, Planner, PlannerConfig, Side,
-};
-use tandem::predict::{ProfiledLatency, Scaled};
 use tandem::{sampled_cuts_to_check, Cut, InputShapes, Model, Values};
 use tandem_core::DatumType;
 use tandem_models::quantized::ensure_quantized_models;
@@ -71,42 +64,6 @@ fn crosses_integers(model: &Model, cut: &Cut) -> anyhow::Result<usize> {
         integers += usize::from(int);
     }
     Ok(integers)
-}
-
-/// The planner's cut (watch and phone over BLE 2M, 100 ms hint), as the
-/// real models' test plans one.
-fn planned(model: &Model, inputs: &Values) -> anyhow::Result<Cut> {
-    let g = model.graph();
-    let host = ProfiledLatency::measure(model, inputs)?;
-    let (watch, phone) = (DeviceProfile::shipped("watch-w5")?, DeviceProfile::shipped("pixel-8-pro")?);
-    let (w_lat, h_lat) = (
-        Scaled { inner: host.clone(), slowdown: watch.slowdown },
-        Scaled { inner: host, slowdown: phone.slowdown },
-    );
-    let (w_energy, h_energy) = (
-        ClusterEnergy::new(&watch, PowerModel::Analytical)?,
-        ClusterEnergy::new(&phone, PowerModel::Analytical)?,
-    );
-    let conditions = Conditions {
-        link: LinkEstimate {
-            up_bytes_per_s: 162_500.0,
-            down_bytes_per_s: 162_500.0,
-            rtt: Duration::from_millis(20),
-        },
-        status: HandheldStatus { load: 0.0 },
-        weights: EnergyWeights { wearable: 0.7, handheld: 0.3 },
-        hint: LatencyHint::Within(Duration::from_millis(100)),
-        mode: Mode::Single,
-    };
-    let mut planner = Planner::new(PlannerConfig::default(), conditions);
-    let decision = planner
-        .poll_decision(
-            g,
-            Side { latency: &w_lat, energy: &w_energy },
-            Side { latency: &h_lat, energy: &h_energy },
-        )?
-        .with_context(|| format!("{}: the planner decided nothing", model.name()))?;
-    Ok(decision.chosen)
 }
 
 /// Over `cuts`, the bytes sent and the bytes their float versions would send.
@@ -162,7 +119,7 @@ fn check_quantized(name: &str) -> anyhow::Result<()> {
         assert!(integers > 0, "{name}: no sampled cut sends int8 or uint8");
         assert!(g.dequantizer_count() > 0, "{name}: no dequantizer recomputed by the halves");
     }
-    let chosen = planned(&model, &inputs)?;
+    let chosen = crate::real_models::planned(&model, &inputs)?.chosen;
     crosses_integers(&model, &chosen)?;
     if !cuts.contains(&chosen) {
         let one = check_cuts_over(
@@ -240,7 +197,7 @@ fn real_int8_models_cross_integers() -> anyhow::Result<()> {
             integers += crosses_integers(&model, cut)?;
         }
         assert!(integers > 0, "{name}: no sampled cut sends int8");
-        let chosen = planned(&model, &inputs)?;
+        let chosen = crate::real_models::planned(&model, &inputs)?.chosen;
         crosses_integers(&model, &chosen)?;
         let (sent, float_sent) = bytes_against_float(&model, &cuts);
         assert!(

@@ -76,7 +76,28 @@ fn check_real(name: &str) -> anyhow::Result<()> {
     assert!(report.ok, "{name}: {:?}", report.mismatches);
 
     // 3. The planner decides (watch and phone over BLE 2M, 100 ms hint), and its cut runs.
-    let host = ProfiledLatency::measure(&model, &inputs)?;
+    let decision = planned(&model, &inputs)?;
+    if !cuts.contains(&decision.chosen) {
+        let chosen = check_cuts(&model, std::slice::from_ref(&decision.chosen), &inputs)?;
+        assert!(chosen.ok, "{name}: the planned cut does not reproduce the unsplit run");
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "model": name, "package": format!("{}=={}", entry.package, entry.version), "layers": g.nodes().len(),
+            "cuts_checked": report.cuts_checked, "onnxruntime_worst_ratio": worst,
+            "split_max_abs_diff": report.max_abs_diff, "planned_prefix_layers": decision.prefix_nodes,
+            "predicted_ms": decision.evaluation.latency_s * 1e3, "card": card.is_some(),
+        })
+    );
+    Ok(())
+}
+
+/// The planner's decision for `model` on a watch and a phone over BLE 2M
+/// (100 ms hint); the quantized models' test plans the same way.
+pub(crate) fn planned(model: &Model, inputs: &Values) -> anyhow::Result<tandem::partition::Decision> {
+    let g = model.graph();
+    let host = ProfiledLatency::measure(model, inputs)?;
     let (watch, phone) = (DeviceProfile::shipped("watch-w5")?, DeviceProfile::shipped("pixel-8-pro")?);
     let (w_lat, h_lat) = (
         Scaled { inner: host.clone(), slowdown: watch.slowdown },
@@ -104,21 +125,8 @@ fn check_real(name: &str) -> anyhow::Result<()> {
             Side { latency: &w_lat, energy: &w_energy },
             Side { latency: &h_lat, energy: &h_energy },
         )?
-        .with_context(|| format!("{name}: the planner decided nothing"))?;
-    if !cuts.contains(&decision.chosen) {
-        let chosen = check_cuts(&model, std::slice::from_ref(&decision.chosen), &inputs)?;
-        assert!(chosen.ok, "{name}: the planned cut does not reproduce the unsplit run");
-    }
-    println!(
-        "{}",
-        serde_json::json!({
-            "model": name, "package": format!("{}=={}", entry.package, entry.version), "layers": g.nodes().len(),
-            "cuts_checked": report.cuts_checked, "onnxruntime_worst_ratio": worst,
-            "split_max_abs_diff": report.max_abs_diff, "planned_prefix_layers": decision.prefix_nodes,
-            "predicted_ms": decision.evaluation.latency_s * 1e3, "card": card.is_some(),
-        })
-    );
-    Ok(())
+        .with_context(|| format!("{}: the planner decided nothing", model.name()))?;
+    Ok(decision)
 }
 
 macro_rules! real_tests {
