@@ -1,9 +1,10 @@
-//! The runtime's error type: one variant per thing that can go wrong, each
-//! naming what was wrong and where.
+//! The model's error type: what loading, checking, planning or running a
+//! model can refuse or fail at, each variant naming what was wrong and
+//! where. The paired runtime has its own (`tandem::Error`), which wraps it.
 
 use std::path::PathBuf;
 
-/// Everything the runtime can refuse or fail at.
+/// Everything a model can be refused for or fail at.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -107,13 +108,8 @@ pub enum Error {
     /// The model's shapes could not be fully inferred.
     #[error("cannot infer the shape of tensor '{0}'; try --input-shape overrides")]
     UnknownShape(String),
-    /// The paired session could not do what was asked.
-    #[error("session: {0}")]
-    Session(String),
-    /// A device profile could not be read or is invalid (from `tandem-plan`'s `DeviceError`).
-    #[error("{0}")]
-    Device(String),
-    /// A tensor could not cross the link (its encoding or decoding failed).
+    /// A tensor could not cross the link: its type has no wire form, its
+    /// bytes do not fit its shape, or a split check's link refused it.
     #[error("link: {0}")]
     Link(String),
     /// A model card could not be read, or does not fit its model.
@@ -164,7 +160,7 @@ pub enum Error {
     },
 }
 
-/// The runtime's result type.
+/// The model's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Wraps a tract error with what the runtime was doing at the time.

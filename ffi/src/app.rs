@@ -14,7 +14,7 @@ use tandem::client::{ModelFile, Placement, Session, SessionConfig};
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
 use tandem::link::{memory_transport, TcpTransport, Transport};
 use tandem::secure::Keystore;
-use tandem::{Error, InputShapes, Model};
+use tandem::{Error, InputShapes, Model, ModelError};
 
 /// Why a setting or a call was refused; the text is what C callers read in
 /// `err` and what Java callers read in the exception.
@@ -84,7 +84,7 @@ pub enum AppError {
         /// The handheld's address as the app gave it.
         addr: String,
         /// The session's reason.
-        reason: Error,
+        reason: Box<Error>,
     },
     /// The session refused or failed.
     #[error(transparent)]
@@ -157,11 +157,11 @@ impl AppSession {
     /// the file now, translating a TFLite file (once: the open reuses the
     /// bytes); a symbolic input only needs its shape set before the first feed.
     pub fn new(model_path: PathBuf, connect: Option<String>) -> Result<AppSession, AppError> {
-        let onnx = tandem::model::onnx_bytes_of(&model_path)?;
+        let onnx = tandem::model::onnx_bytes_of(&model_path).map_err(Error::from)?;
         let loaded = match Model::from_path_bytes(&model_path, &onnx, &InputShapes::none()) {
             Ok(model) => Some(model),
-            Err(Error::SymbolicInput { .. }) => None,
-            Err(e) => return Err(e.into()),
+            Err(ModelError::SymbolicInput { .. }) => None,
+            Err(e) => return Err(Error::from(e).into()),
         };
         Ok(AppSession {
             model_path,
@@ -277,7 +277,9 @@ impl AppSession {
             // The bytes read in `new`: a TFLite file is not translated again.
             let model = match self.loaded.take() {
                 Some(model) if self.shapes.is_empty() => model,
-                _ => Model::from_path_bytes(&self.model_path, &self.onnx, &self.shapes)?,
+                _ => {
+                    Model::from_path_bytes(&self.model_path, &self.onnx, &self.shapes).map_err(Error::from)?
+                }
             };
             let model = ModelFile { bytes: Arc::clone(&self.onnx), model };
             let mut config = SessionConfig::watch_and_phone()?;
@@ -303,7 +305,9 @@ impl AppSession {
                 Ok(s) => s,
                 Err(reason) => {
                     return Err(match (&self.connect, self.require_handheld) {
-                        (Some(addr), Some(_)) => AppError::NoHandheld { addr: addr.clone(), reason },
+                        (Some(addr), Some(_)) => {
+                            AppError::NoHandheld { addr: addr.clone(), reason: Box::new(reason) }
+                        }
                         _ => reason.into(),
                     })
                 }

@@ -43,9 +43,9 @@ impl From<AppError> for InterpError {
 impl From<tandem::Error> for InterpError {
     fn from(e: tandem::Error) -> InterpError {
         match e {
-            tandem::Error::TensorMismatch { .. } | tandem::Error::UnknownInput { .. } => {
-                InterpError::Argument(e.to_string())
-            }
+            tandem::Error::Model(
+                tandem::ModelError::TensorMismatch { .. } | tandem::ModelError::UnknownInput { .. },
+            ) => InterpError::Argument(e.to_string()),
             other => InterpError::Tandem(other.to_string()),
         }
     }

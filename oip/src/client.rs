@@ -67,6 +67,28 @@ pub struct EmulatedLink {
     pub rtt: Duration,
 }
 
+/// An emulated link that cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkSpecError {
+    /// `UP_MBIT,DOWN_MBIT,RTT_MS` given wrong.
+    #[error("{spec}: {why} (expected UP_MBIT,DOWN_MBIT,RTT_MS)")]
+    Spec {
+        /// The text given.
+        spec: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A rate below 1 bit/s (a large tensor's wait would overflow).
+    #[error("the emulated link's {what} is {value}: it must be at least 1")]
+    Rate {
+        /// Which rate.
+        what: &'static str,
+        /// Its value.
+        value: f64,
+    },
+}
+
 impl EmulatedLink {
     /// The wait before sending `bytes`: half the RTT plus their time on the link.
     pub fn up_delay(&self, bytes: u64) -> Duration {
@@ -81,18 +103,19 @@ impl EmulatedLink {
     /// Parses `UP_MBIT,DOWN_MBIT,RTT_MS` (`0.1,0.1,40`: DeepWear's poor
     /// Wi-Fi), the command lines' form: rates above 0, the RTT from 0 to
     /// 10000 ms.
-    pub fn parse_mbit(spec: &str) -> Result<EmulatedLink, String> {
+    pub fn parse_mbit(spec: &str) -> Result<EmulatedLink, LinkSpecError> {
+        let bad = |why| LinkSpecError::Spec { spec: spec.to_string(), why };
         let parts: Vec<f64> = spec
             .split(',')
             .map(|p| p.trim().parse::<f64>())
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("{spec}: {e} (expected UP_MBIT,DOWN_MBIT,RTT_MS)"))?;
+            .map_err(|_| bad("not numbers"))?;
         let [up, down, rtt] = parts[..] else {
-            return Err(format!("{spec}: expected three numbers, UP_MBIT,DOWN_MBIT,RTT_MS"));
+            return Err(bad("not three numbers"));
         };
         if !(up > 0.0 && down > 0.0 && up.is_finite() && down.is_finite() && (0.0..=10_000.0).contains(&rtt))
         {
-            return Err(format!("{spec}: rates must be positive, the RTT from 0 to 10000 ms"));
+            return Err(bad("rates must be positive, the RTT from 0 to 10000 ms"));
         }
         let link = EmulatedLink {
             up_bits_per_s: up * 1e6,
@@ -103,11 +126,13 @@ impl EmulatedLink {
         Ok(link)
     }
 
-    fn check(&self) -> Result<(), String> {
-        for (what, v) in [("up_bits_per_s", self.up_bits_per_s), ("down_bits_per_s", self.down_bits_per_s)] {
+    fn check(&self) -> Result<(), LinkSpecError> {
+        for (what, value) in
+            [("up_bits_per_s", self.up_bits_per_s), ("down_bits_per_s", self.down_bits_per_s)]
+        {
             // Below 1 bit/s a large tensor's wait overflows a Duration.
-            if !(v.is_finite() && v >= 1.0) {
-                return Err(format!("the emulated link's {what} is {v}: it must be at least 1"));
+            if !(value.is_finite() && value >= 1.0) {
+                return Err(LinkSpecError::Rate { what, value });
             }
         }
         Ok(())
@@ -208,7 +233,7 @@ impl OipClient {
             return Err(bad("a query or a fragment has no place in a server's base URL"));
         }
         if let Some(link) = &opts.emulate {
-            link.check().map_err(|e| bad(&e))?;
+            link.check().map_err(|e| bad(&e.to_string()))?;
         }
         let http = reqwest::Client::builder()
             .timeout(opts.timeout)
@@ -294,7 +319,7 @@ impl OipClient {
         let a = self.call(Method::GET, path, None).await?;
         let a = ok_or_refused(a, Some(name))?;
         check_json_type(&a)?;
-        codec::decode_metadata(name, &a.body).map_err(|reason| OipError::Malformed { url: a.url, reason })
+        codec::decode_metadata(name, &a.body).map_err(|e| answer_error(e, &a.url))
     }
 
     /// Loads (or reloads) model `name` from the server's model repository
@@ -330,7 +355,7 @@ impl OipClient {
         let path = format!("/v2/models/{}/infer", self.segment(model)?);
         let id = format!("tandem-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let request = codec::encode_infer(&id, inputs, outputs, self.opts.binary)
-            .map_err(|reason| OipError::BadRequest { url: self.url(&path), reason })?;
+            .map_err(|e| OipError::BadRequest { url: self.url(&path), reason: e.to_string() })?;
         let content_type = request.content_type();
         let body = Body { bytes: request.body, content_type, header_len: request.header_len };
         let a = self.call(Method::POST, path, Some(body)).await?;
@@ -364,12 +389,8 @@ impl OipClient {
                 ),
             });
         }
-        let outputs = codec::decode_infer(model, &id, header_len, &a.body, outputs).map_err(|e| match e {
-            AnswerError::Malformed(reason) => OipError::Malformed { url: a.url.clone(), reason },
-            AnswerError::Unsupported { tensor, datatype } => {
-                OipError::UnsupportedDatatype { url: a.url.clone(), tensor, datatype }
-            }
-        })?;
+        let outputs = codec::decode_infer(model, &id, header_len, &a.body, outputs)
+            .map_err(|e| answer_error(e, &a.url))?;
         Ok(InferReply { outputs, bytes_up: a.bytes_up, bytes_down: a.bytes_down, elapsed: start.elapsed() })
     }
 
@@ -518,6 +539,16 @@ fn error_chain(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     s
+}
+
+/// An answer's error, named by the endpoint that gave it.
+fn answer_error(e: AnswerError, url: &str) -> OipError {
+    match e {
+        AnswerError::Malformed(reason) => OipError::Malformed { url: url.into(), reason },
+        AnswerError::Unsupported { tensor, datatype } => {
+            OipError::UnsupportedDatatype { url: url.into(), tensor, datatype }
+        }
+    }
 }
 
 #[cfg(test)]

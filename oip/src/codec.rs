@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tandem_types::WireType;
 
 use crate::client::{ModelMetadata, TensorSpec};
+use crate::error::OipError;
 use crate::tensor::{datatype_name, parse_datatype, OipTensor, OIP_DATATYPES};
 
 /// An encoded inference request.
@@ -50,6 +51,27 @@ pub enum AnswerError {
         /// The datatype.
         datatype: String,
     },
+}
+
+/// Why a request cannot be sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// An input tensor whose bytes do not fit its shape and datatype.
+    #[error("input {0}")]
+    Input(OipError),
+    /// Two inputs of one name.
+    #[error("input '{0}' is given twice")]
+    InputTwice(String),
+    /// A NaN or an infinity in a JSON request.
+    #[error("input '{0}' holds a NaN or an infinity, which JSON cannot carry: use the binary extension")]
+    NotFinite(String),
+    /// One output asked for twice.
+    #[error("output '{0}' is asked for twice")]
+    OutputTwice(String),
+    /// The request's JSON could not be written.
+    #[error("encoding the request: {0}")]
+    Json(serde_json::Error),
 }
 
 fn malformed<T>(reason: impl Into<String>) -> Result<T, AnswerError> {
@@ -139,11 +161,11 @@ pub fn encode_infer(
     inputs: &[OipTensor],
     outputs: &[String],
     binary: bool,
-) -> Result<InferRequestBody, String> {
+) -> Result<InferRequestBody, RequestError> {
     for (i, t) in inputs.iter().enumerate() {
-        t.check().map_err(|e| format!("input {e}"))?;
+        t.check().map_err(RequestError::Input)?;
         if inputs[..i].iter().any(|u| u.name == t.name) {
-            return Err(format!("input '{}' is given twice", t.name));
+            return Err(RequestError::InputTwice(t.name.clone()));
         }
         if !binary && matches!(t.datatype, WireType::F32 | WireType::F64) {
             let finite = match t.datatype {
@@ -155,16 +177,13 @@ pub fn encode_infer(
                 }),
             };
             if !finite {
-                return Err(format!(
-                    "input '{}' holds a NaN or an infinity, which JSON cannot carry: use the binary extension",
-                    t.name
-                ));
+                return Err(RequestError::NotFinite(t.name.clone()));
             }
         }
     }
     for (i, o) in outputs.iter().enumerate() {
         if outputs[..i].contains(o) {
-            return Err(format!("output '{o}' is asked for twice"));
+            return Err(RequestError::OutputTwice(o.clone()));
         }
     }
     let header = RequestHeader {
@@ -190,7 +209,7 @@ pub fn encode_infer(
         }),
         parameters: (binary && outputs.is_empty()).then_some(RequestParameters { binary_data_output: true }),
     };
-    let mut body = serde_json::to_vec(&header).map_err(|e| format!("encoding the request: {e}"))?;
+    let mut body = serde_json::to_vec(&header).map_err(RequestError::Json)?;
     if !binary {
         return Ok(InferRequestBody { body, header_len: None });
     }
@@ -508,26 +527,28 @@ struct SpecBody {
 
 /// A model's metadata answer, checked: the model's own name, each tensor
 /// named once, a protocol datatype, dimensions of -1 (any) or more.
-pub fn decode_metadata(model: &str, body: &[u8]) -> Result<ModelMetadata, String> {
-    let m: MetadataBody =
-        serde_json::from_slice(body).map_err(|e| format!("its JSON is not a model's metadata: {e}"))?;
+pub fn decode_metadata(model: &str, body: &[u8]) -> Result<ModelMetadata, AnswerError> {
+    let m: MetadataBody = match serde_json::from_slice(body) {
+        Ok(m) => m,
+        Err(e) => return malformed(format!("its JSON is not a model's metadata: {e}")),
+    };
     if m.name != model {
-        return Err(format!("the metadata is of model '{}'", m.name));
+        return malformed(format!("the metadata is of model '{}'", m.name));
     }
-    let specs = |list: Vec<SpecBody>, what: &str| -> Result<Vec<TensorSpec>, String> {
+    let specs = |list: Vec<SpecBody>, what: &str| -> Result<Vec<TensorSpec>, AnswerError> {
         let mut out: Vec<TensorSpec> = Vec::with_capacity(list.len());
         for s in list {
             if out.iter().any(|t| t.name == s.name) {
-                return Err(format!("{what} '{}' is listed twice", s.name));
+                return malformed(format!("{what} '{}' is listed twice", s.name));
             }
             if !OIP_DATATYPES.contains(&s.datatype.as_str()) {
-                return Err(format!(
+                return malformed(format!(
                     "{what} '{}' has datatype '{}', which is not the protocol's",
                     s.name, s.datatype
                 ));
             }
             if s.shape.iter().any(|&d| d < -1) {
-                return Err(format!("{what} '{}' has shape {:?}", s.name, s.shape));
+                return malformed(format!("{what} '{}' has shape {:?}", s.name, s.shape));
             }
             out.push(TensorSpec { name: s.name, datatype: s.datatype, shape: s.shape });
         }
@@ -615,14 +636,15 @@ mod tests {
             .collect();
         assert_eq!(back.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), values.map(f32::to_bits).to_vec());
         let nan = OipTensor::from_f32("n", vec![1], &[f32::NAN]).expect("n");
-        let e = encode_infer("r", std::slice::from_ref(&nan), &[], false).expect_err("NaN in JSON");
+        let e =
+            encode_infer("r", std::slice::from_ref(&nan), &[], false).expect_err("NaN in JSON").to_string();
         assert!(e.contains("'n'") && e.contains("binary"), "{e}");
         assert!(encode_infer("r", &[nan], &[], true).is_ok(), "binary carries NaN");
         let bad = OipTensor { name: "x".into(), datatype: WireType::F32, shape: vec![3], data: vec![0; 4] };
-        assert!(encode_infer("r", &[bad], &[], true).expect_err("short").contains("'x'"));
+        assert!(encode_infer("r", &[bad], &[], true).expect_err("short").to_string().contains("'x'"));
         let i = OipTensor::new("i", WireType::I8, vec![2], vec![0xff, 1]).expect("i");
         let r = encode_infer("r", &[i.clone(), i], &[], false);
-        assert!(r.expect_err("twice").contains("twice"));
+        assert!(matches!(r.expect_err("twice"), RequestError::InputTwice(n) if n == "i"));
     }
 
     #[test]
@@ -684,7 +706,9 @@ mod tests {
         let body = br#"{"name":"m","versions":null,"platform":"","inputs":[{"name":"x","datatype":"FP32","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[-1,3]}]}"#;
         let m = decode_metadata("m", body).expect("valid");
         assert_eq!((m.inputs[0].shape.clone(), m.outputs[0].name.as_str()), (vec![-1, 4], "y"));
-        assert!(decode_metadata("n", body).expect_err("other model").contains("'m'"));
+        assert!(
+            matches!(decode_metadata("n", body).expect_err("other model"), AnswerError::Malformed(r) if r.contains("'m'"))
+        );
         assert_eq!(
             error_message(br#"{"error":"Model with name x does not exist."}"#),
             "Model with name x does not exist."

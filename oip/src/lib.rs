@@ -43,6 +43,8 @@ pub mod error;
 pub mod tensor;
 pub mod testing;
 
-pub use client::{ClientOptions, EmulatedLink, InferReply, ModelMetadata, OipClient, TensorSpec};
+pub use client::{
+    ClientOptions, EmulatedLink, InferReply, LinkSpecError, ModelMetadata, OipClient, TensorSpec,
+};
 pub use error::OipError;
 pub use tensor::OipTensor;

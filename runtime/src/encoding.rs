@@ -59,8 +59,8 @@ pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tenso
 }
 
 /// A message's tensors (raw ones borrowed, encoded ones decoded) as tract's.
-pub fn received(tensors: &tandem_proto::session::Tensors) -> tandem_core::Result<Vec<(String, Tensor)>> {
-    let wire = tensors.decode().map_err(|e| tandem_core::Error::Link(e.to_string()))?;
+pub fn received(tensors: &tandem_proto::session::Tensors) -> crate::Result<Vec<(String, Tensor)>> {
+    let wire = tensors.decode().map_err(crate::Error::Decode)?;
     wire.into_iter().map(|(name, t)| Ok((name, from_wire(t)?))).collect()
 }
 

@@ -68,6 +68,7 @@ pub mod client;
 pub mod cpufreq;
 pub mod emulate;
 pub mod encoding;
+pub mod error;
 pub mod link;
 pub mod load;
 pub mod sandbox;
@@ -75,16 +76,15 @@ pub mod secure;
 pub mod server;
 pub mod tensor;
 
-pub use tandem_core::{
-    card, check, cut, engine, error, graph, model, npy, profile, quanta, split, tier, wire,
-};
+pub use tandem_core::{card, check, cut, engine, graph, model, npy, profile, quanta, split, tier, wire};
 pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 
 pub use client::{Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};
+pub use error::{Error, ModelError, Result};
 pub use tandem_core::{
-    cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, CutKey, Error, InputShapes,
-    LayerGraph, LayerKind, LayerNode, Model, ModelLimits, NodeId, Result, Sides, SplitExecutor, SplitPlan,
-    TValue, Tensor, TensorId, Values,
+    cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, CutKey, InputShapes, LayerGraph,
+    LayerKind, LayerNode, Model, ModelLimits, NodeId, Sides, SplitExecutor, SplitPlan, TValue, Tensor,
+    TensorId, Values,
 };
 pub use tensor::{frame, read_f32, tensor_f32, tensor_from_ndarray, tensor_from_slice, Outputs};

@@ -112,7 +112,7 @@ enum ChildError {
     ReadModel(#[source] io::Error),
     /// The shapes, the model's load or its profile failed.
     #[error(transparent)]
-    Model(#[from] crate::Error),
+    Model(#[from] crate::ModelError),
 }
 
 /// Loads and profiles `bytes` in a child process under `sandbox`'s
@@ -256,7 +256,8 @@ fn child() -> Result<Report, ChildError> {
         .take(tandem_proto::session::MAX_MODEL_BYTES)
         .read_to_end(&mut bytes)
         .map_err(ChildError::ReadModel)?;
-    let shapes = InputShapes::parse_with_dims(&request.shapes, &request.dims).map_err(crate::Error::from)?;
+    let shapes =
+        InputShapes::parse_with_dims(&request.shapes, &request.dims).map_err(crate::ModelError::from)?;
     let limits = ModelLimits {
         max_tensor_bytes: request.max_tensor_bytes,
         max_working_bytes: request.max_working_bytes,
@@ -270,7 +271,7 @@ fn child() -> Result<Report, ChildError> {
 /// names (`auto`: each engine it has is profiled, and the faster whole
 /// model kept): each layer's seconds and the per-run overhead from one
 /// warm-up and three measured runs on random inputs, multiplied by `scale`.
-pub fn profile(model: &Model, scale: f64, engine: EngineChoice) -> crate::Result<LatencySummary> {
+pub fn profile(model: &Model, scale: f64, engine: EngineChoice) -> tandem_core::Result<LatencySummary> {
     let inputs = tandem_core::check::random_inputs(model, 1)?;
     let (engine, p) = ProfiledLatency::measure_choice_runs(model, engine, &inputs, (1, 3))?;
     Ok(LatencySummary {

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use tract_onnx::prelude::{Datum, IntoTValue};
 
+use crate::error::ModelError;
 use crate::{Error, LayerGraph, Result, TValue, Tensor, Values};
+use tandem_core::error::TractContext;
 
 /// tract's `ndarray` (the version its tensors convert from and to).
 pub use tract_onnx::prelude::tract_ndarray as ndarray;
@@ -15,13 +17,11 @@ pub use tract_onnx::prelude::tract_ndarray as ndarray;
 pub fn tensor_from_slice<T: Datum + Copy>(shape: &[usize], data: &[T]) -> Result<Tensor> {
     let want: usize = shape.iter().product();
     if want != data.len() {
-        return Err(Error::Session(format!(
-            "a tensor of shape {shape:?} holds {want} values, but {} were given",
-            data.len()
-        )));
+        return Err(Error::SliceLength { shape: shape.to_vec(), want, got: data.len() });
     }
     Tensor::from_shape(shape, data)
-        .map_err(|e| Error::Session(format!("building a tensor of shape {shape:?}: {e}")))
+        .tract(|| format!("building a tensor of shape {shape:?}"))
+        .map_err(Error::from)
 }
 
 /// A float tensor of `shape` holding `data` (row-major).
@@ -38,11 +38,10 @@ pub fn tensor_from_ndarray<T: Datum, D: ndarray::Dimension>(array: ndarray::Arra
 /// naming the type.
 pub fn read_f32(name: &str, t: &Tensor) -> Result<(Vec<usize>, Vec<f32>)> {
     if t.datum_type() != f32::datum_type() {
-        return Err(Error::Session(format!("output '{name}' holds {:?} values, not f32", t.datum_type())));
+        let found = format!("{:?}", t.datum_type());
+        return Err(Error::WrongType { name: name.into(), found, wanted: "f32" });
     }
-    let view = t
-        .to_plain_array_view::<f32>()
-        .map_err(|e| Error::Session(format!("reading output '{name}' as f32: {e}")))?;
+    let view = t.to_plain_array_view::<f32>().tract(|| format!("reading output '{name}' as f32"))?;
     Ok((t.shape().to_vec(), view.iter().copied().collect()))
 }
 
@@ -63,7 +62,7 @@ impl Outputs {
         let mut entries = Vec::with_capacity(graph.outputs().len());
         for &t in graph.outputs() {
             let name = &graph.tensor(t).name;
-            let v = values.remove(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let v = values.remove(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
             entries.push((name.clone(), v));
         }
         Ok(Outputs { entries })
@@ -76,11 +75,9 @@ impl Outputs {
 
     /// An output by name, or an error listing the model's outputs.
     pub fn require(&self, name: &str) -> Result<&Tensor> {
-        self.get(name).ok_or_else(|| {
-            Error::Session(format!(
-                "no output '{name}'; the model's outputs are: {}",
-                self.names().join(", ")
-            ))
+        self.get(name).ok_or_else(|| Error::UnknownOutput {
+            name: name.into(),
+            known: self.names().into_iter().map(String::from).collect(),
         })
     }
 

@@ -4,14 +4,14 @@
 //! that come out must be the bytes that went in.
 
 use tandem::encoding::{round_trip, Encoding};
-use tandem::{Error, Result, TValue};
+use tandem::{ModelError, TValue};
 
 /// A check's link: each crossing tensor through both lossless encodings;
 /// a tensor whose bytes change is an error naming the encoding.
-pub fn lossless_link(name: &str, t: &TValue) -> Result<TValue> {
+pub fn lossless_link(name: &str, t: &TValue) -> Result<TValue, ModelError> {
     let mut out = t.clone();
     for e in [Encoding::ShuffleLz4, Encoding::SparseLz4] {
-        let bad = |why: String| Error::Link(format!("{e} on '{name}': {why}"));
+        let bad = |why: String| ModelError::Link(format!("{e} on '{name}': {why}"));
         let (back, _) = round_trip(t, e).map_err(|err| bad(err.to_string()))?;
         if back.as_bytes() != t.as_bytes() {
             return Err(bad("the bytes changed".into()));

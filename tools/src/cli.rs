@@ -17,7 +17,7 @@ pub struct ShapeArgs {
 
 impl ShapeArgs {
     /// The overrides, parsed.
-    pub fn shapes(&self) -> Result<tandem::InputShapes, tandem::Error> {
+    pub fn shapes(&self) -> Result<tandem::InputShapes, tandem::ModelError> {
         Ok(tandem::InputShapes::parse_with_dims(&self.input_shape, &self.dim)?)
     }
 }

@@ -32,7 +32,9 @@ use tandem::partition::{
 };
 use tandem::predict::{LatencyModel, Scaled};
 use tandem::profile::median;
-use tandem::{enumerate_cuts, Cut, Error, LayerGraph, Model, Result, SplitPlan, Values};
+use tandem::{enumerate_cuts, Cut, LayerGraph, Model, ModelError as Error, SplitPlan, Values};
+
+type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The conditions swept.
 #[derive(Clone, Debug, Serialize)]

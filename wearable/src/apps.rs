@@ -104,7 +104,7 @@ impl AppPairArgs {
 pub fn first_input_name(path: &Path) -> Result<String> {
     match tandem::Model::from_path(path, &InputShapes::none()) {
         Ok(m) => Ok(m.graph().tensor(m.graph().inputs()[0]).name.clone()),
-        Err(tandem::Error::SymbolicInput { input, .. }) => Ok(input),
+        Err(tandem::ModelError::SymbolicInput { input, .. }) => Ok(input),
         Err(e) => Err(e).with_context(|| path.display().to_string()),
     }
 }

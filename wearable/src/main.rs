@@ -154,7 +154,7 @@ struct ModelArgs {
 }
 
 impl ModelArgs {
-    fn load(&self) -> Result<Model, tandem::Error> {
+    fn load(&self) -> Result<Model, tandem::ModelError> {
         Model::from_path(&self.model, &self.shapes.shapes()?)
     }
 }
@@ -214,19 +214,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let one = match encoding {
                     None => check_cuts_on(&model, &cut_list, &inputs, engines)?,
                     Some(e) => {
-                        let mut link = |name: &str, t: &tandem::TValue| -> tandem::Result<tandem::TValue> {
-                            let bad = |err: tandem::encoding::EncodingError| {
-                                tandem::Error::Link(format!("'{name}': {err}"))
+                        let mut link =
+                            |name: &str, t: &tandem::TValue| -> Result<tandem::TValue, tandem::ModelError> {
+                                let bad = |err: tandem::encoding::EncodingError| {
+                                    tandem::ModelError::Link(format!("'{name}': {err}"))
+                                };
+                                raw_bytes += t.as_bytes().len();
+                                if !tandem::encoding::applies(e, t) {
+                                    encoded_bytes += t.as_bytes().len();
+                                    return Ok(t.clone());
+                                }
+                                let (back, sent) = tandem::encoding::round_trip(t, e).map_err(bad)?;
+                                encoded_bytes += sent;
+                                Ok(back.into())
                             };
-                            raw_bytes += t.as_bytes().len();
-                            if !tandem::encoding::applies(e, t) {
-                                encoded_bytes += t.as_bytes().len();
-                                return Ok(t.clone());
-                            }
-                            let (back, sent) = tandem::encoding::round_trip(t, e).map_err(bad)?;
-                            encoded_bytes += sent;
-                            Ok(back.into())
-                        };
                         check_cuts_over_on(&model, &cut_list, &inputs, &mut link, e.is_lossless(), engines)?
                     }
                 };

@@ -673,7 +673,7 @@ fn accuracy_cost(
     model: &tandem::Model,
     delivered: &[(u64, tandem::tensor::Outputs)],
     rule: tandem::client::Accuracy,
-    input: &dyn Fn(u64) -> tandem::Result<tandem::Values>,
+    input: &dyn Fn(u64) -> Result<tandem::Values, tandem::ModelError>,
 ) -> Result<serde_json::Value> {
     let mut inputs = Vec::with_capacity(delivered.len());
     for (i, _) in delivered {

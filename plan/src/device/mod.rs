@@ -100,12 +100,6 @@ pub enum DeviceKind {
     Host,
 }
 
-impl From<DeviceError> for tandem_core::Error {
-    fn from(e: DeviceError) -> Self {
-        tandem_core::Error::Device(e.to_string())
-    }
-}
-
 impl fmt::Display for DeviceKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

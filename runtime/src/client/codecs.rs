@@ -14,7 +14,7 @@ use tandem_core::graph::Producer;
 use tandem_plan::partition::{CodecOption, LinkCodecs};
 
 use super::Accuracy;
-use crate::{Cut, Error, Model, Result, SplitExecutor, Values};
+use crate::{Cut, Error, Model, ModelError, Result, SplitExecutor, Values};
 
 /// Weight of a new observation in a tensor's predicted ratio.
 pub const RATIO_ALPHA: f64 = 0.3;
@@ -62,7 +62,7 @@ pub fn calibrate(
             if e.needs_widening() && !widening.is_some_and(|w| e.fits(w, value.shape())) {
                 continue;
             }
-            let bad = |why: String| Error::Link(format!("calibrating {e} on '{}': {why}", info.name));
+            let bad = |source| Error::Encoding { tensor: info.name.clone(), encoding: e, source };
             let started = Instant::now();
             let packed = match encode_with(value, e, widening) {
                 Ok(p) => p,
@@ -70,11 +70,11 @@ pub fn calibrate(
                     tracing::warn!(input = %info.name, index, value = v, "{e}: not the card's sensor values; not used");
                     continue;
                 }
-                Err(err) => return Err(bad(err.to_string())),
+                Err(err) => return Err(bad(err)),
             };
             let encoded = started.elapsed();
             let started = Instant::now();
-            decode(value.datum_type(), value.shape(), &packed).map_err(|err| bad(err.to_string()))?;
+            decode(value.datum_type(), value.shape(), &packed).map_err(bad)?;
             let decoded = started.elapsed();
             let raw = value.as_bytes().len() as u64;
             totals[k].0 += raw;
@@ -170,7 +170,7 @@ pub fn frame_errors<'a>(
         let reference = tandem_core::split::model_outputs(g, &whole.run(g, &inputs)?)?;
         let mut worst = 0f64;
         for (name, want) in &reference {
-            let got = outputs.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let got = outputs.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
             worst = worst.max(error_of(want, got, accuracy)?);
         }
         errors.push(worst);
@@ -196,19 +196,22 @@ pub fn within_budget(
     let mut sent = up.clone();
     for (&t, &e) in cut.up_tensors().iter().zip(encodings) {
         let name = &g.tensor(t).name;
-        let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+        let v = up.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
         if e.is_lossless() || !applies(e, v) {
             continue;
         }
-        let (back, _) = round_trip_with(v, e, widenings.get(name))
-            .map_err(|err| Error::Link(format!("{e} on '{name}': {err}")))?;
+        let (back, _) = round_trip_with(v, e, widenings.get(name)).map_err(|source| Error::Encoding {
+            tensor: name.clone(),
+            encoding: e,
+            source,
+        })?;
         sent.insert(name.clone(), back.into());
     }
     let down = plan.run_suffix(g, &sent)?;
     let mut worst = 0f64;
     for (name, want) in &calibration.outputs {
         let got =
-            down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            down.get(name).or_else(|| up.get(name)).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
         worst = worst.max(error_of(want, got, accuracy)?);
     }
     Ok((accuracy.holds(worst), worst))

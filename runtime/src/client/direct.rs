@@ -22,7 +22,8 @@ use super::accounting::{Account, Ran, Stages};
 use super::config::EdgeConfig;
 use super::report::{EdgeLeg, FrameReport, Tiers};
 use super::Session;
-use crate::{Cut, Error, Model, Result, Values};
+use crate::error::EdgeError;
+use crate::{Cut, Error, Model, ModelError, Result, Values};
 use tandem_oip::{ClientOptions, OipClient, OipTensor};
 use tandem_plan::energy::EnergyModel;
 use tandem_plan::partition::LinkEstimate;
@@ -34,7 +35,7 @@ pub(super) struct Direct {
     /// Runs the client's calls (the app thread blocks on them).
     runtime: tokio::runtime::Runtime,
     /// The served name of the whole model's suffix, or why the edge cannot take frames.
-    served: std::result::Result<String, String>,
+    served: std::result::Result<String, EdgeError>,
     /// The direct link's rates, for the radio's model-based energy.
     link: LinkEstimate,
     /// Frames stay off the edge until then, after a failure.
@@ -50,18 +51,15 @@ impl Direct {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::Session(format!("the edge client's runtime: {e}")))?;
+            .map_err(|source| Error::Start { what: "the edge client's runtime", source })?;
         let options = ClientOptions { emulate: config.direct, ..ClientOptions::default() };
-        let client = OipClient::new(&config.url, options).map_err(|e| Error::Session(e.to_string()))?;
+        let client = OipClient::new(&config.url, options)?;
         let whole = Cut::handheld_only(model.graph());
         let name = tandem_core::tier::edge_model_name(&tandem_core::tier::suffix_onnx(model, &whole)?);
         let served = match runtime.block_on(client.model_ready(&name)) {
             Ok(true) => Ok(name),
-            Ok(false) => Err(format!(
-                "the edge at {} does not serve this model's whole suffix ({name}: `tandem-models export-suffix`)",
-                config.url
-            )),
-            Err(e) => Err(e.to_string()),
+            Ok(false) => Err(EdgeError::WholeNotServed { url: config.url.clone(), name }),
+            Err(e) => Err(e.into()),
         };
         match &served {
             Ok(name) => info!(url = %config.url, %name, "cloud-only: frames go straight to the edge"),
@@ -80,7 +78,7 @@ impl Direct {
     /// Why frames run here now instead of on the edge, if they do.
     pub(super) fn unavailable(&self) -> Option<String> {
         if let Err(why) = &self.served {
-            return Some(why.clone());
+            return Some(why.to_string());
         }
         let backoff = self.avoid_until.filter(|t| Instant::now() < *t)?;
         Some(format!(
@@ -92,26 +90,26 @@ impl Direct {
 
     /// Runs `inputs` on the edge: the model's outputs, checked against
     /// `model`, and the leg's bytes and time; or why it failed.
-    fn infer(&self, model: &Model, inputs: &Values) -> std::result::Result<(Values, EdgeLeg), String> {
-        let name = self.served.as_ref().map_err(Clone::clone)?;
+    fn infer(&self, model: &Model, inputs: &Values) -> std::result::Result<(Values, EdgeLeg), EdgeError> {
+        let name = match &self.served {
+            Ok(name) => name,
+            Err(why) => return Err(EdgeError::Unavailable(why.to_string())),
+        };
         let g = model.graph();
         let mut request = Vec::with_capacity(g.inputs().len());
         for &t in g.inputs() {
             let name = &g.tensor(t).name;
-            let v = inputs.get(name).ok_or_else(|| format!("input '{name}' is missing"))?;
-            let wire = tandem_core::wire::to_wire(v).map_err(|e| e.to_string())?;
+            let v = inputs.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
+            let wire = tandem_core::wire::to_wire(v)?;
             request.push(OipTensor::from_wire(name.clone(), &wire));
         }
         let wanted: Vec<String> = g.outputs().iter().map(|&t| g.tensor(t).name.clone()).collect();
-        let reply =
-            self.runtime.block_on(self.client.infer(name, &request, &wanted)).map_err(|e| e.to_string())?;
+        let reply = self.runtime.block_on(self.client.infer(name, &request, &wanted))?;
         let mut outputs = Values::new();
         for t in &reply.outputs {
-            let id =
-                g.tensor_id(&t.name).ok_or_else(|| format!("the edge answered '{}', no output", t.name))?;
-            let wire = t.to_wire().map_err(|e| e.to_string())?;
-            let v = tandem_core::wire::from_wire(wire).map_err(|e| e.to_string())?;
-            tandem_core::split::check_tensor(g, id, &v).map_err(|e| format!("the edge's answer: {e}"))?;
+            let id = g.tensor_id(&t.name).ok_or_else(|| EdgeError::UnknownOutput(t.name.clone()))?;
+            let v = tandem_core::wire::from_wire(t.to_wire()?)?;
+            tandem_core::split::check_tensor(g, id, &v).map_err(EdgeError::BadAnswer)?;
             outputs.insert(t.name.clone(), v.into());
         }
         let leg = EdgeLeg {
@@ -159,7 +157,7 @@ impl Session {
         let n = g.nodes().len();
         let whole = Cut::handheld_only(g);
         let Some(direct) = &self.direct else {
-            return Err(Error::Session("cloud-only without an edge".into()));
+            return Err(Error::NoEdge);
         };
         let (why, leg) = match direct.unavailable() {
             Some(why) => (Ran::Local(why), None),
@@ -187,7 +185,7 @@ impl Session {
                     Err(why) => {
                         warn!(frame, url = %direct.url, "the edge failed; running the frame here: {why}");
                         let leg =
-                            EdgeLeg { cut: whole.key(), error: Some(why.clone()), ..EdgeLeg::default() };
+                            EdgeLeg { cut: whole.key(), error: Some(why.to_string()), ..EdgeLeg::default() };
                         (Ran::FellBack(format!("the edge failed: {why}")), Some(leg))
                     }
                 }

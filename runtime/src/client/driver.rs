@@ -101,9 +101,7 @@ impl Driver {
     /// A driver for `config`'s devices, the wearable's layer times
     /// measured already (`wearable_latency`).
     pub fn new(config: &SessionConfig, wearable_latency: OnlineLatency) -> Result<Driver> {
-        let energy = |p: &DeviceProfile| {
-            ClusterEnergy::new(p, PowerModel::Analytical).map_err(|e| Error::Device(e.to_string()))
-        };
+        let energy = |p: &DeviceProfile| ClusterEnergy::new(p, PowerModel::Analytical).map_err(Error::from);
         let conditions = Conditions {
             link: config.link_default,
             status: HandheldStatus::default(),

@@ -39,10 +39,10 @@ use tracing::{debug, info, warn};
 
 use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
-use crate::{Cut, Error, Model, Result, Sides, SplitExecutor, SplitPlan, Tensor, Values};
-use tandem_plan::partition::{Decision, HandheldStatus, LatencyHint, LinkCodecs, LinkEstimate, Mode};
+use crate::{Cut, Error, Model, ModelError, Result, Sides, SplitExecutor, SplitPlan, Tensor, Values};
+use tandem_plan::partition::{Decision, HandheldStatus, LatencyHint, LinkEstimate, Mode};
 use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
-use tandem_proto::encoding::{Allowed, Encoding};
+use tandem_proto::encoding::Encoding;
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
 use tandem_proto::protocol::PackedTensor;
@@ -53,9 +53,9 @@ mod config;
 mod direct;
 mod driver;
 mod edge;
+mod encodings;
 mod link_handle;
 pub(crate) mod link_task;
-mod planning;
 mod report;
 mod status;
 mod switch;
@@ -135,26 +135,14 @@ pub struct Session {
     fed: Values,
     fetched: Option<Outputs>,
     last: Option<FrameReport>,
-    /// Link encodings: measured on the first frame that could be offloaded
-    /// (`None` before, or when they are off), updated by what frames send.
-    codecs: Option<LinkCodecs>,
-    /// The encodings the planner last decided with.
-    planned_codecs: Option<std::sync::Arc<LinkCodecs>>,
-    codecs_tried: bool,
-    /// The frame lossy encodings are measured on (with `Lossy` encodings).
-    calibration: Option<codecs::Calibration>,
-    /// (cut, encodings) already measured against the accuracy budget.
-    budget_checked: std::collections::HashMap<(crate::CutKey, Vec<Encoding>), bool>,
+    /// The link encodings: measured, chosen per cut, kept to the budget.
+    encodings: encodings::LinkEncodings,
     /// The edge tier, when one is configured.
     edge: Option<edge::EdgeState>,
     /// The wearable's own client of the edge: every frame's under
     /// [`Placement::EdgeOnly`] (cloud-only), else the frames the planner
     /// sends there (when [`EdgeConfig::direct`] gives the watch such a link).
     direct: Option<direct::Direct>,
-}
-
-fn session_err(e: impl std::fmt::Display) -> Error {
-    Error::Session(e.to_string())
 }
 
 impl Session {
@@ -173,7 +161,10 @@ impl Session {
         let engines = crate::engine::Engines { prefix: engine, suffix: crate::engine::Engine::Tract };
         let executor = Arc::new(SplitExecutor::new(model.model.clone()).with_engines(engines));
         let builder = match config.prepare_ahead {
-            true => Some(switch::Builder::start(executor.clone()).map_err(session_err)?),
+            true => Some(
+                switch::Builder::start(executor.clone())
+                    .map_err(|source| Error::Start { what: "the plan builder", source })?,
+            ),
             false => None,
         };
         let k = config.dilation.max(1.0);
@@ -195,9 +186,7 @@ impl Session {
         let alone = matches!(config.placement, Placement::WearableOnly | Placement::EdgeOnly);
         let direct = match (&config.placement, &config.edge) {
             (Placement::EdgeOnly, Some(e)) => Some(direct::Direct::open(e, &model.model)?),
-            (Placement::EdgeOnly, None) => {
-                return Err(Error::Session("cloud-only (placement edge-only) needs an edge server".into()))
-            }
+            (Placement::EdgeOnly, None) => return Err(Error::NoEdge),
             // The planner's own choice: an Open Inference Protocol edge
             // the watch has a link to.
             (Placement::Auto, Some(e)) if e.direct.is_some() && e.url.starts_with("http://") => {
@@ -213,8 +202,8 @@ impl Session {
         };
         let connect = !alone;
         let device = config.wearable.name.clone();
-        let link =
-            LinkHandle::open(transport, model.clone(), device, settings, connect).map_err(session_err)?;
+        let link = LinkHandle::open(transport, model.clone(), device, settings, connect)
+            .map_err(|source| Error::Start { what: "the link task", source })?;
         let mut profiler = LinkProfiler::new(config.link_default, Duration::from_secs(2));
         let battery = config.battery.map(|b| (b, false)).or_else(|| {
             crate::battery::battery_status(Path::new("/"))
@@ -242,11 +231,7 @@ impl Session {
             fed: Values::new(),
             fetched: None,
             last: None,
-            codecs: None,
-            planned_codecs: None,
-            codecs_tried: false,
-            calibration: None,
-            budget_checked: Default::default(),
+            encodings: Default::default(),
             edge,
             direct,
             config,
@@ -297,7 +282,7 @@ impl Session {
                 };
             }
             if required.is_some() {
-                return Err(Error::Session(format!("no handheld ready: {}", s.status)));
+                return Err(Error::NoHandheld(s.status.to_string()));
             }
             warn!("running on the wearable: {}", s.status);
             return Ok(s);
@@ -394,7 +379,7 @@ impl Session {
     pub fn feed(&mut self, name: &str, tensor: Tensor) -> Result<()> {
         let g = self.model.model.graph();
         let t = g.inputs().iter().copied().find(|&t| g.tensor(t).name == name).ok_or_else(|| {
-            Error::UnknownInput {
+            ModelError::UnknownInput {
                 name: name.into(),
                 known: g.inputs().iter().map(|&t| g.tensor(t).name.clone()).collect(),
             }
@@ -422,12 +407,12 @@ impl Session {
     pub fn run(&mut self) -> Result<FrameReport> {
         let g = self.model.model.graph();
         if let Some(&missing) = g.inputs().iter().find(|&&t| !self.fed.contains_key(&g.tensor(t).name)) {
-            return Err(Error::Session(format!("input '{}' was not fed", g.tensor(missing).name)));
+            return Err(Error::InputNotFed(g.tensor(missing).name.clone()));
         }
         let inputs = self.fed.clone();
         let mut results = vec![];
         self.drive(vec![inputs], Mode::Single, false, None, |r| results.push(r))?;
-        let frame = results.pop().ok_or_else(|| Error::Session("the run delivered no frame".into()))??;
+        let frame = results.pop().ok_or(Error::NoFrame)??;
         self.fetched = Some(frame.outputs);
         self.last = Some(frame.report.clone());
         Ok(frame.report)
@@ -445,9 +430,7 @@ impl Session {
 
     /// Every output of the last [`Session::run`], in the model's order.
     pub fn outputs(&self) -> Result<&Outputs> {
-        self.fetched.as_ref().ok_or_else(|| {
-            Error::Session("nothing has run yet: fetch reads the outputs of the last run()".into())
-        })
+        self.fetched.as_ref().ok_or(Error::NothingRun)
     }
 
     /// The last run's report.
@@ -478,6 +461,86 @@ impl Session {
         let pipeline = self.config.pipeline;
         let mode = if pipeline { Mode::Stream } else { Mode::Single };
         self.drive(frames, mode, pipeline, fps, deliver)
+    }
+
+    /// Hands the link encodings to the planner when they changed enough
+    /// that it must decide again.
+    fn sync_codecs(&mut self) {
+        if let Some(codecs) = self.encodings.take_replan() {
+            self.driver.handle_codecs(Some(codecs));
+        }
+    }
+
+    /// What prices a crossing now: the link estimate, the handheld's status.
+    fn pricing(&self) -> encodings::Pricing {
+        encodings::Pricing { link: self.profiler.estimate(), status: self.profiler.handheld_status() }
+    }
+
+    /// What prices a cut now: [`Session::pricing`] and the link encodings.
+    fn pricing_now(&self) -> driver::Now<'_> {
+        let encodings::Pricing { link, status } = self.pricing();
+        driver::Now { link, status, codecs: self.encodings.measured() }
+    }
+
+    /// The predicted latency (ms) of `cut` now, its tensors in their
+    /// cheapest encodings: what a fixed placement's deadline is set from.
+    /// `None` before the handheld's layer times are known.
+    fn predict_ms(&self, cut: &Cut) -> Option<f64> {
+        self.driver.predict_ms(self.model.model.graph(), cut, self.pricing_now())
+    }
+
+    /// The cut for the next frame: the planning driver asked.
+    fn next_cut(&mut self, mode: Mode) -> driver::Next {
+        let not_ready = (!self.is_ready())
+            .then(|| self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()));
+        let encodings::Pricing { link, status } = self.pricing();
+        let now = driver::Now { link, status, codecs: self.encodings.measured() };
+        self.driver.next(self.model.model.graph(), &self.config.placement, not_ready, mode, now)
+    }
+
+    /// The cut the next frame runs at, given the planner's `decided` one:
+    /// the decided cut once its plans are ready on both sides, else the cut
+    /// in force while they are built in the background ([`switch::hold`]);
+    /// and, for the first frame of a switch that waited, how long since
+    /// the decision.
+    fn gate(&mut self, decided: driver::Next) -> driver::Next {
+        let Some(builder) = &self.builder else {
+            return decided;
+        };
+        for (key, e) in builder.failures() {
+            self.switch.local_failed(key, e);
+        }
+        let ahead = self.driver.take_ahead();
+        let ahead = self.switch.unasked(ahead);
+        self.prepare(ahead);
+        let local_ready = self.executor.is_cached_sides(&decided.cut, Sides::Prefix);
+        match self.switch.choose(&decided.cut, local_ready, self.now()) {
+            switch::Gate::Go { waited } => driver::Next { waited, ..decided },
+            switch::Gate::Hold { cut, build } => {
+                if let Some(b) = build {
+                    self.prepare(vec![b]);
+                }
+                let here = Cut::wearable_only(self.model.model.graph());
+                let (held_ms, here_ms) = (self.predict_ms(&cut), self.predict_ms(&here));
+                switch::hold(&decided.cut, (cut, held_ms), (here, here_ms))
+            }
+        }
+    }
+
+    /// Builds `cuts`' plans in the background: the prefixes here, the
+    /// suffixes on the handheld.
+    fn prepare(&mut self, cuts: Vec<Cut>) {
+        if cuts.is_empty() {
+            return;
+        }
+        debug!(cuts = cuts.len(), "building plans ahead");
+        let keys = cuts.iter().map(Cut::key).collect();
+        if let Some(b) = &self.builder {
+            for c in cuts {
+                b.build(c);
+            }
+        }
+        self.link.prepare(keys);
     }
 
     fn now(&self) -> Duration {
@@ -590,7 +653,8 @@ impl Session {
         // Decoding an encoded answer is the watch's work.
         if tensors.metas().iter().any(|m| m.encoding != Encoding::Raw) {
             dilate(decoding.elapsed(), self.config.dilation);
-            self.observe_answer_ratios(tensors.metas());
+            self.encodings.observe_answer(&self.model.model, tensors.metas());
+            self.sync_codecs();
         }
         let round = at.saturating_duration_since(f.sent_at);
         if lone && !relayed {
@@ -715,14 +779,14 @@ impl Session {
         mode: Mode,
     ) -> Result<()> {
         if self.config.placement == Placement::EdgeOnly {
-            let done = self
-                .run_direct(frame, &inputs, started, true)
-                .and_then(|d| d.ok_or_else(|| Error::Session("cloud-only ran no frame".into())));
-            return pipe
-                .start_done(frame, done)
-                .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+            let done = self.run_direct(frame, &inputs, started, true).and_then(|d| d.ok_or(Error::NoFrame));
+            return pipe.start_done(frame, done).map_err(|_| Error::FrameStarted(frame));
         }
-        self.ensure_codecs(&inputs);
+        let cx =
+            encodings::Context { model: &self.model.model, executor: &self.executor, config: &self.config };
+        let ready = matches!(self.status, Status::Ready { .. });
+        self.encodings.ensure(cx, &inputs, ready);
+        self.sync_codecs();
         let next = self.next_cut(mode);
         let mut next = self.gate(next);
         let waited_ms = next.waited.map(|w| w.as_secs_f64() * 1e3);
@@ -732,11 +796,8 @@ impl Session {
         if let (true, false, Some(e)) =
             (self.is_ready(), self.config.placement == Placement::WearableOnly, &mut self.edge)
         {
-            let now = driver::Now {
-                link: self.profiler.estimate(),
-                status: self.profiler.handheld_status(),
-                codecs: self.codecs.as_ref(),
-            };
+            let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
+            let now = driver::Now { link, status, codecs: self.encodings.measured() };
             let at = self.origin.elapsed();
             let g = self.model.model.graph();
             let direct_ok = self.direct.as_ref().is_some_and(|d| d.unavailable().is_none());
@@ -754,9 +815,7 @@ impl Session {
                             report.predicted_ms = Some(ms);
                             (report, outputs)
                         });
-                        return pipe
-                            .start_done(frame, done)
-                            .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+                        return pipe.start_done(frame, done).map_err(|_| Error::FrameStarted(frame));
                     }
                 }
                 None => {}
@@ -774,12 +833,14 @@ impl Session {
                 account.tiers = Some(edge::tiers(self.model.model.graph(), &next.cut, None));
             }
             let report = self.report(account, &next.cut);
-            return pipe
-                .start_done(frame, Ok((report, outputs)))
-                .map_err(|_| Error::Session(format!("frame {frame} was already started")));
+            return pipe.start_done(frame, Ok((report, outputs))).map_err(|_| Error::FrameStarted(frame));
         }
         let Next { cut, predicted_ms, .. } = next;
-        let encodings = self.encodings_for(&cut);
+        let (pricing, decided) = (self.pricing(), self.driver.current());
+        let cx =
+            encodings::Context { model: &self.model.model, executor: &self.executor, config: &self.config };
+        let encodings = self.encodings.for_cut(cx, &cut, decided, pricing);
+        self.sync_codecs();
         let building = Instant::now();
         let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
         let plan = self.executor.plan_sides(&cut, Sides::Prefix)?;
@@ -811,8 +872,9 @@ impl Session {
             link = ?self.profiler.estimate(),
             "offloading"
         );
-        self.observe_ratios(&cut, &encodings, &packed);
-        let answer = self.answer_encodings(&cut);
+        self.encodings.observe_sent(&cut, &encodings, &packed);
+        self.sync_codecs();
+        let answer = self.encodings.answer(&self.model.model, &cut, self.driver.current(), self.pricing());
         let key = cut.key();
         let near_key = near.as_ref().map(Cut::key);
         let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded, self.engines());
@@ -833,8 +895,8 @@ impl Session {
         let in_flight =
             Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account, near });
         pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
-            .map_err(|_| Error::Session(format!("frame {frame} was already started")))?;
-        self.link.offload(frame, key, packed, answer, near_key).map_err(session_err)
+            .map_err(|_| Error::FrameStarted(frame))?;
+        Ok(self.link.offload(frame, key, packed, answer, near_key)?)
     }
 
     /// Packs (encodes) the tensors `cut` sends up, from the prefix's values
@@ -847,12 +909,12 @@ impl Session {
         let started = Instant::now();
         for (&t, &encoding) in cut.up_tensors().iter().zip(encodings) {
             let name = &g.tensor(t).name;
-            let v = up.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let v = up.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
             raw_bytes += v.as_bytes().len() as u64;
             let wire = tandem_core::wire::to_wire(v)?;
             let p =
                 tandem_proto::protocol::pack_tensor(name, &wire, encoding, self.config.widenings.get(name))
-                    .map_err(|e| Error::Link(format!("packing '{name}': {e}")))?;
+                    .map_err(|source| Error::Pack { tensor: name.clone(), source })?;
             packed.push(p);
         }
         dilate(started.elapsed(), self.config.dilation);
@@ -867,11 +929,11 @@ impl Session {
         let mut names: Vec<&String> = inputs.keys().collect();
         names.sort();
         if let Some(unknown) = names.iter().find(|n| !known.contains(n)) {
-            return Err(Error::UnknownInput { name: unknown.to_string(), known });
+            return Err(ModelError::UnknownInput { name: unknown.to_string(), known }.into());
         }
         for &t in g.inputs() {
             let name = &g.tensor(t).name;
-            let v = inputs.get(name).ok_or_else(|| Error::Session(format!("input '{name}' is missing")))?;
+            let v = inputs.get(name).ok_or_else(|| Error::InputNotFed(name.clone()))?;
             tandem_core::split::check_tensor(g, t, v)?;
         }
         Ok(())
@@ -949,7 +1011,7 @@ impl Session {
                 let started = release.unwrap_or_else(Instant::now);
                 let started = self
                     .check_frame(&inputs)
-                    .map_err(|e| Error::Session(format!("frame {frame}: {e}")))
+                    .map_err(|e| Error::Frame { frame, source: Box::new(e) })
                     .and_then(|()| self.start_frame(&mut pipe, frame, inputs, started, mode));
                 if let Err(e) = started {
                     // A frame that failed before entering the pipeline gets

@@ -13,70 +13,27 @@ use crossbeam_channel as cb;
 use tracing::{debug, warn};
 
 use super::driver::Next;
-use super::Session;
 use crate::{Cut, CutKey, Sides, SplitExecutor};
 
 /// The link rates, as multiples of today's estimate, whose decisions are
 /// built ahead: the next likely switches when the link falls or recovers.
 pub(super) const AHEAD_FACTORS: [f64; 4] = [0.25, 0.5, 2.0, 4.0];
 
-impl Session {
-    /// The cut the next frame runs at, given the planner's `decided` one:
-    /// the decided cut once its plans are ready on both sides, else the cut
-    /// in force while they are built in the background; and, for the first
-    /// frame of a switch that waited, how long since the decision.
-    pub(super) fn gate(&mut self, decided: Next) -> Next {
-        let Some(builder) = &self.builder else {
-            return decided;
-        };
-        for (key, e) in builder.failures() {
-            self.switch.local_failed(key, e);
-        }
-        let ahead = self.driver.take_ahead();
-        let ahead = self.switch.unasked(ahead);
-        self.prepare(ahead);
-        let local_ready = self.executor.is_cached_sides(&decided.cut, Sides::Prefix);
-        match self.switch.choose(&decided.cut, local_ready, self.now()) {
-            Gate::Go { waited } => Next { waited, ..decided },
-            Gate::Hold { cut, build } => {
-                if let Some(b) = build {
-                    self.prepare(vec![b]);
-                }
-                // Until then: the cut in force, or every layer here if that
-                // is predicted faster now (a link that is falling away).
-                let g = self.model.model.graph();
-                let here = Cut::wearable_only(g);
-                let (held, here_ms) = (self.predict_ms(&cut), self.predict_ms(&here));
-                let (cut, ms) = match (held, here_ms) {
-                    (Some(h), Some(l)) if l < h => (here, Some(l)),
-                    _ => (cut, held),
-                };
-                let why = cut.is_wearable_only().then(|| {
-                    format!(
-                        "switching to a cut with {} layers here once its plans are built; until then every layer here",
-                        decided.cut.prefix_len()
-                    )
-                });
-                Next { local_reason: why, ..Next::at(cut, ms) }
-            }
-        }
-    }
-
-    /// Builds `cuts`' plans in the background: the prefixes here, the
-    /// suffixes on the handheld.
-    fn prepare(&mut self, cuts: Vec<Cut>) {
-        if cuts.is_empty() {
-            return;
-        }
-        debug!(cuts = cuts.len(), "building plans ahead");
-        let keys = cuts.iter().map(Cut::key).collect();
-        if let Some(b) = &self.builder {
-            for c in cuts {
-                b.build(c);
-            }
-        }
-        self.link.prepare(keys);
-    }
+/// While `decided`'s plans are built: the cut in force (`held`, predicted
+/// `held_ms`), or every layer here (`here`, `here_ms`) when that is
+/// predicted faster now (a link that is falling away), saying why.
+pub(super) fn hold(decided: &Cut, held: (Cut, Option<f64>), here: (Cut, Option<f64>)) -> Next {
+    let (cut, ms) = match (held.1, here.1) {
+        (Some(h), Some(l)) if l < h => here,
+        _ => held,
+    };
+    let why = cut.is_wearable_only().then(|| {
+        format!(
+            "switching to a cut with {} layers here once its plans are built; until then every layer here",
+            decided.prefix_len()
+        )
+    });
+    Next { local_reason: why, ..Next::at(cut, ms) }
 }
 
 /// How long a decided cut may wait for its plans before the next frame
@@ -295,5 +252,20 @@ mod tests {
         // A new handheld: nothing is in force, so the next cut goes inline.
         gate.reconnected();
         assert_eq!(gate.choose(&mid, false, 3 * S), Gate::Go { waited: None });
+    }
+
+    #[test]
+    fn a_held_switch_runs_here_only_when_that_is_predicted_faster() {
+        let (here, split, decided) = cuts();
+        let held = |h, l| hold(&decided, (split.clone(), h), (here.clone(), l));
+        let n = held(Some(10.0), Some(30.0));
+        assert_eq!((n.cut.key(), n.predicted_ms, n.local_reason), (split.key(), Some(10.0), None));
+        let n = held(Some(30.0), Some(10.0));
+        assert!(n.cut.is_wearable_only());
+        assert_eq!(n.predicted_ms, Some(10.0));
+        let why = n.local_reason.expect("a reason");
+        assert!(why.contains(&format!("{} layers here", decided.prefix_len())), "{why}");
+        // Without a prediction for both: the cut in force.
+        assert_eq!(held(None, Some(1.0)).cut.key(), split.key());
     }
 }

@@ -16,6 +16,7 @@ use super::runner::{self, Job};
 use super::store::{LoadError, Loaded, Shared};
 use super::{MAX_PREPARED_PER_CONNECTION, MAX_QUEUED_JOBS, MAX_UNSENT, WRITE_TIMEOUT};
 use crate::emulate::{self, Role};
+use crate::error::EdgeError;
 use crate::link::Link;
 use tandem_proto::protocol::{encode, Message};
 use tandem_proto::session::{Action, CloseReason, HandheldLimits, HandheldSession, RunError};
@@ -162,10 +163,11 @@ impl Driver {
                             let (store, digest) = (shared.clone(), loaded.digest);
                             // The edge gets exactly the model this connection loaded.
                             let bytes = move || {
-                                let bytes = store.model_bytes(&digest).map_err(|e| e.to_string())?;
+                                let bytes =
+                                    store.model_bytes(&digest).map_err(|e| EdgeError::ModelFile(e.into()))?;
                                 match tandem_proto::protocol::model_digest(&bytes) == digest {
                                     true => Ok(bytes),
-                                    false => Err("the model's file changed since it was loaded".to_string()),
+                                    false => Err(EdgeError::ModelChanged),
                                 }
                             };
                             let checked = super::edge::check(settings, loaded, bytes, url, cuts).await;

@@ -14,6 +14,7 @@ use tracing::{debug, info};
 
 use super::edge_tandem::{TandemEdge, SCHEME};
 use super::store::Loaded;
+use crate::error::EdgeError;
 use crate::{Cut, CutKey, Sides, Values};
 use tandem_core::tier::{edge_model_name, suffix_onnx, RelayPlan};
 use tandem_oip::{ClientOptions, OipClient, OipTensor};
@@ -84,7 +85,7 @@ pub(crate) struct EdgeSettings<'a> {
 pub(crate) async fn check(
     settings: EdgeSettings<'_>,
     loaded: Arc<Loaded>,
-    model: impl FnOnce() -> Result<Arc<Vec<u8>>, String> + Send + 'static,
+    model: impl FnOnce() -> Result<Arc<Vec<u8>>, EdgeError> + Send + 'static,
     url: String,
     cuts: Vec<CutKey>,
 ) -> Checked {
@@ -114,7 +115,7 @@ pub(crate) async fn check(
                         .is_ok_and(|c| !c.suffix_nodes().is_empty() && !c.down_tensors().is_empty())
                 })
                 .collect();
-            Ok::<_, String>((edge, served))
+            Ok::<_, EdgeError>((edge, served))
         })
         .await;
         return match attached {
@@ -131,7 +132,7 @@ pub(crate) async fn check(
                 });
                 Checked { url, edge: Some(edge), deployed, rtt_us: a.rtt_us, speed, error: None }
             }
-            Ok(Err(why)) => refused(url, why),
+            Ok(Err(why)) => refused(url, why.to_string()),
             Err(e) => refused(url, format!("attaching the edge failed: {e}")),
         };
     }
@@ -259,42 +260,40 @@ pub(crate) fn run(
     let started = Instant::now();
     let mut report =
         EdgeReport { near: near.as_str().to_string(), up_bytes: 0, down_bytes: 0, edge_us: 0, error: None };
-    let attempt = (|| -> Result<(Values, Duration), String> {
+    let attempt = (|| -> Result<(Values, Duration), EdgeError> {
         let served = match &edge.backend {
             Backend::Oip { names, .. } => {
-                Some(names.get(near).ok_or_else(|| format!("the edge does not serve cut {near}'s suffix"))?)
+                Some(names.get(near).ok_or_else(|| EdgeError::NotServed(near.clone()))?)
             }
             Backend::Tandem(_) => None,
         };
-        let relay = relay_plan(edge, loaded, cut, near).map_err(|e| e.to_string())?;
-        let values = relay.run_middle(model, received, slowdown).map_err(|e| e.to_string())?;
+        let relay = relay_plan(edge, loaded, cut, near)?;
+        let values = relay.run_middle(model, received, slowdown)?;
         let middle = started.elapsed();
-        let request = relay.edge_request(model, &values).map_err(|e| e.to_string())?;
+        let request = relay.edge_request(model, &values)?;
         let mut inputs = Vec::with_capacity(request.len());
         for &t in relay.near().up_tensors() {
             let name = &g.tensor(t).name;
-            let v = request.get(name).ok_or_else(|| format!("the middle did not compute '{name}'"))?;
+            let v = request.get(name).ok_or_else(|| EdgeError::MiddleMissing(name.clone()))?;
             inputs.push((name.clone(), &**v));
         }
         let answer = match &edge.backend {
             Backend::Oip { client, .. } => {
-                let name = served.ok_or("the edge's suffix name is not known")?;
+                let name = served.ok_or_else(|| EdgeError::NotServed(near.clone()))?;
                 let wanted: Vec<String> =
                     relay.near().down_tensors().iter().map(|&t| g.tensor(t).name.clone()).collect();
                 let mut tensors = Vec::with_capacity(inputs.len());
                 for (name, v) in &inputs {
-                    let wire = tandem_core::wire::to_wire(v).map_err(|e| e.to_string())?;
+                    let wire = tandem_core::wire::to_wire(v)?;
                     tensors.push(OipTensor::from_wire(name.clone(), &wire));
                 }
-                let reply =
-                    handle.block_on(client.infer(name, &tensors, &wanted)).map_err(|e| e.to_string())?;
+                let reply = handle.block_on(client.infer(name, &tensors, &wanted))?;
                 report.up_bytes = reply.bytes_up;
                 report.down_bytes = reply.bytes_down;
                 report.edge_us = reply.elapsed.as_micros() as u64;
                 let mut answer = Values::new();
                 for t in &reply.outputs {
-                    let wire = t.to_wire().map_err(|e| e.to_string())?;
-                    let v = tandem_core::wire::from_wire(wire).map_err(|e| e.to_string())?;
+                    let v = tandem_core::wire::from_wire(t.to_wire()?)?;
                     answer.insert(t.name.clone(), v.into());
                 }
                 answer
@@ -308,13 +307,13 @@ pub(crate) fn run(
                 reply.outputs
             }
         };
-        Ok((relay.answer(model, &values, &answer).map_err(|e| e.to_string())?, middle))
+        Ok((relay.answer(model, &values, &answer)?, middle))
     })();
     match attempt {
         Ok((outputs, compute)) => Ok(Relayed { outputs, compute, report }),
         Err(why) => {
             info!(url = %edge.url, cut = %cut, near = %near, "the edge failed, running the rest here: {why}");
-            report.error = Some(why);
+            report.error = Some(why.to_string());
             let local = Instant::now();
             let plan = loaded.executor.plan_sides(&Cut::from_key(g, cut.as_str())?, Sides::Suffix)?;
             let outputs = plan.run_suffix_dilated(g, received, slowdown)?;
@@ -324,7 +323,12 @@ pub(crate) fn run(
 }
 
 /// The relay plan of (S1, S2), the last one kept.
-fn relay_plan(edge: &Edge, loaded: &Loaded, cut: &CutKey, near: &CutKey) -> crate::Result<Arc<RelayPlan>> {
+fn relay_plan(
+    edge: &Edge,
+    loaded: &Loaded,
+    cut: &CutKey,
+    near: &CutKey,
+) -> tandem_core::Result<Arc<RelayPlan>> {
     let mut last = edge.last.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((c, n, plan)) = last.as_ref() {
         if c == cut && n == near {

@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 use crate::client::link_task::{describe_peer, manage_link, Command, Event, LinkSettings, StatusSlot};
 use crate::client::{Backoff, ModelFile};
 use crate::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
+use crate::error::EdgeError;
 use crate::link::{TcpTransport, Transport};
 use crate::{CutKey, Values};
 use tandem_oip::EmulatedLink;
@@ -29,6 +30,8 @@ pub(crate) const SCHEME: &str = "tandem://";
 /// How long attaching may take: connecting, the handshake, the model
 /// pushed if the edge lacks it, loaded and profiled there.
 const ATTACH: Duration = Duration::from_secs(25);
+/// How long the first probe of an attached edge may take.
+const PROBE: Duration = Duration::from_secs(5);
 
 /// The probe that measures the phone–edge round trip.
 const RTT_PROBE: u64 = 1;
@@ -71,7 +74,11 @@ impl Drop for TandemEdge {
 
 /// The link to the edge at `addr`: TCP, shaped to `emulate` when given,
 /// inside an encrypted session with the edge paired in the keystore `keys`.
-fn transport(addr: &str, keys: &Path, emulate: Option<EmulatedLink>) -> Result<Box<dyn Transport>, String> {
+fn transport(
+    addr: &str,
+    keys: &Path,
+    emulate: Option<EmulatedLink>,
+) -> Result<Box<dyn Transport>, EdgeError> {
     let tcp = TcpTransport::new(addr.to_string());
     let inner: Box<dyn Transport> = match emulate {
         Some(e) => {
@@ -93,14 +100,11 @@ fn transport(addr: &str, keys: &Path, emulate: Option<EmulatedLink>) -> Result<B
         Ok((secured, true)) => Ok(secured),
         Ok((_, false)) => {
             warn!(%addr, keys = %keys.display(), "no edge paired at this address in the edge keystore");
-            Err(format!(
-                "this handheld is not paired with the edge at {addr}: pair once with \
-                 `tandem-handheld pair-edge --connect PAIRING_ADDR --code CODE --serve-addr {addr}`"
-            ))
+            Err(EdgeError::NotPaired(addr.to_string()))
         }
         Err(e) => {
             warn!(%addr, keys = %keys.display(), "the edge keystore: {e}");
-            Err(format!("this handheld's edge keystore cannot be used for {addr}: see its log"))
+            Err(EdgeError::Keystore(addr.to_string()))
         }
     }
 }
@@ -116,7 +120,7 @@ impl TandemEdge {
         model: ModelFile,
         timeout: Duration,
         handle: &tokio::runtime::Handle,
-    ) -> Result<Attached, String> {
+    ) -> Result<Attached, EdgeError> {
         let transport = transport(addr, keys, emulate)?;
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = cb::unbounded();
@@ -147,26 +151,30 @@ impl TandemEdge {
         let (device, latency) = loop {
             match edge.next_event(until) {
                 Some(Event::Ready { device, latency }) => break (device, latency),
-                Some(Event::Disconnected(why)) => {
-                    return Err(format!("the edge at {addr}: {}", describe_peer(&why, "the edge server")))
-                }
+                Some(Event::Disconnected(why)) => return Err(closed(addr, &why)),
                 Some(_) => {}
-                None => return Err(format!("the edge at {addr} was not ready within {ATTACH:?}")),
+                None => {
+                    return Err(EdgeError::Timeout { addr: addr.into(), what: "get ready", within: ATTACH })
+                }
             }
         };
         let sent = Instant::now();
         let _ = edge.commands.send(Command::Probe { id: RTT_PROBE, bytes: 0 });
-        let until = sent + Duration::from_secs(5);
+        let until = sent + PROBE;
         let rtt_us = loop {
             match edge.next_event(until) {
                 Some(Event::Echo { id: RTT_PROBE, at, .. }) => {
                     break at.duration_since(sent).as_micros() as u64
                 }
-                Some(Event::Disconnected(why)) => {
-                    return Err(format!("the edge at {addr}: {}", describe_peer(&why, "the edge server")))
-                }
+                Some(Event::Disconnected(why)) => return Err(closed(addr, &why)),
                 Some(_) => {}
-                None => return Err(format!("the edge at {addr} did not answer a probe within 5 s")),
+                None => {
+                    return Err(EdgeError::Timeout {
+                        addr: addr.into(),
+                        what: "answer a probe",
+                        within: PROBE,
+                    })
+                }
             }
         };
         info!(%addr, %device, rtt_us, "Tandem edge attached");
@@ -186,18 +194,19 @@ impl TandemEdge {
         &self,
         near: &CutKey,
         inputs: &[(String, &crate::Tensor)],
-    ) -> Result<EdgeAnswer, String> {
+    ) -> Result<EdgeAnswer, EdgeError> {
         let frame = self.next_frame.fetch_add(1, Ordering::Relaxed);
         let mut packed = Vec::with_capacity(inputs.len());
         let mut up_bytes = 0;
         for (name, t) in inputs {
-            let wire = tandem_core::wire::to_wire(t).map_err(|e| e.to_string())?;
-            let p = pack_tensor(name, &wire, Encoding::Raw, None).map_err(|e| e.to_string())?;
+            let wire = tandem_core::wire::to_wire(t)?;
+            let p = pack_tensor(name, &wire, Encoding::Raw, None)
+                .map_err(|source| EdgeError::Pack { tensor: name.clone(), source })?;
             up_bytes += p.bytes.len() as u64;
             packed.push(p);
         }
         let offload = Command::Offload { frame, cut: near.clone(), packed, answer: vec![], edge: None };
-        self.commands.send(offload).map_err(|_| format!("the link to the edge at {} stopped", self.addr))?;
+        self.commands.send(offload).map_err(|_| EdgeError::LinkStopped(self.addr.clone()))?;
         let started = Instant::now();
         let until = started + self.timeout;
         loop {
@@ -205,7 +214,8 @@ impl TandemEdge {
                 Some(Event::Delivered { frame: f, handheld_us, tensors, at, .. }) if f == frame => {
                     let edge_us = at.saturating_duration_since(started).as_micros() as u64;
                     let down_bytes = tensors.body_len() as u64;
-                    let outputs = crate::encoding::received(&tensors).map_err(|e| e.to_string())?;
+                    let outputs =
+                        crate::encoding::received(&tensors).map_err(|e| EdgeError::Decode(Box::new(e)))?;
                     let outputs = outputs.into_iter().map(|(n, t)| (n, t.into())).collect();
                     return Ok(EdgeAnswer {
                         outputs,
@@ -216,19 +226,22 @@ impl TandemEdge {
                     });
                 }
                 Some(Event::RunLocally { frames, reason }) if frames.contains(&frame) => {
-                    return Err(format!("the edge at {}: {reason}", self.addr))
+                    return Err(EdgeError::Closed { addr: self.addr.clone(), reason })
                 }
                 // A frame given up earlier: its late answer.
                 Some(Event::Delivered { frame: f, .. }) => debug!(frame = f, "a late edge answer dropped"),
                 Some(_) => {}
                 None => {
                     let _ = self.commands.send(Command::Cancel(vec![frame]));
-                    return Err(format!(
-                        "the edge at {} did not answer within {:?}",
-                        self.addr, self.timeout
-                    ));
+                    let (addr, within) = (self.addr.clone(), self.timeout);
+                    return Err(EdgeError::Timeout { addr, what: "answer", within });
                 }
             }
         }
     }
+}
+
+/// The edge's link closed, in the session's words.
+fn closed(addr: &str, why: &tandem_proto::session::CloseReason) -> EdgeError {
+    EdgeError::Closed { addr: addr.into(), reason: describe_peer(why, "the edge server") }
 }

@@ -107,7 +107,7 @@ fn run_job(
             let name = &g.tensor(t).name;
             out.get(name)
                 .map(|v| (name.clone(), &**v))
-                .ok_or_else(|| crate::Error::MissingTensor(name.clone()))
+                .ok_or_else(|| crate::ModelError::MissingTensor(name.clone()))
         })
         .collect::<Result<_, _>>()?;
     let outputs = crate::encoding::to_send(&outputs)?;

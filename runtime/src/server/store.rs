@@ -60,7 +60,7 @@ pub(super) enum LoadError {
     Sandbox(#[from] crate::sandbox::SandboxError),
     /// Loading or profiling the model here failed.
     #[error(transparent)]
-    Model(#[from] crate::Error),
+    Model(#[from] crate::ModelError),
     /// The model's latency profile is too large for a `ModelReady` header.
     #[error("the model has {layers} layers: its latency profile does not fit a message ({source})")]
     ProfileTooLarge {
@@ -294,7 +294,7 @@ impl Shared {
             // A .tflite in the models directory: its (cached) ONNX translation.
             (Some(Stored::Disk(p)), _) | (None, Some(p)) => match crate::model::onnx_bytes_of(&p) {
                 Ok(bytes) => Ok(Arc::new(bytes)),
-                Err(crate::Error::Io { source, .. }) => Err(LoadError::Read { path: p, source }),
+                Err(crate::ModelError::Io { source, .. }) => Err(LoadError::Read { path: p, source }),
                 Err(e) => Err(LoadError::Model(e)),
             },
             (None, None) => Err(LoadError::Unknown { digest: *digest }),
