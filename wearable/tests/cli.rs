@@ -188,3 +188,37 @@ fn bad_input_gets_one_line_and_exit_2() {
         "unknown input 'y'",
     );
 }
+
+/// Every command that runs a model, told to use onnxruntime from a file
+/// that is not there, says which file and how to get the library, and
+/// exits 2; `auto` without it runs on tract.
+#[test]
+fn without_onnxruntime_every_command_says_how_to_get_it() {
+    let mnist = zoo("mnist");
+    let lib = "/nonexistent/libonnxruntime.so";
+    let commands: [&[&str]; 4] = [
+        &["run", "--model", s(&mnist), "--connect", "127.0.0.1:9"],
+        &["stream", "--model", s(&mnist), "--connect", "127.0.0.1:9", "--frames", "1"],
+        &["split-check", "--model", s(&mnist)],
+        &["profile", "--model", s(&mnist)],
+    ];
+    let run = |args: &[&str], engine: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tandem-wearable"))
+            .args(args)
+            .args(["--engine", engine, "--ort-lib", lib])
+            .env_remove("ORT_DYLIB_PATH")
+            .output()
+            .expect("the binary runs")
+    };
+    for args in commands {
+        let o = run(args, "onnxruntime");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        assert!(last.contains(lib) && last.contains("pip install onnxruntime==1.20.1"), "{args:?}: {last}");
+    }
+    let o = run(&["profile", "--model", s(&mnist)], "auto");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(last_json(&o)["engine"], "tract", "auto without the library runs on tract");
+}

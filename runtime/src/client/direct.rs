@@ -20,8 +20,7 @@ use tracing::{info, warn};
 
 use super::accounting::{Account, Ran, Stages};
 use super::config::EdgeConfig;
-use super::report::{EdgeLeg, FrameReport, Tiers};
-use super::Session;
+use super::report::{EdgeLeg, Tiers};
 use crate::error::EdgeError;
 use crate::{Cut, Error, Model, ModelError, Result, Values};
 use tandem_oip::{ClientOptions, OipClient, OipTensor};
@@ -141,75 +140,72 @@ impl EnergyModel for Absent {
     }
 }
 
-impl Session {
-    /// Runs one frame on the edge over the wearable's own link. When the
-    /// edge cannot take it or fails: cloud-only (`here`) runs it on the
-    /// watch (a fallback); a frame the planner sent there returns `None`
-    /// (the edge kept out for a while) and takes the two-tier path.
-    pub(super) fn run_direct(
+/// What became of a frame tried on the edge.
+pub(super) enum Tried {
+    /// The edge ran it: the model's outputs, checked, and the leg.
+    Ran {
+        /// The frame's account, its report but for energy.
+        account: Box<Account>,
+        /// The model's outputs.
+        outputs: Values,
+    },
+    /// It runs here: why (the edge kept out, or a failure: the edge is then
+    /// avoided for [`super::edge::EDGE_BACKOFF`]), and the failed leg.
+    Here {
+        /// Why.
+        why: Ran,
+        /// The leg that failed, when one was tried.
+        leg: Option<EdgeLeg>,
+    },
+}
+
+impl Direct {
+    /// Tries frame `frame` (started at `started`) on the edge.
+    pub(super) fn try_frame(
         &mut self,
         frame: u64,
+        model: &Model,
         inputs: &Values,
         started: Instant,
-        here: bool,
-    ) -> Result<Option<(FrameReport, Values)>> {
-        let g = self.model.model.graph();
-        let n = g.nodes().len();
-        let whole = Cut::handheld_only(g);
-        let Some(direct) = &self.direct else {
-            return Err(Error::NoEdge);
-        };
-        let (why, leg) = match direct.unavailable() {
-            Some(why) => (Ran::Local(why), None),
-            None => {
-                let t0 = Instant::now();
-                match direct.infer(&self.model.model, inputs) {
-                    Ok((outputs, leg)) => {
-                        let took = t0.elapsed();
-                        let mut account = Account::new(frame, whole.key(), 0, Ran::Offloaded, self.engines());
-                        account.stages =
-                            Stages { link: took, latency: started.elapsed(), ..Stages::default() };
-                        (account.up_bytes, account.up_raw_bytes, account.down_bytes) = (
-                            leg.up_bytes,
-                            inputs.values().map(|v| v.as_bytes().len() as u64).sum(),
-                            leg.down_bytes,
-                        );
-                        (account.up_message_bytes, account.down_message_bytes) =
-                            (leg.up_bytes, leg.down_bytes);
-                        account.tiers = Some(Tiers { wearable: 0, handheld: 0, edge: n });
-                        account.edge = Some(leg);
-                        let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
-                        let report = account.report(n, &direct.link, &*wearable, &Absent);
-                        return Ok(Some((report, outputs)));
-                    }
-                    Err(why) => {
-                        warn!(frame, url = %direct.url, "the edge failed; running the frame here: {why}");
-                        let leg =
-                            EdgeLeg { cut: whole.key(), error: Some(why.to_string()), ..EdgeLeg::default() };
-                        (Ran::FellBack(format!("the edge failed: {why}")), Some(leg))
-                    }
-                }
+        engines: crate::engine::Engines,
+    ) -> Tried {
+        if let Some(why) = self.unavailable() {
+            return Tried::Here { why: Ran::Local(why), leg: None };
+        }
+        let g = model.graph();
+        let (n, whole) = (g.nodes().len(), Cut::handheld_only(g));
+        let t0 = Instant::now();
+        match self.infer(model, inputs) {
+            Ok((outputs, leg)) => {
+                let mut account = Account::new(frame, whole.key(), 0, Ran::Offloaded, engines);
+                account.stages =
+                    Stages { link: t0.elapsed(), latency: started.elapsed(), ..Stages::default() };
+                let up_raw = inputs.values().map(|v| v.as_bytes().len() as u64).sum();
+                (account.up_bytes, account.up_raw_bytes, account.down_bytes) =
+                    (leg.up_bytes, up_raw, leg.down_bytes);
+                (account.up_message_bytes, account.down_message_bytes) = (leg.up_bytes, leg.down_bytes);
+                account.tiers = Some(Tiers { wearable: 0, handheld: 0, edge: n });
+                account.edge = Some(leg);
+                Tried::Ran { account: Box::new(account), outputs }
             }
-        };
-        if matches!(why, Ran::FellBack(_)) {
-            if let Some(d) = &mut self.direct {
-                d.avoid_until = Some(Instant::now() + super::edge::EDGE_BACKOFF);
+            Err(why) => {
+                warn!(frame, url = %self.url, "the edge failed; running the frame here: {why}");
+                self.avoid_until = Some(Instant::now() + super::edge::EDGE_BACKOFF);
+                let leg = EdgeLeg { cut: whole.key(), error: Some(why.to_string()), ..EdgeLeg::default() };
+                Tried::Here { why: Ran::FellBack(format!("the edge failed: {why}")), leg: Some(leg) }
             }
         }
-        if !here {
-            return Ok(None);
-        }
-        let (outputs, took, dvfs) = self.run_local(inputs)?;
-        let here = Cut::wearable_only(self.model.model.graph());
-        let mut account = Account::new(frame, here.key(), here.prefix_len(), why, self.engines());
-        account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
-        account.dvfs = dvfs;
-        account.tiers = Some(Tiers { wearable: n, handheld: 0, edge: 0 });
-        account.edge = leg;
-        let link = self.direct.as_ref().map_or(self.profiler.estimate(), |d| d.link);
-        let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
-        Ok(Some((account.report(n, &link, &*wearable, &Absent), outputs)))
     }
+
+    /// The direct link's rates (the radio's model-based energy).
+    pub(super) fn link(&self) -> &LinkEstimate {
+        &self.link
+    }
+}
+
+/// The phone's energy in a frame it takes no part in.
+pub(super) fn absent() -> &'static dyn EnergyModel {
+    &Absent
 }
 
 #[cfg(test)]

@@ -543,6 +543,44 @@ impl Session {
         self.link.prepare(keys);
     }
 
+    /// Runs one frame on the edge over the wearable's own link
+    /// ([`direct::Direct::try_frame`]). When the edge cannot take it or
+    /// fails: cloud-only (`here`) runs it on the watch (a fallback); a
+    /// frame the planner sent there returns `None` and takes the two-tier
+    /// path.
+    fn run_direct(
+        &mut self,
+        frame: u64,
+        inputs: &Values,
+        started: Instant,
+        here: bool,
+    ) -> Result<Option<(FrameReport, Values)>> {
+        let n = self.model.model.graph().nodes().len();
+        let engines = self.engines();
+        let Some(direct) = &mut self.direct else {
+            return Err(Error::NoEdge);
+        };
+        let link = *direct.link();
+        let (why, leg) = match direct.try_frame(frame, &self.model.model, inputs, started, engines) {
+            direct::Tried::Ran { account, outputs } => {
+                let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
+                return Ok(Some((account.report(n, &link, &*wearable, direct::absent()), outputs)));
+            }
+            direct::Tried::Here { why, leg } => (why, leg),
+        };
+        if !here {
+            return Ok(None);
+        }
+        let (outputs, took, dvfs) = self.run_local(inputs)?;
+        let local = Cut::wearable_only(self.model.model.graph());
+        let mut account = Account::new(frame, local.key(), local.prefix_len(), why, engines);
+        account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
+        (account.dvfs, account.edge) = (dvfs, leg);
+        account.tiers = Some(report::Tiers { wearable: n, handheld: 0, edge: 0 });
+        let wearable = self.driver.wearable_energy_at(&self.config.wearable, None);
+        Ok(Some((account.report(n, &link, &*wearable, direct::absent()), outputs)))
+    }
+
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }
