@@ -22,14 +22,15 @@ def demo(path):
 
 
 def pipe(paths):
-    out = ["| link | model | cut (watch/all) | stages ms (watch, up, phone, down) | sequential f/s | pipelined f/s (whole run) | pipelined f/s (steady) | ideal f/s | whole run / ideal | **steady / ideal** | pipelined / sequential |",
-           "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| link | model | cut (watch/all) | stages ms (watch, up, phone, down) | tensors alone on the air ms (up, down) | sequential f/s | pipelined f/s (whole run) | pipelined f/s (steady) | ideal f/s | whole run / ideal | **steady / ideal** | pipelined / sequential |",
+           "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for path in paths:
         for line in open(path):
             j = json.loads(line)
             st = j['stage_ms']
             out.append(f"| {j['link']} | {j['model']} | {j['cut_prefix_layers']}/{j['layers']} | "
                        f"{st['wearable']:.2f}, {st['up']:.2f}, {st['handheld']:.2f}, {st['down']:.2f} | "
+                       f"{j['tensors_air_ms']['up']:.2f}, {j['tensors_air_ms']['down']:.2f} | "
                        f"{j['sequential_fps']:.1f} | {j['pipelined_fps']:.1f} | {j['pipelined_steady_fps']:.1f} | "
                        f"{j['ideal_fps']:.1f} | {j['pipelined_over_ideal']:.3f} | **{j['steady_over_ideal']:.3f}** | "
                        f"{j['pipelined_over_sequential']:.2f} |")
