@@ -20,7 +20,8 @@
 # energy is model-based (busy time x profile power + radio time x radio power).
 #
 # Environment: LINK (default ble-2m), FRAMES (default 30), MODELS (zoo names),
-# BUILD_ONLY=1 (build, then stop: CI checks that this compiles nothing after the tests).
+# BUILD_ONLY=1 (build, then stop: CI checks that this compiles nothing after the tests),
+# NO_BUILD=1 (run what is built: CI's demos run beside each other), OUT (default target/demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LINK=${LINK:-ble-2m}
@@ -29,12 +30,12 @@ MODELS=${MODELS:-"text_rnn_lstm mnist deepear mobilenet_v1_1.0_128"}
 
 # The dev profile (dependencies at opt-level 2, ours at 1, see Cargo.toml):
 # the same artifacts as `scripts/test.sh`, so tract is built once for both.
-cargo build --locked -p tandem-wearable -p tandem-models -p tandem-handheld
+[ -n "${NO_BUILD:-}" ] || cargo build --locked -p tandem-wearable -p tandem-models -p tandem-handheld
 [ -z "${BUILD_ONLY:-}" ] || exit 0
 T=target/debug
 $T/tandem-models gen --out models/cache/zoo $MODELS >/dev/null
 
-OUT=target/demo
+OUT=${OUT:-target/demo}
 mkdir -p "$OUT"
 : >"$OUT/demo.jsonl"
 . scripts/handheld.sh
@@ -62,6 +63,7 @@ cp "$OUT/demo.jsonl" "$OUT/demo-${LINK//-/}.jsonl"
 
 python3 - "$OUT/demo.jsonl" "$LINK" <<'EOF'
 import json, sys
+path = sys.argv[1]
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print()
 print(f"Paired demo: watch-w5 (8x slowdown) + pixel-8-pro over emulated {sys.argv[2]}, {rows[0]['frames']} frames each")
@@ -73,7 +75,7 @@ for r in rows:
     cut = f"{r['last_prefix_layers']}/{r['layers']}"
     print(f"{r['model']:<22} {r['way']:<14} {r['throughput_fps']:>9.2f} {r['p50_ms']:>9.1f} {r['p95_ms']:>9.1f} "
           f"{r['offloaded']:>9} {cut:>9} {r['wearable_j_per_frame']*1e3:>11.2f} {r['handheld_j_per_frame']*1e3:>11.2f}")
-print("\ncut = layers on the watch / layers (last frame); rows as JSON in target/demo/demo.jsonl")
+print(f"\ncut = layers on the watch / layers (last frame); rows as JSON in {path}")
 EOF
 
 # Link encodings against raw, in their own processes (a handheld per models directory).
