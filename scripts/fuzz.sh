@@ -29,8 +29,9 @@ no_lint() { env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS "$@"; }
 command -v cargo-fuzz >/dev/null || no_lint cargo install cargo-fuzz --locked --version 0.13.2
 # Built with the workspace's features, as the tests and CI's examples step
 # build them: with `-p tandem-proto` alone, the dependencies' features
-# differ and a clean CI rebuilt them for 4 minutes.
-cargo build --locked -q --workspace --examples
+# differ and a clean CI rebuilt them for 4 minutes. NO_BUILD=1: they are
+# built (CI, whose lints hold cargo's lock on target/ meanwhile).
+[ -n "${NO_BUILD:-}" ] || cargo build --locked -q --workspace --examples
 "${CARGO_TARGET_DIR:-target}"/debug/examples/fuzz_seeds
 cd fuzz
 FEATURES=()

@@ -77,7 +77,7 @@ pub enum LinkSpecError {
         /// The text given.
         spec: String,
         /// What is wrong with it.
-        why: &'static str,
+        why: String,
     },
     /// A rate below 1 bit/s (a large tensor's wait would overflow).
     #[error("the emulated link's {what} is {value}: it must be at least 1")]
@@ -104,18 +104,18 @@ impl EmulatedLink {
     /// Wi-Fi), the command lines' form: rates above 0, the RTT from 0 to
     /// 10000 ms.
     pub fn parse_mbit(spec: &str) -> Result<EmulatedLink, LinkSpecError> {
-        let bad = |why| LinkSpecError::Spec { spec: spec.to_string(), why };
+        let bad = |why: String| LinkSpecError::Spec { spec: spec.to_string(), why };
         let parts: Vec<f64> = spec
             .split(',')
             .map(|p| p.trim().parse::<f64>())
             .collect::<Result<_, _>>()
-            .map_err(|_| bad("not numbers"))?;
+            .map_err(|e| bad(e.to_string()))?;
         let [up, down, rtt] = parts[..] else {
-            return Err(bad("not three numbers"));
+            return Err(bad("not three numbers".into()));
         };
         if !(up > 0.0 && down > 0.0 && up.is_finite() && down.is_finite() && (0.0..=10_000.0).contains(&rtt))
         {
-            return Err(bad("rates must be positive, the RTT from 0 to 10000 ms"));
+            return Err(bad("rates must be positive, the RTT from 0 to 10000 ms".into()));
         }
         let link = EmulatedLink {
             up_bits_per_s: up * 1e6,
