@@ -90,6 +90,10 @@ if ! wait "$fetch_pid"; then
 fi
 cat "$fetch_log" >&2
 wait_oip_engine
+# glibc's allocator, for the split checks' plans of hundreds of MB: large
+# blocks kept on the heap (not mapped and unmapped for each plan), and
+# transparent huge pages where the kernel gives them on request.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296}
 if cargo nextest --version >/dev/null 2>&1 && [ "${TANDEM_NO_NEXTEST:-}" != 1 ]; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
   cargo test --workspace --locked --doc
