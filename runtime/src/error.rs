@@ -116,17 +116,6 @@ pub enum Error {
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Error {
-    /// The model error inside, if this is one (to tell a user's bad tensor
-    /// from a session's failure).
-    pub fn model(&self) -> Option<&ModelError> {
-        match self {
-            Error::Model(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
 /// Why an edge could not take a frame, or could not be attached: the frame
 /// then runs on the phone (a relay) or the watch (a direct frame), and the
 /// reason goes into its report.

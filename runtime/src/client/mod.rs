@@ -107,6 +107,16 @@ fn complete(pipe: &mut Pipe, frame: u64, done: Result<(FrameReport, Values)>) {
     }
 }
 
+/// What prices a cut now: the link estimate, the handheld's status, the
+/// link encodings (of the session's parts, borrowed apart from the driver).
+fn now_of<'a>(profiler: &LinkProfiler, encodings: &'a encodings::LinkEncodings) -> driver::Now<'a> {
+    driver::Now {
+        link: profiler.estimate(),
+        status: profiler.handheld_status(),
+        codecs: encodings.measured(),
+    }
+}
+
 /// A paired inference session on the wearable.
 pub struct Session {
     model: ModelFile,
@@ -478,8 +488,7 @@ impl Session {
 
     /// What prices a cut now: [`Session::pricing`] and the link encodings.
     fn pricing_now(&self) -> driver::Now<'_> {
-        let encodings::Pricing { link, status } = self.pricing();
-        driver::Now { link, status, codecs: self.encodings.measured() }
+        now_of(&self.profiler, &self.encodings)
     }
 
     /// The predicted latency (ms) of `cut` now, its tensors in their
@@ -493,8 +502,7 @@ impl Session {
     fn next_cut(&mut self, mode: Mode) -> driver::Next {
         let not_ready = (!self.is_ready())
             .then(|| self.status.local_reason().unwrap_or_else(|| "the handheld is not ready".into()));
-        let encodings::Pricing { link, status } = self.pricing();
-        let now = driver::Now { link, status, codecs: self.encodings.measured() };
+        let now = now_of(&self.profiler, &self.encodings);
         self.driver.next(self.model.model.graph(), &self.config.placement, not_ready, mode, now)
     }
 
@@ -834,8 +842,7 @@ impl Session {
         if let (true, false, Some(e)) =
             (self.is_ready(), self.config.placement == Placement::WearableOnly, &mut self.edge)
         {
-            let (link, status) = (self.profiler.estimate(), self.profiler.handheld_status());
-            let now = driver::Now { link, status, codecs: self.encodings.measured() };
+            let now = now_of(&self.profiler, &self.encodings);
             let at = self.origin.elapsed();
             let g = self.model.model.graph();
             let direct_ok = self.direct.as_ref().is_some_and(|d| d.unavailable().is_none());
