@@ -87,7 +87,14 @@ pub fn loopback(messages: usize) -> anyhow::Result<()> {
         let mut receivers = [plain_s.rx, sec_s.rx];
         let tensor = Tensor::from_shape(&[1, 256, 32, 32], &vec![0.5f32; 256 * 32 * 32])?;
         let message = std::sync::Arc::new(Message::with_tensors(
-            |tensors| Header::RunSuffix { frame: 1, cut: "0".into(), tensors, answer: vec![], edge: None },
+            |tensors| Header::RunSuffix {
+                frame: 1,
+                cut: "0".into(),
+                tensors,
+                answer: vec![],
+                edge: None,
+                engine: None,
+            },
             &[("t".to_string(), tandem::wire::to_wire(&tensor)?)],
         )?);
         let frame = std::sync::Arc::new(encode(&message)?);

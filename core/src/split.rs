@@ -439,7 +439,12 @@ impl SplitExecutor {
 
     /// Whether the halves of `cut` that `sides` names are cached.
     pub fn is_cached_sides(&self, cut: &Cut, sides: Sides) -> bool {
-        self.lock().contains(&(cut.clone(), sides, self.engines))
+        self.is_cached_on(cut, sides, self.engines)
+    }
+
+    /// Whether the halves of `cut` that `sides` names are cached on `engines`.
+    pub fn is_cached_on(&self, cut: &Cut, sides: Sides, engines: Engines) -> bool {
+        self.lock().contains(&(cut.clone(), sides, engines))
     }
 
     /// Number of cached cuts.

@@ -161,6 +161,131 @@ fn splits_across_engines_over_tcp_match_the_unsplit_model() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A handheld offering both engines (`--engine auto`) sends its times on
+/// the other one in `ModelReady`, and runs and builds each suffix on the
+/// engine the frame names: on a real process over TCP, every frame's
+/// answer matches the unsplit model whichever engine ran it. One offering
+/// tract alone refuses a frame naming onnxruntime, saying which it offered.
+#[test]
+fn a_handheld_offering_both_engines_runs_each_suffix_on_the_one_named() {
+    use tandem::engine::Engine;
+    let lib = tandem_models::ensure_onnxruntime().expect("onnxruntime's library");
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let g = model.model.graph();
+    let dir = models_dir("both-engines", &path);
+    let (dir_arg, lib_arg) = (dir.to_string_lossy().to_string(), lib.to_string_lossy().to_string());
+    let server = HandheldProcess::start(
+        Path::new(BIN),
+        &["--models", &dir_arg, "--engine", "auto", "--ort-lib", &lib_arg],
+    )
+    .expect("server");
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    let digest = model_digest(&model.bytes);
+    s.write_all(&hello(PROTOCOL_VERSION, digest, model.bytes.len() as u64)).expect("hello");
+    let ready = read_until(&mut s, |m| matches!(m.header, Header::ModelReady { .. } | Header::Error { .. }));
+    let latency = ready
+        .iter()
+        .find_map(|m| match &m.header {
+            Header::ModelReady { latency } => Some(latency.clone()),
+            _ => None,
+        })
+        .expect("ModelReady");
+    let others: Vec<Engine> = latency.others.iter().map(|o| o.engine).collect();
+    assert_eq!(others.len(), 1, "the other engine's times: {others:?}");
+    assert_ne!(others[0], latency.engine);
+    assert_eq!(latency.others[0].per_layer_s.len(), g.nodes().len());
+    let inputs = random_inputs(&model.model, 3).expect("inputs");
+    let want = reference(&model, &inputs);
+    let tensors: Vec<(String, &tandem::Tensor)> = inputs.iter().map(|(n, v)| (n.clone(), &**v)).collect();
+    let tensors = tandem::encoding::to_send(&tensors).expect("crosses");
+    let key = Cut::handheld_only(g).key().into_string();
+    let run = |frame: u64, engine: Option<Engine>| {
+        let header = |tensors| Header::RunSuffix {
+            frame,
+            cut: key.clone(),
+            tensors,
+            answer: vec![],
+            edge: None,
+            engine,
+        };
+        encode(&Message::with_tensors(header, &tensors).expect("message")).expect("encodes")
+    };
+    // Built ahead on the other engine first, then run on each.
+    let prepare = Header::Prepare { cuts: vec![key.clone()], engine: Some(others[0]) };
+    s.write_all(&encode(&Message::new(prepare)).expect("prepare")).expect("write");
+    let prepared = read_until(&mut s, |m| matches!(m.header, Header::Prepared { .. } | Header::Error { .. }));
+    assert!(
+        prepared.iter().any(|m| matches!(&m.header, Header::Prepared { engine, error: None, .. } if *engine == Some(others[0]))),
+        "{:?}",
+        prepared.iter().map(|m| &m.header).collect::<Vec<_>>()
+    );
+    for (frame, engine) in [(1, Some(others[0])), (2, Some(latency.engine)), (3, None), (4, Some(others[0]))]
+    {
+        s.write_all(&run(frame, engine)).expect("write");
+        let got = read_until(&mut s, |m| matches!(m.header, Header::Result { .. } | Header::Error { .. }));
+        let answer = got
+            .iter()
+            .find(|m| matches!(m.header, Header::Result { .. }))
+            .unwrap_or_else(|| panic!("frame {frame} on {engine:?}: {:?}", error_of(&got)));
+        let mut values = Values::new();
+        for (name, t) in answer.tensors().expect("decodes") {
+            values.insert(name, tandem::wire::from_wire(t).expect("a tensor").into());
+        }
+        assert_same(&model, &values, &want, &format!("the suffix on {engine:?}"));
+    }
+    drop(s);
+    // A session with `auto` on both sides over an emulated Wi-Fi link: each
+    // frame runs on the engines the planner chose with its cut, and matches
+    // the unsplit model.
+    tandem::engine::set_onnxruntime_library(&lib).expect("set before first use");
+    let mut c = config(Placement::Auto);
+    c.engine = tandem::engine::EngineChoice::Auto;
+    let profile = LinkProfile::named("wifi-good").expect("shipped");
+    let control = LinkControl::new(&profile, Schedule::default());
+    let link = EmulatedTransport::new(TcpTransport::new(server.addr.clone()), profile, control, 1);
+    let mut session = Session::open(model.clone(), Box::new(link), c).expect("session");
+    assert!(session.is_ready(), "the handheld never became ready");
+    for seed in 0..4 {
+        let inputs = random_inputs(&model.model, seed).expect("inputs");
+        for (name, v) in &inputs {
+            session.feed(name, (**v).clone()).expect("feed");
+        }
+        let report = session.run().expect("run");
+        let chosen = session.decision().and_then(|d| d.engines).expect("the planner chose engines");
+        if report.offloaded {
+            assert_eq!(
+                (report.prefix_engine, report.suffix_engine),
+                (Some(chosen.prefix), Some(chosen.suffix)),
+                "{report:?}"
+            );
+        }
+        let mut got = Values::new();
+        for &t in g.outputs() {
+            let name = &g.tensor(t).name;
+            got.insert(name.clone(), session.fetch(name).expect("fetch").into());
+        }
+        assert_same(&model, &got, &reference(&model, &inputs), &format!("auto on both sides, on {chosen}"));
+    }
+    drop(session);
+    // A handheld offering tract alone.
+    let tract_only = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
+    let mut s = TcpStream::connect(&tract_only.addr).expect("connect");
+    s.write_all(&hello(PROTOCOL_VERSION, digest, model.bytes.len() as u64)).expect("hello");
+    let ready = read_until(&mut s, |m| matches!(m.header, Header::ModelReady { .. } | Header::Error { .. }));
+    assert!(
+        ready
+            .iter()
+            .any(|m| matches!(&m.header, Header::ModelReady { latency } if latency.others.is_empty())),
+        "tract alone: no other engine's times"
+    );
+    s.write_all(&run(1, Some(Engine::OnnxRuntime))).expect("write");
+    let (code, reason) = error_of(&read_until(&mut s, |m| matches!(m.header, Header::Error { .. })));
+    assert_eq!(code, ErrorCode::Unexpected, "{reason}");
+    assert!(reason.contains("onnxruntime") && reason.contains("it offered tract"), "{reason}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A handheld told to use onnxruntime from a file that is not there
 /// refuses to start, saying how to get it.
 #[test]
@@ -413,6 +538,7 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
                 tensors: vec![tensor],
                 answer: vec![],
                 edge: None,
+                engine: None,
             },
             &body,
         )
@@ -565,7 +691,8 @@ fn prepares_are_built_answered_and_capped_per_connection() {
     assert!(ready.iter().any(|m| matches!(m.header, Header::ModelReady { .. })), "no ModelReady");
     let prepared = |s: &mut TcpStream, cuts: Vec<String>| {
         let n = cuts.len();
-        s.write_all(&encode(&Message::new(Header::Prepare { cuts })).expect("prepare")).expect("write");
+        s.write_all(&encode(&Message::new(Header::Prepare { cuts, engine: None })).expect("prepare"))
+            .expect("write");
         // One decoder for the n answers: several may arrive in one read.
         let seen = std::cell::Cell::new(0);
         let stop = |m: &Message| match m.header {
@@ -701,7 +828,14 @@ fn cancelled_frames_that_have_not_started_are_not_run() {
     let mut bytes = vec![];
     for frame in 1..=6 {
         let m = Message::with_tensors(
-            |tensors| Header::RunSuffix { frame, cut: key.clone(), tensors, answer: vec![], edge: None },
+            |tensors| Header::RunSuffix {
+                frame,
+                cut: key.clone(),
+                tensors,
+                answer: vec![],
+                edge: None,
+                engine: None,
+            },
             &tensors,
         )
         .expect("message");

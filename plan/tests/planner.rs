@@ -4,14 +4,15 @@
 
 use std::time::Duration;
 
-use tandem_core::{InputShapes, LayerGraph, Model};
+use tandem_core::{enumerate_cuts, Engine, Engines, InputShapes, LayerGraph, Model};
 use tandem_models::ZooSpec;
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
 use tandem_plan::partition::{
-    Conditions, EnergyWeights, HandheldStatus, LatencyHint, LinkEstimate, Mode, Planner, PlannerConfig, Side,
+    evaluate, Conditions, EnergyWeights, EngineSide, HandheldStatus, LatencyHint, LinkEstimate, Mode,
+    NodePrices, Planner, PlannerConfig, Side,
 };
-use tandem_plan::predict::FlopsModel;
+use tandem_plan::predict::{FlopsModel, LatencyModel, ProfiledLatency};
 
 struct Pair {
     model: Model,
@@ -24,7 +25,12 @@ struct Pair {
 impl Pair {
     /// MNIST on a watch 10x slower per FLOP than the phone.
     fn mnist() -> Pair {
-        let bytes = ZooSpec::Mnist.build(1).expect("builds");
+        Pair::of(ZooSpec::Mnist)
+    }
+
+    /// `spec` on a watch 10x slower per FLOP than the phone.
+    fn of(spec: ZooSpec) -> Pair {
+        let bytes = spec.build(1).expect("builds");
         let model = Model::from_bytes(&bytes, &InputShapes::none()).expect("loads");
         let watch_p = DeviceProfile::shipped("watch-w5").expect("shipped");
         let phone_p = DeviceProfile::shipped("pixel-8-pro").expect("shipped");
@@ -242,4 +248,132 @@ fn at_a_source_rate_a_stream_is_planned_for_its_deadline() {
     assert_eq!(flooded.chosen, stream.chosen, "{}", flooded.reason);
     // Without a rate a stream is planned for its period, as before.
     assert_eq!(decide(link, Mode::Stream, None).chosen, stream.chosen);
+}
+
+/// A second engine on each side whose layer times are `tract`'s scaled by
+/// `early` on the layers (in the DAG's order) that hold the first half of
+/// the work, and by `late` on the rest.
+fn skewed(tract: &dyn LatencyModel, graph: &LayerGraph, early: f64, late: f64) -> ProfiledLatency {
+    let costs = tract.node_costs(graph);
+    let total: f64 = costs.per_node_s.iter().sum();
+    let mut before = 0.0;
+    let per_node_s = costs
+        .per_node_s
+        .iter()
+        .map(|s| {
+            let scale = if before < total / 2.0 { early } else { late };
+            before += s;
+            s * scale
+        })
+        .collect();
+    ProfiledLatency { per_node_s, overhead_s: costs.overhead_s }
+}
+
+/// With two engines a side, each faster on a different half of the model,
+/// the planner chooses the cut and both halves' engines together: the
+/// latency of its choice is the minimum over every cut of the DAG and
+/// every pair of engines (the oracle, by enumeration), with that pair's
+/// engines, and beats the best cut on the engines that are faster for the
+/// whole model (what `auto` chose per side before).
+#[test]
+fn the_engines_of_both_halves_are_chosen_with_the_cut() {
+    // MobileNet: its work spread over a chain of layers (MNIST's sits in one).
+    let pair = Pair::of(ZooSpec::MobileNetV1 { alpha_percent: 25, resolution: 128 });
+    let graph = pair.graph();
+    let (w, h) = pair.sides();
+    // Each side's second engine is fast on the early layers, slow on the late ones.
+    let w_ort = skewed(&pair.watch, graph, 0.2, 2.5);
+    let h_ort = skewed(&pair.phone, graph, 0.2, 2.5);
+    let wearable = [
+        EngineSide { engine: Engine::Tract, side: w },
+        EngineSide { engine: Engine::OnnxRuntime, side: Side { latency: &w_ort, ..w } },
+    ];
+    let handheld = [
+        EngineSide { engine: Engine::Tract, side: h },
+        EngineSide { engine: Engine::OnnxRuntime, side: Side { latency: &h_ort, ..h } },
+    ];
+    let all = enumerate_cuts(graph, 100_000).expect("MNIST's cuts");
+    let mut mixed = 0;
+    for k in [300.0, 1_000.0, 3_000.0, 10_000.0, 30_000.0, 100_000.0] {
+        let c = conditions(kbps(k), LatencyHint::Fastest);
+        let mut planner = Planner::new(PlannerConfig::default(), c);
+        planner.poll_engines(graph, &wearable, &handheld).expect("decides");
+        let d = planner.current().expect("a decision").clone();
+        // The oracle: every cut on every pair of engines.
+        let mut oracle = (f64::INFINITY, None);
+        let mut whole = f64::INFINITY;
+        let faster = |sides: &[EngineSide]| {
+            sides
+                .iter()
+                .min_by(|a, b| {
+                    let t = |e: &EngineSide| e.side.latency.node_costs(graph).per_node_s.iter().sum::<f64>();
+                    t(a).total_cmp(&t(b))
+                })
+                .map(|e| e.engine)
+        };
+        let (w_whole, h_whole) = (faster(&wearable), faster(&handheld));
+        for we in &wearable {
+            for he in &handheld {
+                let prices = NodePrices::new(graph, we.side, he.side, &c.link, &c.status, c.weights);
+                for cut in &all {
+                    let t = evaluate(graph, &prices, cut, c.link.rtt).latency_s;
+                    if t < oracle.0 {
+                        oracle = (t, Some(Engines { prefix: we.engine, suffix: he.engine }));
+                    }
+                    if Some(we.engine) == w_whole && Some(he.engine) == h_whole {
+                        whole = whole.min(t);
+                    }
+                }
+            }
+        }
+        let engines = d.engines.expect("the decision names its engines");
+        assert!(
+            (d.evaluation.latency_s - oracle.0).abs() <= 1e-9 * oracle.0,
+            "at {k} kbit/s: chose {} ms on {engines}, the oracle {} ms on {:?}",
+            d.evaluation.latency_s * 1e3,
+            oracle.0 * 1e3,
+            oracle.1
+        );
+        assert!(d.evaluation.latency_s <= whole * (1.0 + 1e-9));
+        // Only the engines that run a layer matter.
+        if !d.chosen.is_wearable_only() && d.chosen.prefix_len() > 0 {
+            assert_eq!(Some(engines), oracle.1, "at {k} kbit/s");
+        }
+        eprintln!(
+            "{k} kbit/s: {} layers here on {engines}, {:.3} ms; whole-model engines {w_whole:?}+{h_whole:?} {:.3} ms",
+            d.chosen.prefix_len(),
+            d.evaluation.latency_s * 1e3,
+            whole * 1e3
+        );
+        if engines.prefix != engines.suffix && d.evaluation.latency_s < whole * 0.99 {
+            mixed += 1;
+        }
+    }
+    assert!(mixed >= 1, "some link must split the model over two engines, faster than the whole-model pick");
+}
+
+/// A switch of engines alone must beat the hysteresis margin, as a switch
+/// of cuts does: the decision in force is priced on its own engines.
+#[test]
+fn a_switch_of_engines_must_beat_the_margin() {
+    let pair = Pair::mnist();
+    let graph = pair.graph();
+    let (w, h) = pair.sides();
+    let all_here = |planner: &mut Planner, w_alt: &ProfiledLatency| {
+        let wearable = [
+            EngineSide { engine: Engine::Tract, side: w },
+            EngineSide { engine: Engine::OnnxRuntime, side: Side { latency: w_alt, ..w } },
+        ];
+        let handheld = [EngineSide { engine: Engine::Tract, side: h }];
+        planner.handle_predictor_update();
+        planner.poll_engines(graph, &wearable, &handheld).expect("decides");
+        planner.current().expect("a decision").engines.expect("engines").prefix
+    };
+    // A link so slow that every layer stays on the watch.
+    let mut planner = Planner::new(PlannerConfig::default(), conditions(kbps(1.0), LatencyHint::Fastest));
+    assert_eq!(all_here(&mut planner, &skewed(&pair.watch, graph, 1.5, 1.5)), Engine::Tract);
+    // 5% faster: within the 10% margin, kept.
+    assert_eq!(all_here(&mut planner, &skewed(&pair.watch, graph, 0.95, 0.95)), Engine::Tract);
+    // 30% faster: switched.
+    assert_eq!(all_here(&mut planner, &skewed(&pair.watch, graph, 0.7, 0.7)), Engine::OnnxRuntime);
 }

@@ -243,10 +243,10 @@ impl Pair {
                         free = r.done;
                     }
                 }
-                Action::Prepare { cuts } => {
+                Action::Prepare { cuts, engine } => {
                     for cut in cuts {
                         self.prepared.push(cut.clone());
-                        let m = HandheldSession::prepared(cut, 0, None);
+                        let m = HandheldSession::prepared_on(cut, engine, 0, None);
                         let bytes = encode(&m).expect("encodes");
                         self.to_wearable.push_back((self.now + self.delay, Segment::Bytes(bytes)));
                     }

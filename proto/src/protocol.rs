@@ -30,7 +30,7 @@ use crate::encoding::{self, decode_parts, Encoding, Params, MAX_RATIO};
 pub use tandem_types::{Engine, WireTensor, WireType};
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 11;
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// The most an [`Header::EdgeReady`] may say an edge outruns the handheld.
 pub const MAX_EDGE_SPEED: f64 = 10_000.0;
@@ -198,8 +198,25 @@ pub struct LatencySummary {
     pub per_layer_s: Vec<f64>,
     /// Fixed seconds per run.
     pub overhead_s: f64,
-    /// The engine the handheld runs this model's suffixes on (protocol v9).
+    /// The engine the handheld runs this model's suffixes on (protocol v9)
+    /// unless a frame names another it offered.
     pub engine: Engine,
+    /// (v12) The same model's times on each other engine the handheld
+    /// offers (it profiled every one: `auto`), so that the wearable may
+    /// choose a suffix's engine with its cut; empty: `engine` alone.
+    #[serde(default)]
+    pub others: Vec<EngineLatency>,
+}
+
+/// One more engine's times of the model on the handheld ([`LatencySummary::others`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineLatency {
+    /// The engine (one the handheld offered, not [`LatencySummary::engine`]).
+    pub engine: Engine,
+    /// Seconds per layer of the model on it, in the layer DAG's order.
+    pub per_layer_s: Vec<f64>,
+    /// Fixed seconds per run on it.
+    pub overhead_s: f64,
 }
 
 /// Error codes of [`Header::Error`].
@@ -284,6 +301,10 @@ pub enum Header {
         /// edge server runs; the handheld runs only the layers between
         /// `cut` and it, and forwards. `None`: the handheld runs the whole suffix.
         edge: Option<String>,
+        /// (v12) The engine to run the suffix on, one the handheld offered;
+        /// `None`: the one its `ModelReady` named. A relayed frame names
+        /// none (the handheld's part of a relay runs on that one).
+        engine: Option<Engine>,
     },
     /// Wearable → handheld (v10): relay to this Open Inference Protocol
     /// server; which of these cuts' suffixes does it serve? At most
@@ -316,11 +337,15 @@ pub enum Header {
     Prepare {
         /// The cuts' [`tandem_core::Cut::key`]s.
         cuts: Vec<String>,
+        /// (v12) The engine to build them on, as in [`Header::RunSuffix`].
+        engine: Option<Engine>,
     },
     /// Handheld → wearable: a cut's suffix plan is built (or why not).
     Prepared {
         /// The cut's key.
         cut: String,
+        /// (v12) The engine it was asked on, as asked.
+        engine: Option<Engine>,
         /// How long building it took (µs).
         build_us: u64,
         /// Why it could not be built, if it could not.
@@ -597,6 +622,7 @@ pub fn run_suffix_wire_len(
     packed: &[PackedTensor],
     answer: &[Encoding],
     edge: Option<&str>,
+    engine: Option<Engine>,
 ) -> usize {
     let header = Header::RunSuffix {
         frame,
@@ -604,6 +630,7 @@ pub fn run_suffix_wire_len(
         tensors: packed.iter().map(|p| p.meta.clone()).collect(),
         answer: answer.to_vec(),
         edge: edge.map(str::to_string),
+        engine,
     };
     header_wire_len(&header) + packed.iter().map(|p| p.bytes.len()).sum::<usize>()
 }

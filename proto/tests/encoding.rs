@@ -252,7 +252,14 @@ fn encoded_tensors_cross_the_wire() {
             pack_tensor("ids", &ids, e, None).expect("packs"),
         ];
         let m = Message::from_packed(
-            |tensors| Header::RunSuffix { frame: 1, cut: "1".into(), tensors, answer: vec![], edge: None },
+            |tensors| Header::RunSuffix {
+                frame: 1,
+                cut: "1".into(),
+                tensors,
+                answer: vec![],
+                edge: None,
+                engine: None,
+            },
             packed,
         );
         let mut d = FrameDecoder::new(MAX_FRAME_BYTES);
@@ -295,6 +302,7 @@ fn one_message_may_not_decode_to_more_than_the_cap() {
             tensors: (0..80).map(meta).collect(),
             answer: vec![],
             edge: None,
+            engine: None,
         },
         body: vec![0; 80 * 1024],
     };

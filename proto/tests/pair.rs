@@ -12,7 +12,12 @@ use tandem_proto::protocol::{encode, pack_tensor, ErrorCode, Header, LatencySumm
 use tandem_proto::session::{CloseReason, HandheldLimits, HandheldSession, WearableAction, WearableTimers};
 
 fn latency() -> LatencySummary {
-    LatencySummary { per_layer_s: vec![1e-3; 4], overhead_s: 1e-4, engine: Default::default() }
+    LatencySummary {
+        per_layer_s: vec![1e-3; 4],
+        overhead_s: 1e-4,
+        engine: Default::default(),
+        others: vec![],
+    }
 }
 
 fn x(v: f32) -> WireTensor<'static> {
@@ -230,7 +235,14 @@ fn a_full_run_queue_stops_reading_without_counting_as_idle() {
     for frame in 1..=5 {
         let packed = vec![pack_tensor("x", &x(1.0), Encoding::Raw, None).expect("packs")];
         let m = Message::from_packed(
-            |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![], edge: None },
+            |tensors| Header::RunSuffix {
+                frame,
+                cut: "1".into(),
+                tensors,
+                answer: vec![],
+                edge: None,
+                engine: None,
+            },
             packed,
         );
         burst.extend(encode(&m).expect("encodes"));

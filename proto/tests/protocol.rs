@@ -19,7 +19,14 @@ fn samples() -> Vec<Message> {
     let ids = Tensor::from_shape(&[4], &[1i64, -7, 0, i64::MAX]).expect("tensor");
     let mask = Tensor::from_shape(&[2], &[true, false]).expect("tensor");
     let run = crate::tract::with_tensors(
-        |tensors| Header::RunSuffix { frame: 7, cut: "3f".into(), tensors, answer: vec![], edge: None },
+        |tensors| Header::RunSuffix {
+            frame: 7,
+            cut: "3f".into(),
+            tensors,
+            answer: vec![],
+            edge: None,
+            engine: None,
+        },
         &[("x".to_string(), &x), ("ids".to_string(), &ids), ("mask".to_string(), &mask)],
     )
     .expect("tensors");
@@ -50,6 +57,7 @@ fn samples() -> Vec<Message> {
                 per_layer_s: vec![1e-3, 2e-4],
                 overhead_s: 5e-5,
                 engine: Default::default(),
+                others: vec![],
             },
         }),
         run,
@@ -110,8 +118,14 @@ fn decode_all(bytes: &[u8]) -> Result<Vec<Message>, ProtocolError> {
 
 /// A RunSuffix whose header is re-encoded with `tensors` and given `body`.
 fn run_frame(tensors: Vec<TensorMeta>, body: &[u8]) -> Vec<u8> {
-    let good =
-        Message::new(Header::RunSuffix { frame: 1, cut: String::new(), tensors, answer: vec![], edge: None });
+    let good = Message::new(Header::RunSuffix {
+        frame: 1,
+        cut: String::new(),
+        tensors,
+        answer: vec![],
+        edge: None,
+        engine: None,
+    });
     let encoded = bincode::serde::encode_to_vec(&good.header, bincode::config::standard()).expect("header");
     frame(&encoded, body)
 }

@@ -42,7 +42,12 @@ fn hello_with(digest: [u8; 32], size: u64, input_shapes: &[&str], dims: &[&str])
 }
 
 fn summary() -> LatencySummary {
-    LatencySummary { per_layer_s: vec![1e-3; 3], overhead_s: 1e-4, engine: Default::default() }
+    LatencySummary {
+        per_layer_s: vec![1e-3; 3],
+        overhead_s: 1e-4,
+        engine: Default::default(),
+        others: vec![],
+    }
 }
 
 fn error_code(actions: &[Action]) -> Option<ErrorCode> {
@@ -95,10 +100,83 @@ fn a_model_ready_on_an_engine_not_offered_is_refused() {
     }
 }
 
+/// The handheld's times on its other engines are checked as its own are:
+/// each an engine it offered, once, not the model's own, with one finite
+/// time per layer; a `ModelReady` with any other is refused.
+#[test]
+fn the_times_of_other_engines_are_checked_as_the_model_s_own() {
+    use tandem_proto::protocol::{Engine, EngineLatency};
+    let other = |engine, per_layer_s: Vec<f64>| EngineLatency { engine, per_layer_s, overhead_s: 1e-4 };
+    let both = vec![Engine::Tract, Engine::OnnxRuntime];
+    let fine = other(Engine::OnnxRuntime, vec![5e-4; 3]);
+    for (what, offered, others, ok) in [
+        ("the other engine offered", both.clone(), vec![fine.clone()], true),
+        ("not offered", vec![Engine::Tract], vec![fine.clone()], false),
+        ("the model's own again", both.clone(), vec![other(Engine::Tract, vec![5e-4; 3])], false),
+        ("named twice", both.clone(), vec![fine.clone(), fine.clone()], false),
+        ("a NaN", both.clone(), vec![other(Engine::OnnxRuntime, vec![5e-4, f64::NAN, 5e-4])], false),
+        ("a time per layer missing", both.clone(), vec![other(Engine::OnnxRuntime, vec![5e-4; 2])], false),
+    ] {
+        let mut w = WearableSession::new("watch-w5", Arc::new(vec![1, 2, 3]), InputShapes::none(), 2)
+            .expect_layers(3);
+        w.start(t0());
+        w.on_message(welcome(offered));
+        let latency = LatencySummary { others, ..summary() };
+        let a = w.on_message(Message::new(Header::ModelReady { latency }));
+        let ready = a.iter().any(|a| matches!(a, WearableAction::Ready { .. }));
+        assert_eq!((ready, w.is_closed()), (ok, !ok), "{what}: {a:?}");
+    }
+}
+
+/// A frame or a build ahead may name an engine the handheld offered (the
+/// run carries it); naming one it did not offer closes the connection,
+/// saying which it offered.
+#[test]
+fn a_frame_on_an_engine_not_offered_is_refused() {
+    use tandem_proto::protocol::Engine;
+    let digest = [9; 32];
+    let on = |engine: Option<Engine>, frame| {
+        let mut m = run(frame);
+        if let Header::RunSuffix { engine: e, .. } = &mut m.header {
+            *e = engine;
+        }
+        m
+    };
+    let ready = |offered: Vec<Engine>| {
+        let mut s = HandheldSession::new("p", status(), t0()).engines(offered);
+        s.on_message(hello(digest, 0), |_| true);
+        s.model_loaded(summary());
+        assert!(s.is_ready());
+        s
+    };
+    let mut s = ready(vec![Engine::Tract, Engine::OnnxRuntime]);
+    let a = s.on_message(on(Some(Engine::OnnxRuntime), 1), |_| false);
+    assert!(matches!(&a[..], [Action::Run { frame: 1, engine: Some(Engine::OnnxRuntime), .. }]), "{a:?}");
+    let prepare = Message::new(Header::Prepare { cuts: vec!["1".into()], engine: Some(Engine::OnnxRuntime) });
+    let a = s.on_message(prepare, |_| false);
+    assert!(matches!(&a[..], [Action::Prepare { engine: Some(Engine::OnnxRuntime), .. }]), "{a:?}");
+    let mut s = ready(vec![Engine::Tract]);
+    let a = s.on_message(on(Some(Engine::OnnxRuntime), 1), |_| false);
+    assert_eq!(error_code(&a), Some(ErrorCode::Unexpected));
+    let reason = a.iter().find_map(|a| match a {
+        Action::Send(Message { header: Header::Error { reason, .. }, .. }) => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(reason.as_deref().is_some_and(|r| r.contains("it offered tract")), "{reason:?}");
+    assert!(s.is_closed());
+}
+
 fn run(frame: u64) -> Message {
     let x = Tensor::from_shape(&[2], &[1.0f32, 2.0]).expect("tensor");
     crate::tract::with_tensors(
-        |tensors| Header::RunSuffix { frame, cut: "1".into(), tensors, answer: vec![], edge: None },
+        |tensors| Header::RunSuffix {
+            frame,
+            cut: "1".into(),
+            tensors,
+            answer: vec![],
+            edge: None,
+            engine: None,
+        },
         &[("x".into(), &x)],
     )
     .expect("message")
@@ -425,11 +503,12 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
         assert!(s.is_ready());
         s
     };
-    let prepare =
-        |n: usize| Message::new(Header::Prepare { cuts: (0..n).map(|i| format!("{i:x}")).collect() });
+    let prepare = |n: usize| {
+        Message::new(Header::Prepare { cuts: (0..n).map(|i| format!("{i:x}")).collect(), engine: None })
+    };
     let mut s = ready();
     let a = s.on_message(deliver(&prepare(2)), |_| true);
-    assert_eq!(a, vec![Action::Prepare { cuts: vec!["0".into(), "1".into()] }]);
+    assert_eq!(a, vec![Action::Prepare { cuts: vec!["0".into(), "1".into()], engine: None }]);
     assert!(s.is_ready(), "a prepare keeps the session ready");
     let mut s = ready();
     let a = s.on_message(prepare(MAX_PREPARE + 1), |_| true);
@@ -456,11 +535,16 @@ fn prepares_are_bounded_answered_and_refused_before_the_model_is_ready() {
     w.on_message(deliver(&Message::new(Header::ModelReady { latency: summary() })));
     assert!(w.is_ready());
     let asked = w.prepare(t0(), (0..20).map(|i| format!("{i:x}").into()).collect()).expect("ready");
-    assert!(matches!(&asked.header, Header::Prepare { cuts } if cuts.len() == MAX_PREPARE), "{asked:?}");
+    assert!(matches!(&asked.header, Header::Prepare { cuts, .. } if cuts.len() == MAX_PREPARE), "{asked:?}");
     let answer = HandheldSession::prepared("7".into(), 1200, Some("no such cut".into()));
     assert_eq!(
         w.on_message(deliver(&answer)),
-        vec![WearableAction::Prepared { cut: "7".into(), build_us: 1200, error: Some("no such cut".into()) }]
+        vec![WearableAction::Prepared {
+            cut: "7".into(),
+            engine: None,
+            build_us: 1200,
+            error: Some("no such cut".into())
+        }]
     );
 }
 

@@ -273,12 +273,18 @@ fn child() -> Result<Report, ChildError> {
 /// warm-up and three measured runs on random inputs, multiplied by `scale`.
 pub fn profile(model: &Model, scale: f64, engine: EngineChoice) -> tandem_core::Result<LatencySummary> {
     let inputs = tandem_core::check::random_inputs(model, 1)?;
-    let (engine, p) = ProfiledLatency::measure_choice_runs(model, engine, &inputs, (1, 3))?;
-    Ok(LatencySummary {
-        per_layer_s: p.per_node_s.iter().map(|s| s * scale).collect(),
-        overhead_s: p.overhead_s * scale,
-        engine,
-    })
+    let ((engine, p), others) = ProfiledLatency::measure_all_runs(model, engine, &inputs, (1, 3))?;
+    let scaled =
+        |p: &ProfiledLatency| (p.per_node_s.iter().map(|s| s * scale).collect(), p.overhead_s * scale);
+    let (per_layer_s, overhead_s) = scaled(&p);
+    let others = others
+        .iter()
+        .map(|(engine, p)| {
+            let (per_layer_s, overhead_s) = scaled(p);
+            tandem_proto::protocol::EngineLatency { engine: *engine, per_layer_s, overhead_s }
+        })
+        .collect();
+    Ok(LatencySummary { per_layer_s, overhead_s, engine, others })
 }
 
 /// Sets this process's data-segment and CPU-time limits.

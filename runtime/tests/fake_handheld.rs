@@ -35,6 +35,7 @@ pub fn ready(layers: usize) -> [Message; 2] {
                 per_layer_s: vec![1e-4; layers],
                 overhead_s: 1e-4,
                 engine: Default::default(),
+                others: vec![],
             },
         }),
     ]

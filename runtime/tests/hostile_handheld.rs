@@ -72,6 +72,7 @@ async fn hostile(mut acceptor: TcpAcceptor, attack: Attack, layers: usize, outpu
                                         per_layer_s,
                                         overhead_s,
                                         engine: Default::default(),
+                                        others: vec![],
                                     },
                                 }),
                             ];

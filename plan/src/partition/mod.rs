@@ -37,7 +37,7 @@ use serde::Serialize;
 
 use crate::energy::EnergyModel;
 use crate::predict::LatencyModel;
-use tandem_core::{enumerate_cuts, Cut, Error, LayerGraph, Result};
+use tandem_core::{enumerate_cuts, Cut, Engine, Engines, Error, LayerGraph, Result};
 
 /// One device's cost source: its latency predictor and energy model.
 #[derive(Clone, Copy)]
@@ -46,6 +46,16 @@ pub struct Side<'a> {
     pub latency: &'a dyn LatencyModel,
     /// Joules of compute, transmit and receive time on this device.
     pub energy: &'a dyn EnergyModel,
+}
+
+/// One engine's predictors on one side: a side that has several engines
+/// offers one of these for each ([`Planner::poll_engines`]).
+#[derive(Clone, Copy)]
+pub struct EngineSide<'a> {
+    /// The engine.
+    pub engine: Engine,
+    /// Its predictors on this device.
+    pub side: Side<'a>,
 }
 
 /// The app's latency hint PropT.
@@ -340,6 +350,10 @@ pub struct Decision {
     /// the cut ([`dvfs`]); `None`: the profile's inference setting.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub setting: Option<dvfs::Setting>,
+    /// The engine of each half, when the planner chose them with the cut
+    /// ([`Planner::poll_engines`]); `None`: the caller's single pair.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engines: Option<Engines>,
 }
 
 /// Most cuts [`Method::Exhaustive`] enumerates.
@@ -577,6 +591,7 @@ pub fn decide_with(
         optimal,
         reason: reason + &note,
         setting: None,
+        engines: None,
     })
 }
 
@@ -727,81 +742,88 @@ impl Planner {
         wearable: Side,
         handheld: Side,
     ) -> Result<Option<Decision>> {
+        self.poll(graph, &[(None, wearable)], &[(None, handheld)])
+    }
+
+    /// [`Planner::poll_decision`] where each side may run its half on
+    /// several engines, each with its own predictors: the cut and the
+    /// engine of each half are chosen together. For each pair of engines
+    /// the best cut is decided as for one pair; the best of those is the
+    /// best (cut, engines) overall, since a cut's halves are priced
+    /// independently of the other side's engine. The decision names its
+    /// engines; the one in force is priced on its own engines for the
+    /// hysteresis, so a switch of engines must beat the margin as a switch
+    /// of cuts does. Each side needs at least one engine.
+    pub fn poll_engines(
+        &mut self,
+        graph: &LayerGraph,
+        wearable: &[EngineSide],
+        handheld: &[EngineSide],
+    ) -> Result<Option<Decision>> {
+        if wearable.is_empty() || handheld.is_empty() {
+            return Err(Error::InvalidCut("the planner needs at least one engine on each side".into()));
+        }
+        let w: Vec<_> = wearable.iter().map(|e| (Some(e.engine), e.side)).collect();
+        let h: Vec<_> = handheld.iter().map(|e| (Some(e.engine), e.side)).collect();
+        self.poll(graph, &w, &h)
+    }
+
+    /// [`Planner::poll_engines`] with the engines optional (`None`: the
+    /// caller's single pair, decisions without engines).
+    fn poll(
+        &mut self,
+        graph: &LayerGraph,
+        wearable: &[(Option<Engine>, Side)],
+        handheld: &[(Option<Engine>, Side)],
+    ) -> Result<Option<Decision>> {
         if !self.dirty {
             return Ok(None);
         }
         self.dirty = false;
         let c = self.conditions;
-        let input = DecisionInput {
-            graph,
-            wearable,
-            handheld,
-            link: c.link,
-            status: c.status,
-            weights: c.weights,
-            hint: c.hint,
-            mode: c.mode,
-            codecs: self.codecs.as_deref(),
-        };
         let simplified = match self.simplified.take() {
             Some(s) if s.windows().fits(graph) => s,
             _ => Simplified::new(graph),
         };
-        let best = match &self.dvfs {
-            Some(profile) => {
-                let spec = dvfs::Dvfs {
-                    wearable: profile,
-                    handheld: None,
-                    power: crate::device::PowerModel::Analytical,
-                    simplified: Some(&simplified),
+        // The best decision for each pair of engines, then the best of those.
+        let mut best: Option<Result<Judged>> = None;
+        for &(we, ws) in wearable {
+            for &(he, hs) in handheld {
+                let engines = we.zip(he).map(|(prefix, suffix)| Engines { prefix, suffix });
+                let found = self
+                    .decide_pair(graph, ws, hs, &simplified)
+                    .map(|j| Judged { decision: Decision { engines, ..j.decision }, ..j });
+                best = match (best, found) {
+                    (None, found) | (Some(Err(_)), found @ Ok(_)) => Some(found),
+                    (Some(Ok(old)), Ok(new)) if new.better_than(&old) => Some(Ok(new)),
+                    (kept, _) => kept,
                 };
-                dvfs::decide_dvfs(&input, self.config.method, spec)
-                    .map(|d| Decision { setting: Some(d.setting), ..d.decision })
-                    .map_err(|e| match e {
-                        dvfs::DvfsError::Decision(e) => e,
-                        device => Error::InvalidCut(device.to_string()),
-                    })
             }
-            None => decide_with(&input, self.config.method, Some(&simplified)),
-        };
-        // At a source rate: the frame's latency first, when a cut fits the period.
-        let (mut hint, mut mode) = (c.hint, c.mode);
-        let best = match (self.rate, &self.dvfs, best) {
-            (Some(period), None, Ok(stream))
-                if c.mode == Mode::Stream && c.hint != LatencyHint::EnergyFirst =>
-            {
-                let single_hint = match c.hint {
-                    LatencyHint::Within(d) => LatencyHint::Within(d.min(period)),
-                    _ => LatencyHint::Fastest,
-                };
-                let single = DecisionInput { hint: single_hint, mode: Mode::Single, ..input };
-                match decide_with(&single, self.config.method, Some(&simplified)) {
-                    Ok(d) if d.evaluation.latency_s <= period.as_secs_f64() => {
-                        (hint, mode) = (single_hint, Mode::Single);
-                        let reason = format!(
-                            "{}; frames arrive every {:.1} ms and this cut delivers each before the next",
-                            d.reason,
-                            period.as_secs_f64() * 1e3
-                        );
-                        Ok(Decision { reason, ..d })
-                    }
-                    _ => Ok(stream),
-                }
-            }
-            (_, _, best) => best,
-        };
+        }
         self.simplified = Some(simplified);
-        let best = best?;
+        let Judged { decision: best, hint, mode, .. } =
+            best.unwrap_or_else(|| Err(Error::InvalidCut("the planner was given no engines".into())))?;
         let Some(current) = &self.current else {
             self.current = Some(best.clone());
             return Ok(Some(best));
         };
-        if current.chosen.key() == best.chosen.key() && current.setting == best.setting {
+        if current.chosen.key() == best.chosen.key()
+            && current.setting == best.setting
+            && current.engines == best.engines
+        {
             // Same cut: keep it, with its price under the new conditions.
             self.current = Some(best);
             return Ok(None);
         }
-        // The current cut priced now, at its own setting.
+        // The current cut priced now, on its own engines and at its own setting.
+        let (Some(wearable), Some(handheld)) = (
+            side_of(wearable, current.engines.map(|e| e.prefix)),
+            side_of(handheld, current.engines.map(|e| e.suffix)),
+        ) else {
+            // Its engine is no longer offered: it cannot stay.
+            self.current = Some(best.clone());
+            return Ok(Some(best));
+        };
         let (scaled, energy);
         let wearable = match (&current.setting, &self.dvfs) {
             (Some(s), Some(profile)) => {
@@ -830,6 +852,75 @@ impl Planner {
                 cur.evaluation = now;
             }
             Ok(None)
+        }
+    }
+
+    /// The best decision on one pair of sides under the conditions now
+    /// (the wearable's setting with it under DVFS; at a source rate, the
+    /// fastest single frame when it fits the period), and the hint and
+    /// mode it was judged by.
+    fn decide_pair(
+        &self,
+        graph: &LayerGraph,
+        wearable: Side,
+        handheld: Side,
+        simplified: &Simplified,
+    ) -> Result<Judged> {
+        let c = self.conditions;
+        let input = DecisionInput {
+            graph,
+            wearable,
+            handheld,
+            link: c.link,
+            status: c.status,
+            weights: c.weights,
+            hint: c.hint,
+            mode: c.mode,
+            codecs: self.codecs.as_deref(),
+        };
+        let best = match &self.dvfs {
+            Some(profile) => {
+                let spec = dvfs::Dvfs {
+                    wearable: profile,
+                    handheld: None,
+                    power: crate::device::PowerModel::Analytical,
+                    simplified: Some(simplified),
+                };
+                dvfs::decide_dvfs(&input, self.config.method, spec)
+                    .map(|d| Decision { setting: Some(d.setting), ..d.decision })
+                    .map_err(|e| match e {
+                        dvfs::DvfsError::Decision(e) => e,
+                        device => Error::InvalidCut(device.to_string()),
+                    })?
+            }
+            None => decide_with(&input, self.config.method, Some(simplified))?,
+        };
+        let judged = Judged { decision: best, hint: c.hint, mode: c.mode, meets_period: false };
+        // At a source rate: the frame's latency first, when a cut fits the period.
+        let Some(period) = self.rate else { return Ok(judged) };
+        if self.dvfs.is_some() || c.mode != Mode::Stream || c.hint == LatencyHint::EnergyFirst {
+            return Ok(judged);
+        }
+        let single_hint = match c.hint {
+            LatencyHint::Within(d) => LatencyHint::Within(d.min(period)),
+            _ => LatencyHint::Fastest,
+        };
+        let single = DecisionInput { hint: single_hint, mode: Mode::Single, ..input };
+        match decide_with(&single, self.config.method, Some(simplified)) {
+            Ok(d) if d.evaluation.latency_s <= period.as_secs_f64() => {
+                let reason = format!(
+                    "{}; frames arrive every {:.1} ms and this cut delivers each before the next",
+                    d.reason,
+                    period.as_secs_f64() * 1e3
+                );
+                Ok(Judged {
+                    decision: Decision { reason, ..d },
+                    hint: single_hint,
+                    mode: Mode::Single,
+                    meets_period: true,
+                })
+            }
+            _ => Ok(judged),
         }
     }
 
@@ -876,6 +967,32 @@ impl Planner {
         }
         self.simplified = Some(simplified);
         out
+    }
+}
+
+/// The side of engine `e` in `sides` (`None`: the first).
+fn side_of<'a>(sides: &[(Option<Engine>, Side<'a>)], e: Option<Engine>) -> Option<Side<'a>> {
+    sides.iter().find(|(x, _)| e.is_none() || *x == e).map(|&(_, s)| s)
+}
+
+/// One pair of engines' best decision, and what it was judged by.
+struct Judged {
+    decision: Decision,
+    hint: LatencyHint,
+    mode: Mode,
+    /// Chosen by the rate rule: each frame delivered within the period.
+    meets_period: bool,
+}
+
+impl Judged {
+    /// Whether this beats `old` (another pair of engines' best, under the
+    /// same conditions): meeting the period first, then the objective.
+    fn better_than(&self, old: &Judged) -> bool {
+        match (self.meets_period, old.meets_period) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => beats(&self.decision.evaluation, &old.decision.evaluation, self.hint, self.mode, 0.0),
+        }
     }
 }
 

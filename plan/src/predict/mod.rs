@@ -328,18 +328,35 @@ impl ProfiledLatency {
         inputs: &tandem_core::Values,
         runs: (usize, usize),
     ) -> tandem_core::Result<(tandem_core::Engine, ProfiledLatency)> {
-        let mut measured = std::collections::HashMap::new();
+        Self::measure_all_runs(model, choice, inputs, runs).map(|(chosen, _)| chosen)
+    }
+
+    /// The model's profile on the engine `choice` resolves to (the fastest
+    /// whole model for `auto`), and on each other engine it allows (for
+    /// `auto`, every other available one; none for a named engine): what a
+    /// planner choosing each half's engine with its cut needs.
+    #[allow(clippy::type_complexity)]
+    pub fn measure_all_runs(
+        model: &tandem_core::Model,
+        choice: tandem_core::EngineChoice,
+        inputs: &tandem_core::Values,
+        runs: (usize, usize),
+    ) -> tandem_core::Result<(
+        (tandem_core::Engine, ProfiledLatency),
+        Vec<(tandem_core::Engine, ProfiledLatency)>,
+    )> {
+        let mut measured = vec![];
         let engine = tandem_core::engine::resolve(choice, |e| {
             let p = Self::measure_runs(model, e, inputs, runs)?;
             let total = p.total_s();
-            measured.insert(e, p);
+            measured.push((e, p));
             Ok(total)
         })?;
-        let profile = match measured.remove(&engine) {
-            Some(p) => p,
-            None => Self::measure_runs(model, engine, inputs, runs)?,
+        let chosen = match measured.iter().position(|(e, _)| *e == engine) {
+            Some(i) => measured.remove(i),
+            None => (engine, Self::measure_runs(model, engine, inputs, runs)?),
         };
-        Ok((engine, profile))
+        Ok((chosen, measured))
     }
 
     /// The whole model's predicted time: every node and the overhead.

@@ -95,6 +95,9 @@ pub enum Action {
         /// (the shell runs the layers between `cut` and it, then the
         /// edge; when the edge fails, the rest itself).
         edge: Option<CutKey>,
+        /// The engine to run the suffix on (one this handheld offered);
+        /// `None`: the model's own (its `ModelReady`'s).
+        engine: Option<Engine>,
     },
     /// The wearable asks this handheld to relay to the Open Inference
     /// Protocol server at `url`: check which of `cuts`' suffixes it serves
@@ -117,6 +120,8 @@ pub enum Action {
     Prepare {
         /// The cuts' keys as the peer sent them.
         cuts: Vec<CutKey>,
+        /// The engine to build them on (offered), `None`: the model's own.
+        engine: Option<Engine>,
     },
     /// Close the connection (after sending anything queued before it);
     /// [`HandheldSession::close_reason`] says why.
@@ -182,6 +187,19 @@ struct Queued {
     tensors: Tensors,
     answer: Vec<Encoding>,
     edge: Option<CutKey>,
+    engine: Option<Engine>,
+}
+
+/// Why a peer may not ask for `engine`: one this handheld did not offer.
+fn unoffered(offered: &[Engine], engine: Option<Engine>) -> Option<String> {
+    let e = engine?;
+    (!offered.contains(&e)).then(|| {
+        let offered: Vec<String> = offered.iter().map(|e| e.to_string()).collect();
+        format!(
+            "asks for the engine {e}, which this handheld did not offer (it offered {})",
+            offered.join(", ")
+        )
+    })
 }
 
 /// One connection's protocol state on the handheld.
@@ -656,11 +674,21 @@ impl HandheldSession {
                     }
                 }
             }
-            (State::Ready { last_frame, .. }, Header::RunSuffix { frame, cut, tensors, answer, edge }) => {
+            (
+                State::Ready { last_frame, .. },
+                Header::RunSuffix { frame, cut, tensors, answer, edge, engine },
+            ) => {
                 if edge.is_some() && self.edge.is_none() {
                     Err((
                         ErrorCode::Unexpected,
                         format!("frame {frame} asks for a relay, but no edge is attached to this connection"),
+                    ))
+                } else if let Some(why) = unoffered(&self.engines, engine) {
+                    Err((ErrorCode::Unexpected, format!("frame {frame} {why}")))
+                } else if edge.is_some() && engine.is_some() {
+                    Err((
+                        ErrorCode::Unexpected,
+                        format!("frame {frame} names an engine for a relay, which runs on the model's own"),
                     ))
                 } else if last_frame.is_some_and(|l| frame <= l) {
                     Err((
@@ -684,6 +712,7 @@ impl HandheldSession {
                             tensors,
                             answer: vec![],
                             edge: None,
+                            engine: None,
                         },
                         body: message.body,
                     });
@@ -694,6 +723,7 @@ impl HandheldSession {
                         tensors,
                         answer,
                         edge,
+                        engine,
                     });
                     Ok(self.next_runs())
                 }
@@ -743,12 +773,14 @@ impl HandheldSession {
                     Ok(vec![Action::Edge { url, cuts: cuts.into_iter().map(CutKey::from_wire).collect() }])
                 }
             }
-            (State::Ready { .. }, Header::Prepare { mut cuts }) => {
+            (State::Ready { .. }, Header::Prepare { mut cuts, engine }) => {
                 if cuts.len() > MAX_PREPARE {
                     Err((
                         ErrorCode::Unexpected,
                         format!("Prepare names {} cuts, more than {MAX_PREPARE}", cuts.len()),
                     ))
+                } else if let Some(why) = unoffered(&self.engines, engine) {
+                    Err((ErrorCode::Unexpected, format!("Prepare {why}")))
                 } else {
                     // A peer may not make this handheld build without end.
                     let allowed = self.prepares_left.min(cuts.len());
@@ -761,11 +793,19 @@ impl HandheldSession {
                         .split_off(allowed)
                         .into_iter()
                         .map(|key| {
-                            Action::Send(Self::prepared(CutKey::from_wire(key), 0, Some(reason.clone())))
+                            Action::Send(Self::prepared_on(
+                                CutKey::from_wire(key),
+                                engine,
+                                0,
+                                Some(reason.clone()),
+                            ))
                         })
                         .collect();
                     if !cuts.is_empty() {
-                        out.push(Action::Prepare { cuts: cuts.into_iter().map(CutKey::from_wire).collect() });
+                        out.push(Action::Prepare {
+                            cuts: cuts.into_iter().map(CutKey::from_wire).collect(),
+                            engine,
+                        });
                     }
                     Ok(out)
                 }
@@ -788,9 +828,11 @@ impl HandheldSession {
     fn next_runs(&mut self) -> Vec<Action> {
         let mut out = vec![];
         while !self.is_closed() && self.running.len() < self.limits.run_ahead.max(1) {
-            let Some(Queued { frame, cut, tensors, answer, edge }) = self.queue.pop_front() else { break };
+            let Some(Queued { frame, cut, tensors, answer, edge, engine }) = self.queue.pop_front() else {
+                break;
+            };
             self.running.push_back((frame, false));
-            out.push(Action::Run { frame, cut, tensors, answer, edge });
+            out.push(Action::Run { frame, cut, tensors, answer, edge, engine });
         }
         out
     }
@@ -877,7 +919,12 @@ impl HandheldSession {
 
     /// A cut's suffix plan was built (`error`: or why not): the message telling the wearable.
     pub fn prepared(cut: CutKey, build_us: u64, error: Option<String>) -> Message {
-        Message::new(Header::Prepared { cut: cut.into_string(), build_us, error })
+        Self::prepared_on(cut, None, build_us, error)
+    }
+
+    /// [`HandheldSession::prepared`] for a cut asked on `engine`.
+    pub fn prepared_on(cut: CutKey, engine: Option<Engine>, build_us: u64, error: Option<String>) -> Message {
+        Message::new(Header::Prepared { cut: cut.into_string(), engine, build_us, error })
     }
 
     /// The model failed to load: tell the wearable why and close.

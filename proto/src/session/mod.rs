@@ -23,8 +23,8 @@ pub use handheld::{
     MAX_MODEL_BYTES,
 };
 pub use wearable::{
-    check_latency, check_status, ReportError, WearableAction, WearableSession, WearableTimers, KEEPALIVE_ID,
-    MAX_ASKED, MAX_CANCELLED, MAX_REPORTED_S,
+    check_latency, check_others, check_status, ReportError, WearableAction, WearableSession, WearableTimers,
+    KEEPALIVE_ID, MAX_ASKED, MAX_CANCELLED, MAX_REPORTED_S,
 };
 
 use tandem_types::WireTensor;

@@ -82,6 +82,8 @@ pub enum WearableAction {
     Prepared {
         /// The cut's key.
         cut: CutKey,
+        /// The engine it was asked on (`None`: the handheld's own).
+        engine: Option<Engine>,
         /// How long building it took (µs).
         build_us: u64,
         /// Why it could not be built, if it could not.
@@ -150,7 +152,7 @@ pub struct WearableSession {
     sent: Option<Instant>,
     /// Probes sent and cuts asked for, awaiting their answers.
     probes: VecDeque<u64>,
-    asked: VecDeque<CutKey>,
+    asked: VecDeque<(CutKey, Option<Engine>)>,
     /// An edge ask awaits its answer.
     edge_asked: bool,
     close: Option<CloseReason>,
@@ -166,17 +168,41 @@ pub const MAX_REPORTED_S: f64 = 3600.0;
 /// Checks a handheld's latency profile: one finite, non-negative time per
 /// layer (when the count is known) and a finite, non-negative overhead.
 pub fn check_latency(latency: &LatencySummary, layers: Option<usize>) -> Result<(), ReportError> {
+    check_times(&latency.per_layer_s, latency.overhead_s, layers)
+}
+
+/// [`check_latency`] of one engine's times.
+fn check_times(per_layer_s: &[f64], overhead_s: f64, layers: Option<usize>) -> Result<(), ReportError> {
     if let Some(n) = layers {
-        if latency.per_layer_s.len() != n {
-            return Err(ReportError::Layers { got: latency.per_layer_s.len(), layers: n });
+        if per_layer_s.len() != n {
+            return Err(ReportError::Layers { got: per_layer_s.len(), layers: n });
         }
     }
     let ok = |v: f64| v.is_finite() && (0.0..=MAX_REPORTED_S).contains(&v);
-    if let Some((i, &v)) = latency.per_layer_s.iter().enumerate().find(|(_, v)| !ok(**v)) {
+    if let Some((i, &v)) = per_layer_s.iter().enumerate().find(|(_, v)| !ok(**v)) {
         return Err(ReportError::LayerTime { layer: i, seconds: v });
     }
-    if !ok(latency.overhead_s) {
-        return Err(ReportError::Overhead(latency.overhead_s));
+    if !ok(overhead_s) {
+        return Err(ReportError::Overhead(overhead_s));
+    }
+    Ok(())
+}
+
+/// Checks the handheld's times on its other engines: each an engine it
+/// offered, named once and not the model's own, with times checked as
+/// [`check_latency`] checks them.
+pub fn check_others(
+    latency: &LatencySummary,
+    offered: &[Engine],
+    layers: Option<usize>,
+) -> Result<(), ReportError> {
+    let mut seen = vec![latency.engine];
+    for other in &latency.others {
+        if !offered.contains(&other.engine) || seen.contains(&other.engine) {
+            return Err(ReportError::Engine(other.engine));
+        }
+        seen.push(other.engine);
+        check_times(&other.per_layer_s, other.overhead_s, layers)?;
     }
     Ok(())
 }
@@ -215,6 +241,9 @@ pub enum ReportError {
     /// The overhead is not a time.
     #[error("the overhead is {0} s (not a time from 0 to {MAX_REPORTED_S} s)")]
     Overhead(f64),
+    /// Times on an engine not offered, or named twice.
+    #[error("times on the engine {0}, which the handheld did not offer, or named twice")]
+    Engine(Engine),
     /// The load is not a share.
     #[error("a load of {0} (not a share from 0 to 1)")]
     Load(f32),
@@ -328,13 +357,29 @@ impl WearableSession {
         answer: Vec<Encoding>,
         edge: Option<CutKey>,
     ) -> Option<Message> {
+        self.offload_on(now, frame, (cut, None), packed, answer, edge)
+    }
+
+    /// [`WearableSession::offload`] with the suffix on `engine` (one the
+    /// handheld offered; `None`: its own).
+    pub fn offload_on(
+        &mut self,
+        now: Instant,
+        frame: u64,
+        (cut, engine): (CutKey, Option<Engine>),
+        packed: Vec<PackedTensor>,
+        answer: Vec<Encoding>,
+        edge: Option<CutKey>,
+    ) -> Option<Message> {
         if !self.is_ready() {
             return None;
         }
         let cut = cut.into_string();
         let edge = edge.map(CutKey::into_string);
-        let m =
-            Message::from_packed(|tensors| Header::RunSuffix { frame, cut, tensors, answer, edge }, packed);
+        let m = Message::from_packed(
+            |tensors| Header::RunSuffix { frame, cut, tensors, answer, edge, engine },
+            packed,
+        );
         self.in_flight.push_back(frame);
         Some(self.sent_at(now, m))
     }
@@ -380,17 +425,28 @@ impl WearableSession {
     /// [`MAX_PREPARE`], the rest dropped): the message to send (`None`
     /// unless ready). Only the cuts asked for are answered
     /// ([`WearableAction::Prepared`]).
-    pub fn prepare(&mut self, now: Instant, mut cuts: Vec<CutKey>) -> Option<Message> {
+    pub fn prepare(&mut self, now: Instant, cuts: Vec<CutKey>) -> Option<Message> {
+        self.prepare_on(now, cuts, None)
+    }
+
+    /// [`WearableSession::prepare`] with the suffixes on `engine` (`None`:
+    /// the handheld's own).
+    pub fn prepare_on(
+        &mut self,
+        now: Instant,
+        mut cuts: Vec<CutKey>,
+        engine: Option<Engine>,
+    ) -> Option<Message> {
         if !self.is_ready() || cuts.is_empty() {
             return None;
         }
         cuts.truncate(MAX_PREPARE);
-        self.asked.extend(cuts.iter().cloned());
+        self.asked.extend(cuts.iter().map(|c| (c.clone(), engine)));
         while self.asked.len() > MAX_ASKED {
             self.asked.pop_front();
         }
         let cuts = cuts.into_iter().map(CutKey::into_string).collect();
-        Some(self.sent_at(now, Message::new(Header::Prepare { cuts })))
+        Some(self.sent_at(now, Message::new(Header::Prepare { cuts, engine })))
     }
 
     /// A probe of `bytes` padding at `now`, echoed as [`WearableAction::Echo`]
@@ -577,14 +633,22 @@ impl WearableSession {
                         format!("the handheld runs the model on {}, which it did not offer", latency.engine),
                     );
                 }
+                if let Err(e) = check_others(&latency, &self.engines, self.layers) {
+                    return self.fail(ErrorCode::Malformed, format!("the handheld's latency profile: {e}"));
+                }
                 self.state = WearableState::Ready;
                 vec![WearableAction::Ready { device: self.handheld.clone().unwrap_or_default(), latency }]
             }
-            (WearableState::Ready, Header::Prepared { cut, build_us, error }) => {
-                match self.asked.iter().position(|c| c.as_str() == cut) {
+            (WearableState::Ready, Header::Prepared { cut, engine, build_us, error }) => {
+                match self.asked.iter().position(|(c, e)| c.as_str() == cut && *e == engine) {
                     Some(i) => {
                         self.asked.remove(i);
-                        vec![WearableAction::Prepared { cut: CutKey::from_wire(cut), build_us, error }]
+                        vec![WearableAction::Prepared {
+                            cut: CutKey::from_wire(cut),
+                            engine,
+                            build_us,
+                            error,
+                        }]
                     }
                     None => vec![],
                 }

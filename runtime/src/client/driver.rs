@@ -2,13 +2,16 @@
 //! frame), the [`Planner`] polled between frames, and the rules around it
 //! from [`tandem_plan::partition::rules`]. It answers one question, with
 //! no I/O and no clock: which cut the next frame runs at, predicted how
-//! fast, and why every layer runs here when they do ([`Next`]).
+//! fast, on which engines, and why every layer runs here when they do
+//! ([`Next`]). Each side may have several engines, each with its own
+//! predictions: the planner chooses the cut and both halves' engines together.
 
 use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
 use super::config::{Placement, SessionConfig};
+use crate::engine::{Engine, Engines};
 use crate::{Cut, Error, LayerGraph, Result};
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
@@ -19,8 +22,8 @@ use tandem_plan::partition::tiers::{
     TierDecision, TierPrices,
 };
 use tandem_plan::partition::{
-    evaluate, Conditions, Decision, EnergyWeights, HandheldStatus, LatencyHint, LinkCodecs, LinkEstimate,
-    Mode, NodePrices, Planner, PlannerConfig, Side,
+    evaluate, Conditions, Decision, EnergyWeights, EngineSide, HandheldStatus, LatencyHint, LinkCodecs,
+    LinkEstimate, Mode, NodePrices, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
 
@@ -33,6 +36,9 @@ pub(super) struct Next {
     pub predicted_ms: Option<f64>,
     pub local_reason: Option<String>,
     pub waited: Option<Duration>,
+    /// The engine of each half, when chosen with the cut (`None`: each
+    /// side's own, the faster whole model under `auto`).
+    pub engines: Option<Engines>,
 }
 
 impl Next {
@@ -43,12 +49,18 @@ impl Next {
             predicted_ms: None,
             local_reason: Some(reason.into()),
             waited: None,
+            engines: None,
         }
     }
 
     /// `cut`, predicted at `predicted_ms`.
     pub fn at(cut: Cut, predicted_ms: Option<f64>) -> Next {
-        Next { cut, predicted_ms, local_reason: None, waited: None }
+        Next { cut, predicted_ms, local_reason: None, waited: None, engines: None }
+    }
+
+    /// The same, on `engines`.
+    pub fn on(self, engines: Option<Engines>) -> Next {
+        Next { engines, ..self }
     }
 }
 
@@ -87,10 +99,12 @@ pub(super) struct Driver {
     want_ahead: bool,
     /// The planner's runners-up for its last new decision, to build ahead.
     ahead: Vec<Cut>,
-    /// This side's layer times, learning from every frame.
-    wearable_latency: OnlineLatency,
-    /// The handheld's, from the layer times it sent, learning from the times it reports.
-    handheld_latency: Option<OnlineLatency>,
+    /// This side's layer times on each engine it has (its own first),
+    /// each learning from the frames it runs.
+    wearable_latency: Vec<(Engine, OnlineLatency)>,
+    /// The handheld's on each engine it offered (its own first), from the
+    /// layer times it sent, learning from the times it reports.
+    handheld_latency: Option<Vec<(Engine, OnlineLatency)>>,
     wearable_energy: ClusterEnergy,
     handheld_energy: ClusterEnergy,
     /// Deadlines missed in a row.
@@ -99,8 +113,12 @@ pub(super) struct Driver {
 
 impl Driver {
     /// A driver for `config`'s devices, the wearable's layer times
-    /// measured already (`wearable_latency`).
-    pub fn new(config: &SessionConfig, wearable_latency: OnlineLatency) -> Result<Driver> {
+    /// measured already on its own engine and on each other it has.
+    pub fn new(
+        config: &SessionConfig,
+        (own, others): ((Engine, OnlineLatency), Vec<(Engine, OnlineLatency)>),
+    ) -> Result<Driver> {
+        let wearable_latency = std::iter::once(own).chain(others).collect();
         let energy = |p: &DeviceProfile| ClusterEnergy::new(p, PowerModel::Analytical).map_err(Error::from);
         let conditions = Conditions {
             link: config.link_default,
@@ -133,15 +151,22 @@ impl Driver {
     }
 
     /// A handheld is ready: its profile's name (a shipped profile prices
-    /// its energy, any other name keeps the fallback's) and its layer times.
-    pub fn handheld_ready(&mut self, graph: &LayerGraph, device: &str, latency: ProfiledLatency) {
+    /// its energy, any other name keeps the fallback's) and its layer
+    /// times on each engine it offered, its own first.
+    pub fn handheld_ready(
+        &mut self,
+        graph: &LayerGraph,
+        device: &str,
+        (own, others): ((Engine, ProfiledLatency), Vec<(Engine, ProfiledLatency)>),
+    ) {
         // A name from the peer: a shipped profile or none (never a path).
         if let Ok(e) =
             DeviceProfile::shipped(device).and_then(|p| ClusterEnergy::new(&p, PowerModel::Analytical))
         {
             self.handheld_energy = e;
         }
-        self.handheld_latency = Some(OnlineLatency::new(graph, latency));
+        let all = std::iter::once(own).chain(others);
+        self.handheld_latency = Some(all.map(|(e, l)| (e, OnlineLatency::new(graph, l))).collect());
         // A new link: the last one's misses do not count against it.
         self.stall.reset();
         self.offload.forget();
@@ -214,21 +239,27 @@ impl Driver {
     pub fn learn(
         &mut self,
         prefix: &[bool],
-        wearable: Duration,
-        handheld: Option<Duration>,
+        (wearable, handheld): (Duration, Option<Duration>),
         handheld_dilation: f64,
+        engines: Option<Engines>,
     ) {
-        self.wearable_latency.observe(prefix, wearable.as_secs_f64());
-        if let (Some(h), Some(online)) = (handheld, &mut self.handheld_latency) {
+        if let Some(online) = pick_mut(&mut self.wearable_latency, engines.map(|e| e.prefix)) {
+            online.observe(prefix, wearable.as_secs_f64());
+        }
+        let on = engines.map(|e| e.suffix);
+        if let (Some(h), Some(online)) =
+            (handheld, self.handheld_latency.as_mut().and_then(|l| pick_mut(l, on)))
+        {
             // Its profile is of an idle handheld: the load it reported is priced apart.
             let suffix: Vec<bool> = prefix.iter().map(|&p| !p).collect();
             online.observe(&suffix, h.as_secs_f64() / handheld_dilation);
         }
+        // The fastest whole model on each side, over its engines.
         let all = vec![true; prefix.len()];
-        let now = (
-            self.wearable_latency.predict_s(&all),
-            self.handheld_latency.as_ref().map_or(0.0, |h| h.predict_s(&all)),
-        );
+        let fastest = |side: &[(Engine, OnlineLatency)]| {
+            side.iter().map(|(_, l)| l.predict_s(&all)).fold(f64::INFINITY, f64::min)
+        };
+        let now = (fastest(&self.wearable_latency), self.handheld_latency.as_deref().map_or(0.0, fastest));
         if self.totals.update(now).is_some() {
             debug!(wearable_s = now.0, handheld_s = now.1, "the predictions moved: re-deciding");
             self.offload.forget();
@@ -247,18 +278,57 @@ impl Driver {
         self.stall.reset();
     }
 
-    /// The predicted latency (ms) of `cut` now, its tensors in their
-    /// cheapest encodings; `None` before the handheld's layer times are known.
-    pub fn predict_ms(&self, graph: &LayerGraph, cut: &Cut, now: Now) -> Option<f64> {
-        let handheld_latency = self.handheld_latency.as_ref()?.latency();
-        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
-        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+    /// The predicted latency (ms) of `cut` now on `engines` (`None`: each
+    /// side's own), its tensors in their cheapest encodings; `None` before
+    /// the handheld's layer times are known.
+    pub fn predict_on(
+        &self,
+        graph: &LayerGraph,
+        cut: &Cut,
+        now: Now,
+        engines: Option<Engines>,
+    ) -> Option<f64> {
+        let (wearable, handheld) = self.sides(engines)?;
+        Some(self.price(graph, cut, now, wearable, handheld) * 1e3)
+    }
+
+    /// The latency (s) of `cut` on these sides now.
+    fn price(&self, graph: &LayerGraph, cut: &Cut, now: Now, wearable: Side, handheld: Side) -> f64 {
         let weights = self.planner.conditions().weights;
         let mut prices = NodePrices::new(graph, wearable, handheld, &now.link, &now.status, weights);
         if let Some(codecs) = now.codecs {
             prices = prices.with_codecs(graph, codecs, &now.status);
         }
-        Some(evaluate(graph, &prices, cut, now.link.rtt).latency_s * 1e3)
+        evaluate(graph, &prices, cut, now.link.rtt).latency_s
+    }
+
+    /// `cut` on the pair of engines predicted fastest for it now, and that
+    /// prediction (ms); `None` before the handheld's layer times are known.
+    pub fn fastest_engines(&self, graph: &LayerGraph, cut: &Cut, now: Now) -> Option<(Engines, f64)> {
+        let handheld = self.handheld_latency.as_ref()?;
+        let mut best: Option<(Engines, f64)> = None;
+        for (we, w) in &self.wearable_latency {
+            for (he, h) in handheld {
+                let wearable = Side { latency: w.latency(), energy: &self.wearable_energy };
+                let handheld = Side { latency: h.latency(), energy: &self.handheld_energy };
+                let s = self.price(graph, cut, now, wearable, handheld);
+                if best.is_none_or(|(_, b)| s < b) {
+                    best = Some((Engines { prefix: *we, suffix: *he }, s));
+                }
+            }
+        }
+        best.map(|(e, s)| (e, s * 1e3))
+    }
+
+    /// Both sides' predictors on `engines` (`None`, or an engine a side
+    /// lacks: its own); `None` before the handheld's layer times are known.
+    fn sides(&self, engines: Option<Engines>) -> Option<(Side<'_>, Side<'_>)> {
+        let handheld = pick(self.handheld_latency.as_deref()?, engines.map(|e| e.suffix))?;
+        let wearable = pick(&self.wearable_latency, engines.map(|e| e.prefix))?;
+        Some((
+            Side { latency: wearable.latency(), energy: &self.wearable_energy },
+            Side { latency: handheld.latency(), energy: &self.handheld_energy },
+        ))
     }
 
     /// The best placement over three tiers for the next frame, the edge's
@@ -279,9 +349,9 @@ impl Driver {
         now: Now,
         direct: Option<&LinkEstimate>,
     ) -> Option<TierDecision> {
-        let handheld_latency = self.handheld_latency.as_ref()?.latency();
-        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
-        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        // The three tiers are priced on each side's own engine.
+        let (wearable, handheld) = self.sides(None)?;
+        let handheld_latency = pick(self.handheld_latency.as_deref()?, None)?.latency();
         let conditions = self.planner.conditions();
         let mut pair = NodePrices::new(graph, wearable, handheld, &now.link, &now.status, conditions.weights);
         if let Some(codecs) = now.codecs {
@@ -343,14 +413,17 @@ impl Driver {
                 return Next::here(graph, "placement: edge only, and the edge is not used")
             }
             _ if not_ready.is_some() => return Next::here(graph, not_ready.unwrap_or_default()),
+            // A fixed cut's halves run on the engines predicted fastest for it.
             Placement::HandheldOnly => {
                 let cut = Cut::handheld_only(graph);
-                let ms = self.predict_ms(graph, &cut, now);
-                return Next::at(cut, ms);
+                let best = self.fastest_engines(graph, &cut, now);
+                return Next::at(cut, best.map(|b| b.1)).on(best.map(|b| b.0));
             }
             Placement::Fixed(c) => {
                 let why = c.is_wearable_only().then(|| "placement: a fixed cut with every layer here".into());
-                return Next { local_reason: why, ..Next::at(c.clone(), self.predict_ms(graph, c, now)) };
+                let best = self.fastest_engines(graph, c, now);
+                let next = Next::at(c.clone(), best.map(|b| b.1)).on(best.map(|b| b.0));
+                return Next { local_reason: why, ..next };
             }
             Placement::Auto => {}
         }
@@ -372,18 +445,30 @@ impl Driver {
             self.planner.handle_link(link);
         }
         self.planner.handle_mode(mode);
-        let Some(handheld_latency) = self.handheld_latency.as_ref().map(|h| h.latency()) else {
+        let Some(handheld_latency) = self.handheld_latency.as_deref() else {
             return (false, Next::here(graph, "the handheld has not sent its layer times yet"));
         };
-        let wearable = Side { latency: self.wearable_latency.latency(), energy: &self.wearable_energy };
-        let handheld = Side { latency: handheld_latency, energy: &self.handheld_energy };
+        let wearables = engine_sides(&self.wearable_latency, &self.wearable_energy);
+        let handhelds = engine_sides(handheld_latency, &self.handheld_energy);
         let mut failed = None;
-        match self.planner.poll_decision(graph, wearable, handheld) {
+        match self.planner.poll_engines(graph, &wearables, &handhelds) {
             Ok(Some(d)) => {
-                info!(cut = %d.chosen.describe(graph), encodings = ?d.encodings, reason = %d.reason, "partition");
+                info!(
+                    cut = %d.chosen.describe(graph),
+                    engines = ?d.engines,
+                    encodings = ?d.encodings,
+                    reason = %d.reason,
+                    "partition"
+                );
                 if self.want_ahead {
-                    self.ahead =
-                        self.planner.runners_up(graph, wearable, handheld, &super::switch::AHEAD_FACTORS);
+                    // The runners-up on the decision's engines.
+                    let (w, h) = (
+                        pick_side(&wearables, d.engines.map(|e| e.prefix)),
+                        pick_side(&handhelds, d.engines.map(|e| e.suffix)),
+                    );
+                    if let (Some(w), Some(h)) = (w, h) {
+                        self.ahead = self.planner.runners_up(graph, w, h, &super::switch::AHEAD_FACTORS);
+                    }
                 }
             }
             Ok(None) => {}
@@ -396,19 +481,60 @@ impl Driver {
             let why = failed.unwrap_or_else(|| "no decision".into());
             return (false, Next::here(graph, format!("the planner failed: {why}")));
         };
+        let engines = d.engines;
         if d.chosen.is_wearable_only() {
             let ms = d.evaluation.latency_s * 1e3;
             let why = format!("the planner: every layer here, predicted {ms:.1} ms ({})", d.reason);
-            return (true, Next { local_reason: Some(why), ..Next::at(d.chosen.clone(), Some(ms)) });
+            let next = Next::at(d.chosen.clone(), Some(ms)).on(engines);
+            return (true, Next { local_reason: Some(why), ..next });
         }
         let conditions = *self.planner.conditions();
+        let (Some(wearable), Some(handheld)) = (
+            pick_side(&wearables, engines.map(|e| e.prefix)),
+            pick_side(&handhelds, engines.map(|e| e.suffix)),
+        ) else {
+            return (false, Next::here(graph, "the planner chose an engine it was not given"));
+        };
         match self.offload.check(graph, d, wearable, handheld, &conditions, mode) {
-            Verdict::Offload { predicted_ms } => (true, Next::at(d.chosen.clone(), Some(predicted_ms))),
-            Verdict::Local { predicted_ms, why } => (
-                true,
-                Next { local_reason: Some(why), ..Next::at(Cut::wearable_only(graph), Some(predicted_ms)) },
-            ),
+            Verdict::Offload { predicted_ms } => {
+                (true, Next::at(d.chosen.clone(), Some(predicted_ms)).on(engines))
+            }
+            Verdict::Local { predicted_ms, why } => {
+                let next = Next::at(Cut::wearable_only(graph), Some(predicted_ms)).on(engines);
+                (true, Next { local_reason: Some(why), ..next })
+            }
         }
+    }
+}
+
+/// A planner's engine sides of one side's predictors, priced with `energy`.
+fn engine_sides<'a>(side: &'a [(Engine, OnlineLatency)], energy: &'a ClusterEnergy) -> Vec<EngineSide<'a>> {
+    side.iter()
+        .map(|(engine, l)| EngineSide { engine: *engine, side: Side { latency: l.latency(), energy } })
+        .collect()
+}
+
+/// The predictor of `engine` in `side` (`None`: the side's own, first).
+fn pick(side: &[(Engine, OnlineLatency)], engine: Option<Engine>) -> Option<&OnlineLatency> {
+    match engine {
+        Some(e) => side.iter().find(|(x, _)| *x == e).map(|(_, l)| l),
+        None => side.first().map(|(_, l)| l),
+    }
+}
+
+/// [`pick`], to learn.
+fn pick_mut(side: &mut [(Engine, OnlineLatency)], engine: Option<Engine>) -> Option<&mut OnlineLatency> {
+    match engine {
+        Some(e) => side.iter_mut().find(|(x, _)| *x == e).map(|(_, l)| l),
+        None => side.first_mut().map(|(_, l)| l),
+    }
+}
+
+/// The side of `engine` among a planner's engine sides (`None`: the first).
+fn pick_side<'a>(sides: &[EngineSide<'a>], engine: Option<Engine>) -> Option<Side<'a>> {
+    match engine {
+        Some(e) => sides.iter().find(|s| s.engine == e).map(|s| s.side),
+        None => sides.first().map(|s| s.side),
     }
 }
 
@@ -430,7 +556,8 @@ mod tests {
         let mut config = SessionConfig::watch_and_phone().expect("shipped profiles");
         config.adapt = adapt;
         config.hint = LatencyHint::Fastest;
-        Driver::new(&config, OnlineLatency::new(g, layers(g, 0.005))).expect("driver")
+        Driver::new(&config, ((Engine::Tract, OnlineLatency::new(g, layers(g, 0.005))), vec![]))
+            .expect("driver")
     }
 
     fn now(rtt_ms: u64) -> Now<'static> {
@@ -457,7 +584,7 @@ mod tests {
         let n = d.next(g, &Placement::Auto, None, Mode::Single, now(1));
         assert!(n.cut.is_wearable_only());
         assert!(n.local_reason.unwrap_or_default().contains("has not sent its layer times"));
-        assert_eq!(d.predict_ms(g, &Cut::handheld_only(g), now(1)), None);
+        assert_eq!(d.predict_on(g, &Cut::handheld_only(g), now(1), None), None);
     }
 
     #[test]
@@ -465,12 +592,16 @@ mod tests {
         let m = model();
         let g = m.graph();
         let mut d = driver(g, true);
-        d.handheld_ready(g, "a name that is no shipped profile", layers(g, 0.0001));
+        d.handheld_ready(
+            g,
+            "a name that is no shipped profile",
+            ((Engine::Tract, layers(g, 0.0001)), vec![]),
+        );
         let n = d.next(g, &Placement::Auto, None, Mode::Single, now(1));
         assert!(!n.cut.is_wearable_only(), "a 50× faster handheld 1 ms away: {n:?}");
         assert_eq!(n.local_reason, None);
         let predicted = n.predicted_ms.expect("a decided cut has a prediction");
-        let direct = d.predict_ms(g, &n.cut, now(1)).expect("layer times known");
+        let direct = d.predict_on(g, &n.cut, now(1), None).expect("layer times known");
         assert!((predicted - direct).abs() < 1e-6 * direct, "{predicted} vs {direct}");
         // A one-second round trip moves the link past 10%: the planner
         // re-decides, and running alone wins (by the planner, or by the check).
@@ -484,7 +615,7 @@ mod tests {
         let m = model();
         let g = m.graph();
         let mut d = driver(g, false);
-        d.handheld_ready(g, "phone", layers(g, 0.0001));
+        d.handheld_ready(g, "phone", ((Engine::Tract, layers(g, 0.0001)), vec![]));
         let first = d.next(g, &Placement::Auto, None, Mode::Single, now(1));
         assert!(!first.cut.is_wearable_only());
         assert_eq!(d.next(g, &Placement::Auto, None, Mode::Single, now(1000)), first);
@@ -495,14 +626,14 @@ mod tests {
         let m = model();
         let g = m.graph();
         let mut d = driver(g, true);
-        d.handheld_ready(g, "phone", layers(g, 0.0001));
+        d.handheld_ready(g, "phone", ((Engine::Tract, layers(g, 0.0001)), vec![]));
         let first = d.next(g, &Placement::Auto, None, Mode::Single, now(5));
         assert!(!first.cut.is_wearable_only(), "{first:?}");
         // The watch turns out 1000× faster than its profile: measured runs
         // of every layer here teach the prediction, and the next frame runs here.
         let all = vec![true; g.nodes().len()];
         for _ in 0..50 {
-            d.learn(&all, Duration::from_micros(5), None, 1.0);
+            d.learn(&all, (Duration::from_micros(5), None), 1.0, None);
         }
         let next = d.next(g, &Placement::Auto, None, Mode::Single, now(5));
         assert!(next.cut.is_wearable_only(), "{next:?}");
@@ -517,10 +648,42 @@ mod tests {
         for _ in 1..limit {
             assert_eq!(d.missed_deadline(), None);
         }
-        d.handheld_ready(g, "phone", layers(g, 0.0001));
+        d.handheld_ready(g, "phone", ((Engine::Tract, layers(g, 0.0001)), vec![]));
         for _ in 1..limit {
             assert_eq!(d.missed_deadline(), None, "a new link's count starts at 0");
         }
         assert!(d.missed_deadline().is_some());
+    }
+
+    /// With two engines on the handheld, the suffix runs on the one
+    /// predicted faster for the cut; once its frames are measured slower,
+    /// the predictions of that engine alone learn it, and the next frame's
+    /// suffix moves to the other.
+    #[test]
+    fn each_engine_learns_from_its_own_frames_and_the_suffix_follows_the_faster() {
+        let m = model();
+        let g = m.graph();
+        let mut d = driver(g, true);
+        let own = (Engine::Tract, layers(g, 0.001));
+        d.handheld_ready(g, "phone", (own, vec![(Engine::OnnxRuntime, layers(g, 0.0001))]));
+        let first = d.next(g, &Placement::Auto, None, Mode::Single, now(1));
+        assert!(!first.cut.is_wearable_only(), "{first:?}");
+        let on = first.engines.expect("engines chosen with the cut");
+        assert_eq!(on.suffix, Engine::OnnxRuntime, "{first:?}");
+        // onnxruntime's suffixes take 20 ms each, measured.
+        for _ in 0..50 {
+            d.learn(
+                first.cut.prefix_mask(),
+                (Duration::ZERO, Some(Duration::from_millis(20))),
+                1.0,
+                Some(on),
+            );
+        }
+        let next = d.next(g, &Placement::Auto, None, Mode::Single, now(1));
+        assert!(!next.cut.is_wearable_only(), "tract's suffix is still faster than the watch: {next:?}");
+        assert_eq!(next.engines.map(|e| e.suffix), Some(Engine::Tract), "{next:?}");
+        // tract's predictions did not move.
+        let tract = d.predict_on(g, &next.cut, now(1), next.engines).expect("known");
+        assert!(tract < 10.0, "{tract} ms");
     }
 }

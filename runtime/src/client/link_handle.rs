@@ -116,7 +116,7 @@ impl LinkHandle {
     pub fn offload(
         &self,
         frame: u64,
-        cut: CutKey,
+        cut: (CutKey, Option<crate::engine::Engine>),
         packed: Vec<PackedTensor>,
         answer: Vec<Encoding>,
         edge: Option<CutKey>,
@@ -131,8 +131,8 @@ impl LinkHandle {
     }
 
     /// Asks the handheld to build these cuts' suffixes ahead.
-    pub fn prepare(&self, cuts: Vec<CutKey>) {
-        let _ = self.commands.send(Command::Prepare(cuts));
+    pub fn prepare(&self, cuts: Vec<CutKey>, engine: Option<crate::engine::Engine>) {
+        let _ = self.commands.send(Command::Prepare(cuts, engine));
     }
 
     /// Tells the handheld not to run these frames (they run here).

@@ -19,7 +19,8 @@ pub(crate) enum Command {
     /// A frame's suffix, its crossing tensors packed (encoded) already.
     Offload {
         frame: u64,
-        cut: CutKey,
+        /// The cut, and the engine its suffix runs on (`None`: the handheld's own).
+        cut: (CutKey, Option<crate::engine::Engine>),
         packed: Vec<PackedTensor>,
         answer: Vec<tandem_proto::encoding::Encoding>,
         /// Relayed: S2's key, the edge's cut.
@@ -29,8 +30,9 @@ pub(crate) enum Command {
         id: u64,
         bytes: usize,
     },
-    /// Ask the handheld to build these cuts' suffix plans ahead.
-    Prepare(Vec<CutKey>),
+    /// Ask the handheld to build these cuts' suffix plans ahead, on this
+    /// engine (`None`: its own).
+    Prepare(Vec<CutKey>, Option<crate::engine::Engine>),
     /// These frames missed their deadline and run here: the handheld need not.
     Cancel(Vec<u64>),
     /// Drop the link as lost (why), and open it again.
@@ -76,6 +78,7 @@ pub(crate) enum Event {
     /// The handheld built a cut's suffix plan (or could not: why).
     Prepared {
         cut: CutKey,
+        engine: Option<crate::engine::Engine>,
         error: Option<String>,
     },
     /// The link ended (a refusal included: [`CloseReason::is_refusal`]), or could not open.
@@ -184,7 +187,7 @@ fn refuse(c: Option<Command>, events: &cb::Sender<Event>) -> bool {
         Some(Command::Offload { frame, .. }) => events
             .send(Event::RunLocally { frames: vec![frame], reason: "the handheld is not connected".into() })
             .is_ok(),
-        Some(Command::Probe { .. } | Command::Prepare(_) | Command::Cancel(_) | Command::Reset(_)) => true,
+        Some(Command::Probe { .. } | Command::Prepare(..) | Command::Cancel(_) | Command::Reset(_)) => true,
     }
 }
 
@@ -292,9 +295,9 @@ async fn run_link(
                         edge,
                     });
                 }
-                WearableAction::Prepared { cut, build_us, error } => {
-                    debug!(cut = %cut, build_us, ?error, "the handheld prepared a cut");
-                    let _ = events.send(Event::Prepared { cut, error });
+                WearableAction::Prepared { cut, engine, build_us, error } => {
+                    debug!(cut = %cut, ?engine, build_us, ?error, "the handheld prepared a cut");
+                    let _ = events.send(Event::Prepared { cut, engine, error });
                 }
                 WearableAction::RunLocally(frames) => {
                     let reason = session.close_reason().map_or_else(|| "the link failed".into(), describe);
@@ -330,14 +333,14 @@ async fn run_link(
                         break 'conn Ok(());
                     }
                     Some(Command::Offload { frame, cut, packed, answer, edge }) => {
-                        let m = session.offload(now(), frame, cut, packed, answer, edge);
+                        let m = session.offload_on(now(), frame, cut, packed, answer, edge);
                         if m.is_none() {
                             let reason = "the handheld is not ready".into();
                             let _ = events.send(Event::RunLocally { frames: vec![frame], reason });
                         }
                         m
                     }
-                    Some(Command::Prepare(cuts)) => session.prepare(now(), cuts),
+                    Some(Command::Prepare(cuts, engine)) => session.prepare_on(now(), cuts, engine),
                     Some(Command::Cancel(frames)) => session.cancel(now(), &frames),
                     Some(Command::Probe { id, bytes }) => session.probe(now(), id, bytes),
                     Some(Command::Reset(reason)) => {

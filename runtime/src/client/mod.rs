@@ -166,8 +166,11 @@ impl Session {
     /// until that timeout and fails with the reason.
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
         let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
-        let (engine, host) = ProfiledLatency::measure_choice(&model.model, config.engine, &inputs)?;
-        info!(%engine, choice = %config.engine, "the wearable's layers run on this engine");
+        // Every engine `auto` allows is profiled: the planner chooses each
+        // cut's prefix engine from them (the fastest whole model's is the default).
+        let ((engine, host), others) =
+            ProfiledLatency::measure_all_runs(&model.model, config.engine, &inputs, (2, 7))?;
+        info!(%engine, choice = %config.engine, "the wearable's layers run on this engine unless the planner says");
         let engines = crate::engine::Engines { prefix: engine, suffix: crate::engine::Engine::Tract };
         let executor = Arc::new(SplitExecutor::new(model.model.clone()).with_engines(engines));
         let builder = match config.prepare_ahead {
@@ -178,14 +181,15 @@ impl Session {
             false => None,
         };
         let k = config.dilation.max(1.0);
-        let wearable_latency = OnlineLatency::new(
-            model.model.graph(),
-            ProfiledLatency {
-                per_node_s: host.per_node_s.iter().map(|s| s * k).collect(),
-                overhead_s: host.overhead_s * k,
-            },
-        );
-        let driver = Driver::new(&config, wearable_latency)?;
+        let online = |p: &ProfiledLatency| {
+            let dilated = ProfiledLatency {
+                per_node_s: p.per_node_s.iter().map(|s| s * k).collect(),
+                overhead_s: p.overhead_s * k,
+            };
+            OnlineLatency::new(model.model.graph(), dilated)
+        };
+        let others = others.iter().map(|(e, p)| (*e, online(p))).collect();
+        let driver = Driver::new(&config, ((engine, online(&host)), others))?;
         let settings = link_task::LinkSettings {
             chunk_bytes: config.chunk_bytes,
             backoff: config.backoff,
@@ -491,13 +495,6 @@ impl Session {
         now_of(&self.profiler, &self.encodings)
     }
 
-    /// The predicted latency (ms) of `cut` now, its tensors in their
-    /// cheapest encodings: what a fixed placement's deadline is set from.
-    /// `None` before the handheld's layer times are known.
-    fn predict_ms(&self, cut: &Cut) -> Option<f64> {
-        self.driver.predict_ms(self.model.model.graph(), cut, self.pricing_now())
-    }
-
     /// The cut for the next frame: the planning driver asked.
     fn next_cut(&mut self, mode: Mode) -> driver::Next {
         let not_ready = (!self.is_ready())
@@ -518,37 +515,56 @@ impl Session {
         for (key, e) in builder.failures() {
             self.switch.local_failed(key, e);
         }
+        // The runners-up are on the decision's engines.
+        let ahead_on = self.frame_engines(self.driver.current().and_then(|d| d.engines));
         let ahead = self.driver.take_ahead();
-        let ahead = self.switch.unasked(ahead);
-        self.prepare(ahead);
-        let local_ready = self.executor.is_cached_sides(&decided.cut, Sides::Prefix);
-        match self.switch.choose(&decided.cut, local_ready, self.now()) {
-            switch::Gate::Go { waited } => driver::Next { waited, ..decided },
-            switch::Gate::Hold { cut, build } => {
-                if let Some(b) = build {
-                    self.prepare(vec![b]);
+        let ahead = self.switch.unasked(ahead, Some(ahead_on));
+        self.prepare(ahead, ahead_on);
+        let engines = self.frame_engines(decided.engines);
+        let local_ready =
+            self.executor.is_cached_on(&decided.cut, Sides::Prefix, self.prefix_engines(engines));
+        match self.switch.choose(&(decided.cut.clone(), Some(engines)), local_ready, self.now()) {
+            switch::Gate::Go { waited } => driver::Next { waited, engines: Some(engines), ..decided },
+            switch::Gate::Hold { cut, engines: held_on, build } => {
+                if let Some((b, on)) = build {
+                    self.prepare(vec![b], self.frame_engines(on));
                 }
                 let here = Cut::wearable_only(self.model.model.graph());
-                let (held_ms, here_ms) = (self.predict_ms(&cut), self.predict_ms(&here));
-                switch::hold(&decided.cut, (cut, held_ms), (here, here_ms))
+                let now = self.pricing_now();
+                let g = self.model.model.graph();
+                let held_ms = self.driver.predict_on(g, &cut, now, held_on);
+                let here_ms = self.driver.predict_on(g, &here, now, held_on);
+                switch::hold(&decided.cut, ((cut, held_on), held_ms), ((here, held_on), here_ms))
             }
         }
     }
 
-    /// Builds `cuts`' plans in the background: the prefixes here, the
-    /// suffixes on the handheld.
-    fn prepare(&mut self, cuts: Vec<Cut>) {
+    /// Builds `cuts`' plans on `engines` in the background: the prefixes
+    /// here, the suffixes on the handheld.
+    fn prepare(&mut self, cuts: Vec<Cut>, engines: crate::engine::Engines) {
         if cuts.is_empty() {
             return;
         }
-        debug!(cuts = cuts.len(), "building plans ahead");
+        debug!(cuts = cuts.len(), %engines, "building plans ahead");
         let keys = cuts.iter().map(Cut::key).collect();
         if let Some(b) = &self.builder {
             for c in cuts {
-                b.build(c);
+                b.build(c, self.prefix_engines(engines));
             }
         }
-        self.link.prepare(keys);
+        self.link.prepare(keys, Some(engines.suffix));
+    }
+
+    /// A frame's engines: `chosen` (by the planner, with its cut), else
+    /// each side's own ([`Session::engines`]).
+    fn frame_engines(&self, chosen: Option<crate::engine::Engines>) -> crate::engine::Engines {
+        chosen.unwrap_or_else(|| self.engines())
+    }
+
+    /// What the executor keys a prefix plan on `engines` by: their prefix
+    /// engine, the executor's own suffix engine (a prefix plan has no suffix).
+    fn prefix_engines(&self, engines: crate::engine::Engines) -> crate::engine::Engines {
+        crate::engine::Engines { prefix: engines.prefix, ..self.executor.engines() }
     }
 
     /// Runs one frame on the edge over the wearable's own link
@@ -579,7 +595,7 @@ impl Session {
         if !here {
             return Ok(None);
         }
-        let (outputs, took, dvfs) = self.run_local(inputs)?;
+        let (outputs, took, dvfs) = self.run_local(inputs, None)?;
         let local = Cut::wearable_only(self.model.model.graph());
         let mut account = Account::new(frame, local.key(), local.prefix_len(), why, engines);
         account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
@@ -601,7 +617,22 @@ impl Session {
                 self.handheld_engine = latency.engine;
                 let profile =
                     ProfiledLatency { per_node_s: latency.per_layer_s, overhead_s: latency.overhead_s };
-                self.driver.handheld_ready(self.model.model.graph(), &device, profile);
+                let others: Vec<_> = latency
+                    .others
+                    .into_iter()
+                    .map(|o| {
+                        (o.engine, ProfiledLatency { per_node_s: o.per_layer_s, overhead_s: o.overhead_s })
+                    })
+                    .collect();
+                if !others.is_empty() {
+                    let offered: Vec<String> = others.iter().map(|(e, _)| e.to_string()).collect();
+                    info!(handheld = %device, others = %offered.join(", "), "its suffixes may also run on these engines");
+                }
+                self.driver.handheld_ready(
+                    self.model.model.graph(),
+                    &device,
+                    ((latency.engine, profile), others),
+                );
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
                 self.switch.reconnected();
@@ -638,7 +669,7 @@ impl Session {
                     pipe.hand_back(frame, &reason);
                 }
             }
-            Event::Prepared { cut, error } => self.switch.handheld_prepared(cut, error),
+            Event::Prepared { cut, engine, error } => self.switch.handheld_prepared(cut, engine, error),
             Event::Disconnected(closed) => {
                 self.driver.reset_stall();
                 // A refusal is the status until something else happens.
@@ -683,7 +714,8 @@ impl Session {
         let dilation = self.profiler.handheld_status().dilation();
         // A relayed frame's handheld time is the middle's alone: not a suffix's to learn from.
         let relayed = edge.as_ref().is_some_and(|r| r.error.is_none());
-        self.driver.learn(f.cut.prefix_mask(), f.prefix, (!relayed).then_some(handheld), dilation);
+        let engines = Some(f.account.engines);
+        self.driver.learn(f.cut.prefix_mask(), (f.prefix, (!relayed).then_some(handheld)), dilation, engines);
         let down_bytes = tensors.body_len() as u64;
         let decoding = Instant::now();
         let outputs = match crate::encoding::received(&tensors)
@@ -707,7 +739,7 @@ impl Session {
             let now = self.now();
             self.profiler.on_round_trip(f.account.up_bytes, down_bytes, round, handheld, now);
         }
-        self.switch.answered(&f.cut);
+        self.switch.answered(&f.cut, (!relayed).then_some(f.account.engines.suffix));
         let mut values = f.local_outputs;
         for (name, t) in outputs {
             values.insert(name, t.into());
@@ -805,13 +837,19 @@ impl Session {
 
     /// Runs one frame entirely on the wearable; also returns how long it
     /// took and the report's `dvfs` line.
-    fn run_local(&mut self, inputs: &Values) -> Result<(Values, Duration, Option<String>)> {
+    /// The layers run on `engines`' prefix engine (`None`: the wearable's own).
+    fn run_local(
+        &mut self,
+        inputs: &Values,
+        engines: Option<crate::engine::Engines>,
+    ) -> Result<(Values, Duration, Option<String>)> {
         let local = Cut::wearable_only(self.model.model.graph());
-        let plan = self.executor.plan(&local)?;
+        let engines = self.prefix_engines(self.frame_engines(engines));
+        let plan = self.executor.plan_on(&local, Sides::Both, engines)?;
         let (all, took, at_default, dvfs) = self.run_prefix_at_setting(&plan, &local, inputs)?;
         let g = self.model.model.graph();
         let outputs = tandem_core::split::model_outputs(g, &all)?;
-        self.driver.learn(&vec![true; g.nodes().len()], at_default, None, 1.0);
+        self.driver.learn(&vec![true; g.nodes().len()], (at_default, None), 1.0, Some(engines));
         Ok((outputs, took, dvfs))
     }
 
@@ -867,10 +905,11 @@ impl Session {
             }
         }
         if next.cut.is_wearable_only() {
-            let (outputs, took, dvfs) = self.run_local(&inputs)?;
+            let (outputs, took, dvfs) = self.run_local(&inputs, next.engines)?;
             let why = next.local_reason.unwrap_or_else(|| "the cut runs every layer here".into());
+            let engines = self.prefix_engines(self.frame_engines(next.engines));
             let mut account =
-                Account::new(frame, next.cut.key(), next.cut.prefix_len(), Ran::Local(why), self.engines());
+                Account::new(frame, next.cut.key(), next.cut.prefix_len(), Ran::Local(why), engines);
             account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
             (account.predicted_ms, account.switch_wait_ms, account.dvfs) =
                 (next.predicted_ms, waited_ms, dvfs);
@@ -880,15 +919,20 @@ impl Session {
             let report = self.report(account, &next.cut);
             return pipe.start_done(frame, Ok((report, outputs))).map_err(|_| Error::FrameStarted(frame));
         }
-        let Next { cut, predicted_ms, .. } = next;
+        let Next { cut, predicted_ms, engines, .. } = next;
+        // A relayed frame's handheld part runs on the handheld's own engine.
+        let engines = match near {
+            Some(_) => crate::engine::Engines { suffix: self.handheld_engine, ..self.frame_engines(engines) },
+            None => self.frame_engines(engines),
+        };
         let (pricing, decided) = (self.pricing(), self.driver.current());
         let cx =
             encodings::Context { model: &self.model.model, executor: &self.executor, config: &self.config };
         let encodings = self.encodings.for_cut(cx, &cut, decided, pricing);
         self.sync_codecs();
         let building = Instant::now();
-        let inline = !self.executor.is_cached_sides(&cut, Sides::Prefix);
-        let plan = self.executor.plan_sides(&cut, Sides::Prefix)?;
+        let inline = !self.executor.is_cached_on(&cut, Sides::Prefix, self.prefix_engines(engines));
+        let plan = self.executor.plan_on(&cut, Sides::Prefix, self.prefix_engines(engines))?;
         let built = if inline { building.elapsed() } else { Duration::ZERO };
         let t0 = Instant::now();
         let (up, _, prefix, dvfs) = self.run_prefix_at_setting(&plan, &cut, &inputs)?;
@@ -922,13 +966,15 @@ impl Session {
         let answer = self.encodings.answer(&self.model.model, &cut, self.driver.current(), self.pricing());
         let key = cut.key();
         let near_key = near.as_ref().map(Cut::key);
-        let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded, self.engines());
+        let mut account = Account::new(frame, key.clone(), cut.prefix_len(), Ran::Offloaded, engines);
+        let suffix_engine = near.is_none().then_some(engines.suffix);
         account.up_message_bytes = tandem_proto::protocol::run_suffix_wire_len(
             frame,
             key.as_str(),
             &packed,
             &answer,
             near_key.as_ref().map(|k| k.as_str()),
+            suffix_engine,
         ) as u64;
         if self.edge.is_some() {
             account.tiers = Some(edge::tiers(self.model.model.graph(), &cut, near.as_ref()));
@@ -941,7 +987,7 @@ impl Session {
             Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account, near });
         pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
             .map_err(|_| Error::FrameStarted(frame))?;
-        Ok(self.link.offload(frame, key, packed, answer, near_key)?)
+        Ok(self.link.offload(frame, (key, suffix_engine), packed, answer, near_key)?)
     }
 
     /// Packs (encodes) the tensors `cut` sends up, from the prefix's values
@@ -1019,7 +1065,7 @@ impl Session {
             }
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
-                let done = self.run_local(&back.inputs).map(|(outputs, took, dvfs)| {
+                let done = self.run_local(&back.inputs, None).map(|(outputs, took, dvfs)| {
                     let here = Cut::wearable_only(self.model.model.graph());
                     let mut account =
                         Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason), self.engines());

@@ -1,7 +1,9 @@
 //! Switching cuts without stalling a stream: a new cut's plans (the
 //! wearable's prefix, the handheld's suffix) are built in the background
 //! while frames keep running at the cut in force, and the switch happens
-//! once both sides say they are ready. [`SwitchGate`] is the bookkeeping,
+//! once both sides say they are ready. A cut is switched to on a pair of
+//! engines: the same cut on another engine is a switch too, built the
+//! same way. [`SwitchGate`] is the bookkeeping,
 //! without I/O or clocks (time is passed in); [`Builder`] is the wearable's
 //! background thread.
 
@@ -13,7 +15,11 @@ use crossbeam_channel as cb;
 use tracing::{debug, warn};
 
 use super::driver::Next;
+use crate::engine::{Engine, Engines};
 use crate::{Cut, CutKey, Sides, SplitExecutor};
+
+/// A cut on its engines (`None`: each side's own).
+pub(super) type Placed = (Cut, Option<Engines>);
 
 /// The link rates, as multiples of today's estimate, whose decisions are
 /// built ahead: the next likely switches when the link falls or recovers.
@@ -22,8 +28,8 @@ pub(super) const AHEAD_FACTORS: [f64; 4] = [0.25, 0.5, 2.0, 4.0];
 /// While `decided`'s plans are built: the cut in force (`held`, predicted
 /// `held_ms`), or every layer here (`here`, `here_ms`) when that is
 /// predicted faster now (a link that is falling away), saying why.
-pub(super) fn hold(decided: &Cut, held: (Cut, Option<f64>), here: (Cut, Option<f64>)) -> Next {
-    let (cut, ms) = match (held.1, here.1) {
+pub(super) fn hold(decided: &Cut, held: (Placed, Option<f64>), here: (Placed, Option<f64>)) -> Next {
+    let ((cut, engines), ms) = match (held.1, here.1) {
         (Some(h), Some(l)) if l < h => here,
         _ => held,
     };
@@ -33,7 +39,7 @@ pub(super) fn hold(decided: &Cut, held: (Cut, Option<f64>), here: (Cut, Option<f
             decided.prefix_len()
         )
     });
-    Next { local_reason: why, ..Next::at(cut, ms) }
+    Next { local_reason: why, ..Next::at(cut, ms).on(engines) }
 }
 
 /// How long a decided cut may wait for its plans before the next frame
@@ -48,33 +54,35 @@ pub(super) enum Gate {
     /// offloading cut, built in the frame). `waited`: for the first frame of
     /// a switch that had to wait, the time since the decision.
     Go { waited: Option<Duration> },
-    /// Keep running at `cut` (the cut in force) while the decided one's
-    /// plans are built; `build`: start building it now (both sides).
-    Hold { cut: Cut, build: Option<Cut> },
+    /// Keep running at `cut` on `engines` (the cut in force) while the
+    /// decided one's plans are built; `build`: start building it now (both sides).
+    Hold { cut: Cut, engines: Option<Engines>, build: Option<Placed> },
 }
 
 /// Which cuts are ready on each side, which are being built, and the
 /// switch waiting for them.
 #[derive(Debug, Default)]
 pub(super) struct SwitchGate {
-    /// The cut the last frame ran at.
-    running: Option<Cut>,
+    /// The cut the last frame ran at, on its engines.
+    running: Option<Placed>,
     /// A decided cut waiting for its plans, and when it was decided.
-    pending: Option<(Cut, Duration)>,
-    /// Cut keys whose suffix the handheld has built.
-    handheld_ready: HashSet<CutKey>,
-    /// Cut keys asked for (either side), so each is asked once.
-    requested: HashSet<CutKey>,
-    /// Cut keys that failed to build (either side), and why.
+    pending: Option<(Placed, Duration)>,
+    /// Cut keys whose suffix the handheld has built, on which engine
+    /// (`None`: its own).
+    handheld_ready: HashSet<(CutKey, Option<Engine>)>,
+    /// Cut keys and engines asked for (either side), so each is asked once.
+    requested: HashSet<(CutKey, Option<Engines>)>,
+    /// Cut keys that failed to build (either side, on any engine), and why.
     failed: HashMap<CutKey, String>,
 }
 
 impl SwitchGate {
     /// The gate for a frame whose planner decided `decided` at `now`;
     /// `local_ready`: whether the wearable's prefix plan for it is built.
-    pub(super) fn choose(&mut self, decided: &Cut, local_ready: bool, now: Duration) -> Gate {
-        let key = decided.key();
-        let ready = decided.is_wearable_only() || (local_ready && self.handheld_ready.contains(&key));
+    pub(super) fn choose(&mut self, decided: &Placed, local_ready: bool, now: Duration) -> Gate {
+        let key = decided.0.key();
+        let suffix = (key.clone(), decided.1.map(|e| e.suffix));
+        let ready = decided.0.is_wearable_only() || (local_ready && self.handheld_ready.contains(&suffix));
         let overdue =
             self.pending.as_ref().is_some_and(|(p, at)| p == decided && now.saturating_sub(*at) > PATIENCE);
         let running = match &self.running {
@@ -90,29 +98,32 @@ impl SwitchGate {
                 return Gate::Go { waited };
             }
         };
+        let (cut, engines) = running;
         if self.failed.contains_key(&key) {
             // It cannot be built: stay where we are (said once, when it failed).
             self.pending = None;
-            return Gate::Hold { cut: running, build: None };
+            return Gate::Hold { cut, engines, build: None };
         }
         if self.pending.as_ref().is_none_or(|(p, _)| p != decided) {
             self.pending = Some((decided.clone(), now));
         }
-        let build = self.requested.insert(key).then(|| decided.clone());
-        Gate::Hold { cut: running, build }
+        let build = self.requested.insert((key, decided.1)).then(|| decided.clone());
+        Gate::Hold { cut, engines, build }
     }
 
-    /// Of `cuts` (the planner's runners-up), those not asked for yet,
-    /// marked as asked.
-    pub(super) fn unasked(&mut self, cuts: Vec<Cut>) -> Vec<Cut> {
-        cuts.into_iter().filter(|c| !c.is_wearable_only() && self.requested.insert(c.key())).collect()
+    /// Of `cuts` (the planner's runners-up) on `engines`, those not asked
+    /// for yet, marked as asked.
+    pub(super) fn unasked(&mut self, cuts: Vec<Cut>, engines: Option<Engines>) -> Vec<Cut> {
+        cuts.into_iter()
+            .filter(|c| !c.is_wearable_only() && self.requested.insert((c.key(), engines)))
+            .collect()
     }
 
-    /// The handheld built `key`'s suffix, or could not.
-    pub(super) fn handheld_prepared(&mut self, key: CutKey, error: Option<String>) {
+    /// The handheld built `key`'s suffix on `engine`, or could not.
+    pub(super) fn handheld_prepared(&mut self, key: CutKey, engine: Option<Engine>, error: Option<String>) {
         match error {
             None => {
-                self.handheld_ready.insert(key);
+                self.handheld_ready.insert((key, engine));
             }
             Some(e) => {
                 warn!(cut = %key, "the handheld could not build the cut: {e}");
@@ -121,9 +132,10 @@ impl SwitchGate {
         }
     }
 
-    /// A frame at `cut` was answered: the handheld has its suffix.
-    pub(super) fn answered(&mut self, cut: &Cut) {
-        self.handheld_ready.insert(cut.key());
+    /// A frame at `cut` with its suffix on `engine` was answered: the
+    /// handheld has that suffix.
+    pub(super) fn answered(&mut self, cut: &Cut, engine: Option<Engine>) {
+        self.handheld_ready.insert((cut.key(), engine));
     }
 
     /// The wearable could not build `key`'s prefix.
@@ -146,19 +158,19 @@ impl SwitchGate {
 /// The wearable's background plan builder: one thread, one cut at a time,
 /// so that builds ahead leave the other cores to the frames.
 pub(super) struct Builder {
-    jobs: cb::Sender<Cut>,
+    jobs: cb::Sender<(Cut, Engines)>,
     failures: cb::Receiver<(CutKey, String)>,
 }
 
 impl Builder {
     /// Starts the thread; it ends when the builder is dropped.
     pub(super) fn start(executor: Arc<SplitExecutor>) -> std::io::Result<Builder> {
-        let (jobs, queue) = cb::unbounded::<Cut>();
+        let (jobs, queue) = cb::unbounded::<(Cut, Engines)>();
         let (fail_tx, failures) = cb::unbounded();
         std::thread::Builder::new().name("tandem-plans".into()).spawn(move || {
-            for cut in queue {
+            for (cut, engines) in queue {
                 let started = std::time::Instant::now();
-                match executor.plan_sides(&cut, Sides::Prefix) {
+                match executor.plan_on(&cut, Sides::Prefix, engines) {
                     Ok(_) => debug!(cut = %cut.key(), took = ?started.elapsed(), "prefix built ahead"),
                     Err(e) => {
                         let _ = fail_tx.send((cut.key(), e.to_string()));
@@ -169,9 +181,10 @@ impl Builder {
         Ok(Builder { jobs, failures })
     }
 
-    /// Queues `cut`'s prefix.
-    pub(super) fn build(&self, cut: Cut) {
-        let _ = self.jobs.send(cut);
+    /// Queues `cut`'s prefix on `engines` (its prefix engine; the executor's
+    /// own for the rest, as [`SplitExecutor::plan_on`] keys it).
+    pub(super) fn build(&self, cut: Cut, engines: Engines) {
+        let _ = self.jobs.send((cut, engines));
     }
 
     /// Builds that failed since the last call: (cut key, why).
@@ -201,63 +214,75 @@ mod tests {
         let (_, all_there, mid) = cuts();
         let mut gate = SwitchGate::default();
         // The first offloading cut: nothing to fall back on, built inline.
-        assert_eq!(gate.choose(&all_there, false, S), Gate::Go { waited: None });
-        gate.answered(&all_there);
+        assert_eq!(gate.choose(&(all_there.clone(), None), false, S), Gate::Go { waited: None });
+        gate.answered(&all_there, None);
         // A new decision at 2 s: hold at the cut in force and build it, once.
         assert_eq!(
-            gate.choose(&mid, false, 2 * S),
-            Gate::Hold { cut: all_there.clone(), build: Some(mid.clone()) }
+            gate.choose(&(mid.clone(), None), false, 2 * S),
+            Gate::Hold { cut: all_there.clone(), engines: None, build: Some((mid.clone(), None)) }
         );
-        assert_eq!(gate.choose(&mid, true, 3 * S), Gate::Hold { cut: all_there.clone(), build: None });
+        assert_eq!(
+            gate.choose(&(mid.clone(), None), true, 3 * S),
+            Gate::Hold { cut: all_there.clone(), engines: None, build: None }
+        );
         // The handheld is ready too at 4 s: go, 2 s after the decision.
-        gate.handheld_prepared(mid.key(), None);
-        assert_eq!(gate.choose(&mid, false, 4 * S), Gate::Hold { cut: all_there.clone(), build: None });
-        assert_eq!(gate.choose(&mid, true, 4 * S), Gate::Go { waited: Some(2 * S) });
+        gate.handheld_prepared(mid.key(), None, None);
+        assert_eq!(
+            gate.choose(&(mid.clone(), None), false, 4 * S),
+            Gate::Hold { cut: all_there.clone(), engines: None, build: None }
+        );
+        assert_eq!(gate.choose(&(mid.clone(), None), true, 4 * S), Gate::Go { waited: Some(2 * S) });
         // Staying there reports no more waits.
-        assert_eq!(gate.choose(&mid, true, 5 * S), Gate::Go { waited: None });
+        assert_eq!(gate.choose(&(mid.clone(), None), true, 5 * S), Gate::Go { waited: None });
     }
 
     #[test]
     fn running_alone_is_always_ready_and_prepared_cuts_switch_without_waiting() {
         let (here, all_there, mid) = cuts();
         let mut gate = SwitchGate::default();
-        assert_eq!(gate.choose(&all_there, false, S), Gate::Go { waited: None });
+        assert_eq!(gate.choose(&(all_there.clone(), None), false, S), Gate::Go { waited: None });
         // The link collapses: every layer here, at once.
-        assert_eq!(gate.choose(&here, false, 2 * S), Gate::Go { waited: None });
+        assert_eq!(gate.choose(&(here.clone(), None), false, 2 * S), Gate::Go { waited: None });
         // A runner-up built ahead on both sides is taken at once.
-        assert_eq!(gate.unasked(vec![mid.clone(), here.clone()]), vec![mid.clone()]);
-        assert!(gate.unasked(vec![mid.clone()]).is_empty(), "asked once");
-        gate.handheld_prepared(mid.key(), None);
-        assert_eq!(gate.choose(&mid, true, 3 * S), Gate::Go { waited: None });
+        assert_eq!(gate.unasked(vec![mid.clone(), here.clone()], None), vec![mid.clone()]);
+        assert!(gate.unasked(vec![mid.clone()], None).is_empty(), "asked once");
+        gate.handheld_prepared(mid.key(), None, None);
+        assert_eq!(gate.choose(&(mid.clone(), None), true, 3 * S), Gate::Go { waited: None });
     }
 
     #[test]
     fn a_cut_that_cannot_be_built_is_never_switched_to_and_a_reconnect_forgets() {
         let (_, all_there, mid) = cuts();
         let mut gate = SwitchGate::default();
-        assert_eq!(gate.choose(&all_there, false, S), Gate::Go { waited: None });
+        assert_eq!(gate.choose(&(all_there.clone(), None), false, S), Gate::Go { waited: None });
         assert_eq!(
-            gate.choose(&mid, false, S),
-            Gate::Hold { cut: all_there.clone(), build: Some(mid.clone()) }
+            gate.choose(&(mid.clone(), None), false, S),
+            Gate::Hold { cut: all_there.clone(), engines: None, build: Some((mid.clone(), None)) }
         );
-        gate.handheld_prepared(mid.key(), Some("out of memory".into()));
-        assert_eq!(gate.choose(&mid, true, 2 * S), Gate::Hold { cut: all_there.clone(), build: None });
+        gate.handheld_prepared(mid.key(), None, Some("out of memory".into()));
+        assert_eq!(
+            gate.choose(&(mid.clone(), None), true, 2 * S),
+            Gate::Hold { cut: all_there.clone(), engines: None, build: None }
+        );
         // Past the patience, a cut whose answer never comes is built inline.
         let (_, _, other) = cuts();
         let mut patient = SwitchGate::default();
-        assert_eq!(patient.choose(&all_there, false, S), Gate::Go { waited: None });
-        assert!(matches!(patient.choose(&other, true, S), Gate::Hold { .. }));
-        assert!(matches!(patient.choose(&other, true, S + PATIENCE), Gate::Hold { .. }));
-        assert_eq!(patient.choose(&other, true, 2 * S + PATIENCE), Gate::Go { waited: Some(S + PATIENCE) });
+        assert_eq!(patient.choose(&(all_there.clone(), None), false, S), Gate::Go { waited: None });
+        assert!(matches!(patient.choose(&(other.clone(), None), true, S), Gate::Hold { .. }));
+        assert!(matches!(patient.choose(&(other.clone(), None), true, S + PATIENCE), Gate::Hold { .. }));
+        assert_eq!(
+            patient.choose(&(other.clone(), None), true, 2 * S + PATIENCE),
+            Gate::Go { waited: Some(S + PATIENCE) }
+        );
         // A new handheld: nothing is in force, so the next cut goes inline.
         gate.reconnected();
-        assert_eq!(gate.choose(&mid, false, 3 * S), Gate::Go { waited: None });
+        assert_eq!(gate.choose(&(mid.clone(), None), false, 3 * S), Gate::Go { waited: None });
     }
 
     #[test]
     fn a_held_switch_runs_here_only_when_that_is_predicted_faster() {
         let (here, split, decided) = cuts();
-        let held = |h, l| hold(&decided, (split.clone(), h), (here.clone(), l));
+        let held = |h, l| hold(&decided, ((split.clone(), None), h), ((here.clone(), None), l));
         let n = held(Some(10.0), Some(30.0));
         assert_eq!((n.cut.key(), n.predicted_ms, n.local_reason), (split.key(), Some(10.0), None));
         let n = held(Some(30.0), Some(10.0));
@@ -267,5 +292,26 @@ mod tests {
         assert!(why.contains(&format!("{} layers here", decided.prefix_len())), "{why}");
         // Without a prediction for both: the cut in force.
         assert_eq!(held(None, Some(1.0)).cut.key(), split.key());
+    }
+
+    /// The same cut on another engine is a switch: held until the new
+    /// engine's plans are built on both sides.
+    #[test]
+    fn the_same_cut_on_another_engine_waits_for_that_engine_s_plans() {
+        let (_, _, mid) = cuts();
+        let (tract, ort) = (Engines::TRACT, Engines::both(Engine::OnnxRuntime));
+        let mut gate = SwitchGate::default();
+        assert_eq!(gate.choose(&(mid.clone(), Some(tract)), true, S), Gate::Go { waited: None });
+        gate.answered(&mid, Some(Engine::Tract));
+        let moved = gate.choose(&(mid.clone(), Some(ort)), true, 2 * S);
+        assert_eq!(
+            moved,
+            Gate::Hold { cut: mid.clone(), engines: Some(tract), build: Some((mid.clone(), Some(ort))) }
+        );
+        // Built on tract only: still held.
+        gate.handheld_prepared(mid.key(), Some(Engine::Tract), None);
+        assert!(matches!(gate.choose(&(mid.clone(), Some(ort)), true, 3 * S), Gate::Hold { .. }));
+        gate.handheld_prepared(mid.key(), Some(Engine::OnnxRuntime), None);
+        assert_eq!(gate.choose(&(mid.clone(), Some(ort)), true, 4 * S), Gate::Go { waited: Some(2 * S) });
     }
 }

@@ -124,18 +124,18 @@ impl Driver {
                 Action::LoadPushed { digest, bytes, shapes, reservation } => {
                     self.load(digest, Some(bytes), shapes, reservation)
                 }
-                Action::Prepare { cuts } => {
+                Action::Prepare { cuts, engine } => {
                     if let Some(l) = self.loaded.clone() {
                         let (out, id) = (self.out_tx.clone(), self.id);
-                        tokio::task::spawn_blocking(move || runner::prepare(&l, cuts, &out, id));
+                        tokio::task::spawn_blocking(move || runner::prepare(&l, (cuts, engine), &out, id));
                     }
                 }
-                Action::Run { frame, cut, tensors, answer, edge } => {
+                Action::Run { frame, cut, tensors, answer, edge, engine } => {
                     // The session runs frames only once the model is loaded,
                     // and relays only once an edge is attached.
                     if let Some(loaded) = self.loaded.clone() {
                         let edge = edge.and_then(|near| Some((near, self.edge.clone()?)));
-                        self.run(Job { frame, cut, tensors, answer, loaded, edge });
+                        self.run(Job { frame, cut, tensors, answer, loaded, edge, engine });
                     }
                 }
                 // One edge check at a time: each may attach a Tandem edge

@@ -205,7 +205,8 @@ impl TandemEdge {
             up_bytes += p.bytes.len() as u64;
             packed.push(p);
         }
-        let offload = Command::Offload { frame, cut: near.clone(), packed, answer: vec![], edge: None };
+        let offload =
+            Command::Offload { frame, cut: (near.clone(), None), packed, answer: vec![], edge: None };
         self.commands.send(offload).map_err(|_| EdgeError::LinkStopped(self.addr.clone()))?;
         let started = Instant::now();
         let until = started + self.timeout;

@@ -25,6 +25,19 @@ pub(super) struct Job {
     pub(super) loaded: Arc<Loaded>,
     /// Relayed: S2's key and the edge that runs its suffix.
     pub(super) edge: Option<(crate::CutKey, Arc<super::edge::Edge>)>,
+    /// The engine the wearable asked for (one offered), `None`: the model's own.
+    pub(super) engine: Option<crate::engine::Engine>,
+}
+
+/// `loaded`'s suffix plan of `cut` on `engine` (`None`: the model's own).
+fn suffix_plan(
+    loaded: &Loaded,
+    cut: &Cut,
+    engine: Option<crate::engine::Engine>,
+) -> crate::Result<Arc<SplitPlan>> {
+    let own = loaded.executor.engines();
+    let engines = crate::engine::Engines { suffix: engine.unwrap_or(own.suffix), ..own };
+    Ok(loaded.executor.plan_on(cut, Sides::Suffix, engines)?)
 }
 
 /// A cut and its suffix plan.
@@ -35,20 +48,20 @@ type Suffix = Arc<(Cut, Arc<SplitPlan>)>;
 /// again for each frame. One plan per connection is held past the
 /// executor's own eviction at most.
 #[derive(Default)]
-pub(super) struct LastPlan(Option<(Arc<Loaded>, crate::CutKey, Suffix)>);
+pub(super) struct LastPlan(Option<(Arc<Loaded>, crate::CutKey, Option<crate::engine::Engine>, Suffix)>);
 
 impl LastPlan {
     /// The cut and suffix plan of `job`.
     fn get(&mut self, job: &Job) -> crate::Result<Suffix> {
-        if let Some((loaded, key, found)) = &self.0 {
-            if Arc::ptr_eq(loaded, &job.loaded) && *key == job.cut {
+        if let Some((loaded, key, engine, found)) = &self.0 {
+            if Arc::ptr_eq(loaded, &job.loaded) && *key == job.cut && *engine == job.engine {
                 return Ok(found.clone());
             }
         }
         let cut = Cut::from_key(job.loaded.model.graph(), job.cut.as_str())?;
-        let plan = job.loaded.executor.plan_sides(&cut, Sides::Suffix)?;
+        let plan = suffix_plan(&job.loaded, &cut, job.engine)?;
         let found = Arc::new((cut, plan));
-        self.0 = Some((job.loaded.clone(), job.cut.clone(), found.clone()));
+        self.0 = Some((job.loaded.clone(), job.cut.clone(), job.engine, found.clone()));
         Ok(found)
     }
 }
@@ -116,15 +129,21 @@ fn run_job(
 
 /// Builds these cuts' suffix plans one after the other (builds ahead
 /// must not take every core from the frames), sending each answer.
-pub(super) fn prepare(loaded: &Loaded, cuts: Vec<crate::CutKey>, out: &mpsc::Sender<Message>, conn: u64) {
+pub(super) fn prepare(
+    loaded: &Loaded,
+    (cuts, engine): (Vec<crate::CutKey>, Option<crate::engine::Engine>),
+    out: &mpsc::Sender<Message>,
+    conn: u64,
+) {
     for key in cuts {
         let started = Instant::now();
         let built = Cut::from_key(loaded.model.graph(), key.as_str())
-            .and_then(|cut| loaded.executor.plan_sides(&cut, Sides::Suffix));
+            .map_err(crate::Error::from)
+            .and_then(|cut| suffix_plan(loaded, &cut, engine));
         let build_us = started.elapsed().as_micros() as u64;
         let error = built.err().map(|e| e.to_string());
-        debug!(conn, cut = %key, build_us, ?error, "prepared");
-        if out.blocking_send(HandheldSession::prepared(key, build_us, error)).is_err() {
+        debug!(conn, cut = %key, build_us, ?error, ?engine, "prepared");
+        if out.blocking_send(HandheldSession::prepared_on(key, engine, build_us, error)).is_err() {
             return;
         }
     }

@@ -258,10 +258,18 @@ impl Shared {
             return Err(LoadError::PeerLeft);
         }
         let model = Model::from_bytes_within(&bytes, shapes, limits)?;
-        let latency = match latency {
+        let mut latency = match latency {
             Some(l) => l,
             None => crate::sandbox::profile(&model, scale, self.config.engine)?,
         };
+        if !latency.others.is_empty() && HandheldSession::check_latency_fits(&latency).is_err() {
+            // Each engine's times do not fit one header: the model's own engine only.
+            warn!(
+                layers = latency.per_layer_s.len(),
+                "the other engines' layer times do not fit ModelReady: not offered per cut"
+            );
+            latency.others.clear();
+        }
         // Its profile must fit one header, or ModelReady could never be sent.
         HandheldSession::check_latency_fits(&latency)
             .map_err(|source| LoadError::ProfileTooLarge { layers: latency.per_layer_s.len(), source })?;
