@@ -83,6 +83,8 @@ trap 'kill -- -"$oip_pid" -"$fetch_pid" 2>/dev/null || true; rm -f "$oip_log" "$
 # Build the tests while the engine installs and the models are fetched
 # (what nextest and cargo test build: the same artifacts), then wait for both.
 cargo test --workspace --locked --no-run
+# Built: CI starts its fuzz tools' build now (.ci/run sets this path).
+if [ -n "${TANDEM_TESTS_BUILT:-}" ]; then touch "$TANDEM_TESTS_BUILT"; fi
 if ! wait "$fetch_pid"; then
   cat "$fetch_log" >&2
   echo "scripts/test.sh: fetching the python packages or the models failed (log above)" >&2
