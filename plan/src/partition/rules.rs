@@ -76,6 +76,14 @@ impl Changes for (f64, f64) {
     }
 }
 
+/// Whole-model predictions per side and engine, in seconds (0 where a side
+/// lacks the engine): any one moving past the share is a change.
+impl<const N: usize> Changes for [f64; N] {
+    fn changed(&self, now: &Self, share: f64) -> bool {
+        self.iter().zip(now).any(|(&was, &is)| moved(is, was, share))
+    }
+}
+
 /// What the check of a decision against running alone says.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Verdict {

@@ -310,27 +310,6 @@ impl ProfiledLatency {
         Ok(Self::from_profile(&tandem_core::profile::profile_on(model, engine, inputs, warmup, runs)?))
     }
 
-    /// The engine `choice` names (checked to be available), and the
-    /// model's profile on it; `auto` profiles every available engine and
-    /// keeps the fastest whole model.
-    pub fn measure_choice(
-        model: &tandem_core::Model,
-        choice: tandem_core::EngineChoice,
-        inputs: &tandem_core::Values,
-    ) -> tandem_core::Result<(tandem_core::Engine, ProfiledLatency)> {
-        Self::measure_choice_runs(model, choice, inputs, (2, 7))
-    }
-
-    /// [`ProfiledLatency::measure_choice`] with `(warmup, runs)` runs per engine.
-    pub fn measure_choice_runs(
-        model: &tandem_core::Model,
-        choice: tandem_core::EngineChoice,
-        inputs: &tandem_core::Values,
-        runs: (usize, usize),
-    ) -> tandem_core::Result<(tandem_core::Engine, ProfiledLatency)> {
-        Self::measure_all_runs(model, choice, inputs, runs).map(|(chosen, _)| chosen)
-    }
-
     /// The model's profile on the engine `choice` resolves to (the fastest
     /// whole model for `auto`), and on each other engine it allows (for
     /// `auto`, every other available one; none for a named engine): what a

@@ -88,9 +88,10 @@ pub(super) struct Driver {
     planner: Planner,
     /// The link estimate the planner last heard, told again past 10%.
     link: ChangeGate<LinkEstimate>,
-    /// Both sides' whole-model predictions (s) the planner last decided
-    /// with, re-decided past the margin.
-    totals: ChangeGate<(f64, f64)>,
+    /// Both sides' whole-model predictions (s) on each engine
+    /// ([`Driver::whole_model_s`]) the planner last decided with, re-decided
+    /// when any moves past the margin.
+    totals: ChangeGate<[f64; 2 * Engine::ALL.len()]>,
     offload: OffloadCheck,
     /// Decide once and keep (Neurosurgeon's rule) when the config does not adapt.
     adapt: bool,
@@ -136,7 +137,7 @@ impl Driver {
         Ok(Driver {
             planner,
             link: ChangeGate::new(config.link_default, LINK_CHANGE),
-            totals: ChangeGate::new((0.0, 0.0), config.margin),
+            totals: ChangeGate::new([0.0; 2 * Engine::ALL.len()], config.margin),
             offload: OffloadCheck::new(config.margin, in_flight),
             adapt: config.adapt,
             kept: None,
@@ -167,6 +168,8 @@ impl Driver {
         }
         let all = std::iter::once(own).chain(others);
         self.handheld_latency = Some(all.map(|(e, l)| (e, OnlineLatency::new(graph, l))).collect());
+        // A new handheld may not offer the engines a kept decision named: decide again.
+        self.kept = None;
         // A new link: the last one's misses do not count against it.
         self.stall.reset();
         self.offload.forget();
@@ -234,8 +237,10 @@ impl Driver {
     /// Feeds a measured inference into the predictions: the layers in
     /// `prefix` ran here in `wearable`; the others, if `handheld` is
     /// given, on the handheld in that, under a load that made it
-    /// `handheld_dilation` times slower than idle. When either side's
-    /// whole-model prediction moved past the margin, the planner re-decides.
+    /// `handheld_dilation` times slower than idle; each side's into the
+    /// predictions of the engine that ran it (`engines`; `None`: each
+    /// side's own). When a whole-model prediction of either side on any
+    /// engine moved past the margin, the planner re-decides.
     pub fn learn(
         &mut self,
         prefix: &[bool],
@@ -254,17 +259,28 @@ impl Driver {
             let suffix: Vec<bool> = prefix.iter().map(|&p| !p).collect();
             online.observe(&suffix, h.as_secs_f64() / handheld_dilation);
         }
-        // The fastest whole model on each side, over its engines.
-        let all = vec![true; prefix.len()];
-        let fastest = |side: &[(Engine, OnlineLatency)]| {
-            side.iter().map(|(_, l)| l.predict_s(&all)).fold(f64::INFINITY, f64::min)
-        };
-        let now = (fastest(&self.wearable_latency), self.handheld_latency.as_deref().map_or(0.0, fastest));
+        let now = self.whole_model_s(prefix.len());
         if self.totals.update(now).is_some() {
-            debug!(wearable_s = now.0, handheld_s = now.1, "the predictions moved: re-deciding");
+            debug!(?now, "the predictions moved: re-deciding");
             self.offload.forget();
             self.planner.handle_predictor_update();
         }
+    }
+
+    /// Each side's whole-model prediction (s) on each engine of
+    /// [`Engine::ALL`], the wearable's first (0 where it lacks the engine).
+    fn whole_model_s(&self, layers: usize) -> [f64; 2 * Engine::ALL.len()] {
+        let all = vec![true; layers];
+        let mut out = [0.0; 2 * Engine::ALL.len()];
+        let sides = [Some(&self.wearable_latency[..]), self.handheld_latency.as_deref()];
+        for (i, side) in sides.into_iter().enumerate() {
+            for (j, e) in Engine::ALL.into_iter().enumerate() {
+                if let Some(l) = side.and_then(|s| pick(s, Some(e))) {
+                    out[i * Engine::ALL.len() + j] = l.predict_s(&all);
+                }
+            }
+        }
+        out
     }
 
     /// A tick found frames past their deadline: `Some(why)` when the
@@ -320,8 +336,9 @@ impl Driver {
         best.map(|(e, s)| (e, s * 1e3))
     }
 
-    /// Both sides' predictors on `engines` (`None`, or an engine a side
-    /// lacks: its own); `None` before the handheld's layer times are known.
+    /// Both sides' predictors on `engines` (`None`: each side's own);
+    /// `None` before the handheld's layer times are known, or when a side
+    /// lacks the engine named.
     fn sides(&self, engines: Option<Engines>) -> Option<(Side<'_>, Side<'_>)> {
         let handheld = pick(self.handheld_latency.as_deref()?, engines.map(|e| e.suffix))?;
         let wearable = pick(&self.wearable_latency, engines.map(|e| e.prefix))?;

@@ -512,8 +512,8 @@ impl Session {
         let Some(builder) = &self.builder else {
             return decided;
         };
-        for (key, e) in builder.failures() {
-            self.switch.local_failed(key, e);
+        for (key, engine, e) in builder.failures() {
+            self.switch.local_failed(key, engine, e);
         }
         // The runners-up are on the decision's engines.
         let ahead_on = self.frame_engines(self.driver.current().and_then(|d| d.engines));
@@ -920,9 +920,10 @@ impl Session {
             return pipe.start_done(frame, Ok((report, outputs))).map_err(|_| Error::FrameStarted(frame));
         }
         let Next { cut, predicted_ms, engines, .. } = next;
-        // A relayed frame's handheld part runs on the handheld's own engine.
+        // A relayed frame runs on each side's own engines, as the three
+        // tiers were priced.
         let engines = match near {
-            Some(_) => crate::engine::Engines { suffix: self.handheld_engine, ..self.frame_engines(engines) },
+            Some(_) => self.engines(),
             None => self.frame_engines(engines),
         };
         let (pricing, decided) = (self.pricing(), self.driver.current());

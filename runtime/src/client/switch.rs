@@ -72,8 +72,9 @@ pub(super) struct SwitchGate {
     handheld_ready: HashSet<(CutKey, Option<Engine>)>,
     /// Cut keys and engines asked for (either side), so each is asked once.
     requested: HashSet<(CutKey, Option<Engines>)>,
-    /// Cut keys that failed to build (either side, on any engine), and why.
-    failed: HashMap<CutKey, String>,
+    /// Cut keys whose plans failed to build, by side and engine (`None`:
+    /// the side's own), and why.
+    failed: HashMap<(Sides, CutKey, Option<Engine>), String>,
 }
 
 impl SwitchGate {
@@ -99,7 +100,12 @@ impl SwitchGate {
             }
         };
         let (cut, engines) = running;
-        if self.failed.contains_key(&key) {
+        let on = |side| match side {
+            Sides::Prefix => decided.1.map(|e| e.prefix),
+            _ => decided.1.map(|e| e.suffix),
+        };
+        let failed = |side| self.failed.contains_key(&(side, key.clone(), on(side)));
+        if failed(Sides::Prefix) || failed(Sides::Suffix) {
             // It cannot be built: stay where we are (said once, when it failed).
             self.pending = None;
             return Gate::Hold { cut, engines, build: None };
@@ -126,8 +132,8 @@ impl SwitchGate {
                 self.handheld_ready.insert((key, engine));
             }
             Some(e) => {
-                warn!(cut = %key, "the handheld could not build the cut: {e}");
-                self.failed.insert(key, e);
+                warn!(cut = %key, ?engine, "the handheld could not build the cut: {e}");
+                self.failed.insert((Sides::Suffix, key, engine), e);
             }
         }
     }
@@ -138,10 +144,10 @@ impl SwitchGate {
         self.handheld_ready.insert((cut.key(), engine));
     }
 
-    /// The wearable could not build `key`'s prefix.
-    pub(super) fn local_failed(&mut self, key: CutKey, error: String) {
-        warn!(cut = %key, "the wearable could not build the cut: {error}");
-        self.failed.insert(key, error);
+    /// The wearable could not build `key`'s prefix on `engine`.
+    pub(super) fn local_failed(&mut self, key: CutKey, engine: Engine, error: String) {
+        warn!(cut = %key, %engine, "the wearable could not build the cut: {error}");
+        self.failed.insert((Sides::Prefix, key, Some(engine)), error);
     }
 
     /// A new connection (perhaps a restarted handheld): nothing is known
@@ -159,7 +165,7 @@ impl SwitchGate {
 /// so that builds ahead leave the other cores to the frames.
 pub(super) struct Builder {
     jobs: cb::Sender<(Cut, Engines)>,
-    failures: cb::Receiver<(CutKey, String)>,
+    failures: cb::Receiver<(CutKey, Engine, String)>,
 }
 
 impl Builder {
@@ -173,7 +179,7 @@ impl Builder {
                 match executor.plan_on(&cut, Sides::Prefix, engines) {
                     Ok(_) => debug!(cut = %cut.key(), took = ?started.elapsed(), "prefix built ahead"),
                     Err(e) => {
-                        let _ = fail_tx.send((cut.key(), e.to_string()));
+                        let _ = fail_tx.send((cut.key(), engines.prefix, e.to_string()));
                     }
                 }
             }
@@ -187,8 +193,8 @@ impl Builder {
         let _ = self.jobs.send((cut, engines));
     }
 
-    /// Builds that failed since the last call: (cut key, why).
-    pub(super) fn failures(&self) -> Vec<(CutKey, String)> {
+    /// Builds that failed since the last call: (cut key, prefix engine, why).
+    pub(super) fn failures(&self) -> Vec<(CutKey, Engine, String)> {
         self.failures.try_iter().collect()
     }
 }
