@@ -8,8 +8,10 @@ the unsplit run (the split checks' own tolerance); the models the manifest
 marks (MediaPipe's custom ops) must be
 refused (exit 2, naming the op).
 
-Usage: python3 scripts/tflite-table.py [--cuts N] [--bin target/debug/tandem-wearable]
-(after `python3 models/fetch_tflite.py` and a build). Prints a Markdown
+Usage: python3 scripts/tflite-table.py [--cuts N] [--engine tract|onnxruntime|auto]
+[--bin target/debug/tandem-wearable] (after `python3 models/fetch_tflite.py`
+and a build; `--engine auto` checks every pairing of the two engines, with
+$ORT_DYLIB_PATH set). Prints a Markdown
 table; exits 1 when a model fails its check or is not refused as expected.
 """
 
@@ -27,6 +29,7 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cuts", type=int, default=8)
+    ap.add_argument("--engine", default="tract")
     ap.add_argument("--bin", default=os.path.join(root, "target", "debug", "tandem-wearable"))
     ap.add_argument("--cache", default=os.path.join(root, "models", "cache", "tflite"))
     args = ap.parse_args()
@@ -51,7 +54,7 @@ def main():
             continue
         import numpy as np
 
-        cmd = [args.bin, "split-check", "--model", path, "--cuts", str(args.cuts)]
+        cmd = [args.bin, "split-check", "--model", path, "--cuts", str(args.cuts), "--engine", args.engine]
         for name, f in zip(m["input_names"], m["inputs"]):
             x = np.load(os.path.join(args.cache, f))
             # Symbolic dimensions (the audio models' batch and length) take the input's.
