@@ -24,11 +24,11 @@ use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
 use crate::cut::Cut;
-use crate::engine::Engines;
+use crate::engine::{Engine, Engines};
 use crate::error::{Error, Result, TractContext};
 use crate::graph::{Producer, TensorId};
 use crate::model::Model;
-use crate::split::{full_plan, tapped_plan, Sides, SplitPlan, Values};
+use crate::split::{full_plan, tapped_plan, tapped_plan_on, Sides, SplitPlan, Values};
 
 /// Relative tolerance: a tensor matches when its max abs difference is at
 /// most `TOLERANCE × max(1, max |reference|)`.
@@ -96,6 +96,13 @@ pub enum Rule {
         /// One step of the tensor's scale.
         quantum: f32,
     },
+    /// Across engines: the float tolerance plus `allowance`, the most the
+    /// engines' own unsplit runs differ on this tensor (what running on
+    /// another engine changes, not what splitting does).
+    Engines {
+        /// The engines' own largest difference on the tensor.
+        allowance: f32,
+    },
 }
 
 impl std::fmt::Display for Rule {
@@ -103,6 +110,9 @@ impl std::fmt::Display for Rule {
         match self {
             Rule::Float => write!(f, "float tolerance {TOLERANCE} relative"),
             Rule::Quanta { quantum } => write!(f, "one quantum ({quantum})"),
+            Rule::Engines { allowance } => {
+                write!(f, "float tolerance {TOLERANCE} relative plus the engines' own unsplit difference {allowance}")
+            }
         }
     }
 }
@@ -126,6 +136,22 @@ impl Diff {
     /// Whether the difference is within tolerance.
     pub fn ok(&self) -> bool {
         self.tolerance_ratio <= 1.0
+    }
+
+    /// This difference judged across engines whose own unsplit runs differ
+    /// on the tensor by up to `allowance`: the float rule when it passes,
+    /// else the float tolerance widened by `allowance`.
+    pub fn across_engines(self, allowance: f32) -> Diff {
+        if self.ok() || !self.max_abs.is_finite() || allowance <= 0.0 || self.rule != Rule::Float {
+            return self;
+        }
+        // The float rule's own allowance, from its ratio.
+        let float = self.max_abs / self.tolerance_ratio;
+        Diff {
+            tolerance_ratio: self.max_abs / (float + allowance),
+            rule: Rule::Engines { allowance },
+            ..self
+        }
     }
 
     /// This difference judged also in quanta of `quantum`: the float rule
@@ -404,6 +430,22 @@ pub fn check_cuts_over_on(
         }
     }
     let tapped = tapped_plan(model, &taps)?.run(g, inputs)?;
+    // A half on another engine than tract's is judged with the engines'
+    // own unsplit difference on each tensor allowed beside the tolerance:
+    // its tapped run on each such engine against tract's.
+    let mut allowances: std::collections::HashMap<String, f32> = Default::default();
+    for engine in [engines.prefix, engines.suffix] {
+        if engine == Engine::Tract {
+            continue;
+        }
+        let own = tapped_plan_on(model, &taps, engine)?.run(g, inputs)?;
+        for (name, t) in &tapped {
+            let d = diff(t, lookup(&own, name)?)?.max_abs;
+            let a = allowances.entry(name.clone()).or_default();
+            *a = a.max(d);
+        }
+    }
+    let allowance = |name: &str| allowances.get(name).copied().unwrap_or(0.0);
     let mut report = CheckReport {
         model: model.name(),
         cuts_checked: 0,
@@ -417,9 +459,9 @@ pub fn check_cuts_over_on(
         reference_outputs: Values::new(),
     };
     let quanta = crate::quanta::quanta(model);
-    let record = |report: &mut CheckReport, what: String, name: &str, d: Diff| {
+    let record = |report: &mut CheckReport, what: String, name: &str, d: Diff, allowance: f32| {
         let quantum = quanta.get(name).copied();
-        let d = d.in_quanta(quantum);
+        let d = d.in_quanta(quantum).across_engines(allowance);
         report.tensors_compared += 1;
         report.judged_in_quanta += usize::from(quantum.is_some());
         report.max_abs_diff = report.max_abs_diff.max(d.max_abs);
@@ -435,7 +477,7 @@ pub fn check_cuts_over_on(
     for &t in g.outputs() {
         let name = &g.tensor(t).name;
         let (r, v) = (lookup(&reference, name)?, lookup(&tapped, name)?);
-        record(&mut report, format!("tapped output '{name}'"), name, diff(r, v)?);
+        record(&mut report, format!("tapped output '{name}'"), name, diff(r, v)?, 0.0);
     }
     for cut in cuts {
         let plan = SplitPlan::build_on(model, cut, Sides::Both, engines)?;
@@ -447,7 +489,7 @@ pub fn check_cuts_over_on(
                 _ => lookup(&tapped, name)?,
             };
             let d = diff(reference, lookup(&up, name)?)?;
-            record(&mut report, format!("cut {}: crossing '{name}'", cut.key()), name, d);
+            record(&mut report, format!("cut {}: crossing '{name}'", cut.key()), name, d, allowance(name));
         }
         let crossing: Vec<&str> = cut.up_tensors().iter().map(|&t| g.tensor(t).name.as_str()).collect();
         let mut sent = Values::new();
@@ -469,7 +511,7 @@ pub fn check_cuts_over_on(
             let got =
                 down.get(name).or_else(|| up.get(name)).ok_or_else(|| Error::MissingTensor(name.clone()))?;
             let d = diff(lookup(&reference, name)?, got)?;
-            record(&mut report, format!("cut {}: output '{name}'", cut.key()), name, d);
+            record(&mut report, format!("cut {}: output '{name}'", cut.key()), name, d, allowance(name));
         }
         report.cuts_checked += 1;
     }
@@ -510,6 +552,22 @@ mod tests {
         assert!(!diff(&a, &c).expect("diff").ok(), "0.2 on a scale of 1000 is not");
         let d = Tensor::from_shape(&[1, 3], &[1000f32, 0.0, -5.0]).expect("tensor");
         assert!(!diff(&a, &d).expect("diff").ok(), "shapes differ");
+    }
+
+    /// Across engines, a difference past the float tolerance passes when
+    /// the engines' own unsplit runs differ as much, and says so; a split
+    /// that adds more than that still fails.
+    #[test]
+    fn across_engines_the_engines_own_difference_is_allowed_and_no_more() {
+        let a = Tensor::from_shape(&[2], &[1000f32, 0.0]).expect("tensor");
+        let b = Tensor::from_shape(&[2], &[1000.25f32, 0.0]).expect("tensor");
+        let d = diff(&a, &b).expect("diff");
+        assert!(!d.ok(), "0.25 on a scale of 1000 is outside 1e-4");
+        let across = d.across_engines(0.2);
+        assert!(across.ok(), "{across:?}");
+        assert_eq!(across.rule, Rule::Engines { allowance: 0.2 });
+        assert!(!d.across_engines(0.1).ok(), "0.1 + 0.1 allowed, 0.25 found");
+        assert_eq!(d.across_engines(0.0), d, "no allowance: the float rule");
     }
 
     #[test]

@@ -494,6 +494,11 @@ pub fn full_plan_on(model: &Model, engine: Engine) -> Result<Half> {
 /// The whole model as one plan whose outputs also include `taps`, to read
 /// intermediate tensors of an unsplit run.
 pub fn tapped_plan(model: &Model, taps: &[TensorId]) -> Result<Half> {
+    tapped_plan_on(model, taps, Engine::Tract)
+}
+
+/// [`tapped_plan`] on `engine`.
+pub fn tapped_plan_on(model: &Model, taps: &[TensorId], engine: Engine) -> Result<Half> {
     let g = model.graph();
     let nodes: Vec<NodeId> = (0..g.nodes().len()).collect();
     let mut outputs = g.outputs().to_vec();
@@ -502,7 +507,7 @@ pub fn tapped_plan(model: &Model, taps: &[TensorId]) -> Result<Half> {
             outputs.push(t);
         }
     }
-    Half::build(model, &nodes, g.inputs(), &outputs, "the tapped model", Engine::Tract)
+    Half::build(model, &nodes, g.inputs(), &outputs, "the tapped model", engine)
 }
 
 /// An ONNX model holding layers `nodes` (plus the const nodes and
