@@ -8,7 +8,7 @@ use tracing::debug;
 
 use crate::link::{Link, Transport};
 
-use tandem_proto::protocol::{encode, LatencySummary, Message, PackedTensor, StatusReport};
+use tandem_proto::protocol::{encode, LatencySummary, Message, PackedTensor, StatusReport, TensorMeta};
 use tandem_proto::session::{CloseReason, Tensors, WearableAction, WearableSession, WearableTimers};
 
 use super::{Backoff, ModelFile};
@@ -40,6 +40,38 @@ pub(crate) enum Command {
     Shutdown,
 }
 
+/// A frame's answer as the link task read it: its tensors decoded there,
+/// off the app thread (which runs the watch's prefixes: a 1 MB answer
+/// decoded on it held WaveNet's stream below its ideal), with what the
+/// message said of them.
+pub(crate) struct Answer {
+    /// The tensors, or why they could not be decoded.
+    pub(crate) tensors: crate::Result<Vec<(String, crate::Tensor)>>,
+    /// Their descriptions, in the message's order.
+    pub(crate) metas: Vec<TensorMeta>,
+    /// The message's body, and the bytes it took on the link, header included.
+    pub(crate) body_len: usize,
+    pub(crate) wire_len: usize,
+    /// How long the decoding took (the watch's work: encoded answers are
+    /// dilated for it on the app thread).
+    pub(crate) decoding: Duration,
+}
+
+impl Answer {
+    /// Decodes `tensors` now.
+    pub(crate) fn decode(tensors: Tensors) -> Answer {
+        let started = Instant::now();
+        let decoded = crate::encoding::received(&tensors);
+        Answer {
+            tensors: decoded,
+            metas: tensors.metas().to_vec(),
+            body_len: tensors.body_len(),
+            wire_len: tensors.wire_len(),
+            decoding: started.elapsed(),
+        }
+    }
+}
+
 /// From the link task to the app thread.
 pub(crate) enum Event {
     Ready {
@@ -56,7 +88,7 @@ pub(crate) enum Event {
     Delivered {
         frame: u64,
         handheld_us: u64,
-        tensors: Tensors,
+        answer: Answer,
         at: Instant,
         edge: Option<tandem_proto::session::EdgeReport>,
     },
@@ -290,7 +322,7 @@ async fn run_link(
                     let _ = events.send(Event::Delivered {
                         frame,
                         handheld_us: handheld_compute_us,
-                        tensors,
+                        answer: Answer::decode(tensors),
                         at: Instant::now(),
                         edge,
                     });

@@ -655,8 +655,8 @@ impl Session {
                     self.profiler.on_upload(bytes, took, now);
                 }
             }
-            Event::Delivered { frame, handheld_us, tensors, at, edge } => {
-                self.on_answer(pipe, frame, handheld_us, tensors, at, edge)
+            Event::Delivered { frame, handheld_us, answer, at, edge } => {
+                self.on_answer(pipe, frame, handheld_us, answer, at, edge)
             }
             Event::EdgeReady { deployed, rtt_us, speed, error } => {
                 let graph = self.model.model.graph();
@@ -698,7 +698,7 @@ impl Session {
         pipe: &mut Pipe,
         frame: u64,
         handheld_us: u64,
-        tensors: tandem_proto::session::Tensors,
+        answer: link_task::Answer,
         at: Instant,
         edge: Option<tandem_proto::session::EdgeReport>,
     ) {
@@ -716,9 +716,9 @@ impl Session {
         let relayed = edge.as_ref().is_some_and(|r| r.error.is_none());
         let engines = Some(f.account.engines);
         self.driver.learn(f.cut.prefix_mask(), (f.prefix, (!relayed).then_some(handheld)), dilation, engines);
-        let down_bytes = tensors.body_len() as u64;
-        let decoding = Instant::now();
-        let outputs = match crate::encoding::received(&tensors)
+        let down_bytes = answer.body_len as u64;
+        let outputs = match answer
+            .tensors
             .map_err(|e| BadAnswer::Undecodable(e.to_string()))
             .and_then(|t| check_answer(self.model.model.graph(), &f.cut, &t).map(|()| t))
         {
@@ -728,10 +728,11 @@ impl Session {
                 return;
             }
         };
-        // Decoding an encoded answer is the watch's work.
-        if tensors.metas().iter().any(|m| m.encoding != Encoding::Raw) {
-            dilate(decoding.elapsed(), self.config.dilation);
-            self.encodings.observe_answer(&self.model.model, tensors.metas());
+        // Decoding an encoded answer is the watch's work (the link task
+        // did it once: the dilation's sleep is the rest).
+        if answer.metas.iter().any(|m| m.encoding != Encoding::Raw) {
+            dilate(answer.decoding, self.config.dilation);
+            self.encodings.observe_answer(&self.model.model, &answer.metas);
             self.sync_codecs();
         }
         let round = at.saturating_duration_since(f.sent_at);
@@ -751,7 +752,7 @@ impl Session {
         account.stages.handheld = handheld;
         account.stages.latency = at.saturating_duration_since(f.started);
         account.down_bytes = down_bytes;
-        account.down_message_bytes = tensors.wire_len() as u64;
+        account.down_message_bytes = answer.wire_len as u64;
         if let (Some(report), Some(state)) = (&edge, &mut self.edge) {
             let at = self.origin.elapsed();
             account.edge = Some(state.on_report(report, at));

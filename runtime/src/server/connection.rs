@@ -135,7 +135,8 @@ impl Driver {
                     // and relays only once an edge is attached.
                     if let Some(loaded) = self.loaded.clone() {
                         let edge = edge.and_then(|near| Some((near, self.edge.clone()?)));
-                        self.run(Job { frame, cut, tensors, answer, loaded, edge, engine });
+                        let received = runner::decode(&tensors);
+                        self.run(Job { frame, cut, received, answer, loaded, edge, engine });
                     }
                 }
                 // One edge check at a time: each may attach a Tandem edge

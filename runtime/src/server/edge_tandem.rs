@@ -212,11 +212,10 @@ impl TandemEdge {
         let until = started + self.timeout;
         loop {
             match self.next_event(until) {
-                Some(Event::Delivered { frame: f, handheld_us, tensors, at, .. }) if f == frame => {
+                Some(Event::Delivered { frame: f, handheld_us, answer, at, .. }) if f == frame => {
                     let edge_us = at.saturating_duration_since(started).as_micros() as u64;
-                    let down_bytes = tensors.body_len() as u64;
-                    let outputs =
-                        crate::encoding::received(&tensors).map_err(|e| EdgeError::Decode(Box::new(e)))?;
+                    let down_bytes = answer.body_len as u64;
+                    let outputs = answer.tensors.map_err(|e| EdgeError::Decode(Box::new(e)))?;
                     let outputs = outputs.into_iter().map(|(n, t)| (n, t.into())).collect();
                     return Ok(EdgeAnswer {
                         outputs,

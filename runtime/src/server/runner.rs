@@ -20,7 +20,9 @@ use tandem_proto::session::{HandheldSession, RunError, Tensors};
 pub(super) struct Job {
     pub(super) frame: u64,
     pub(super) cut: crate::CutKey,
-    pub(super) tensors: Tensors,
+    /// The crossing tensors, decoded by the connection's task beside the
+    /// runner's previous frame ([`decode`]), or why they could not be.
+    pub(super) received: Result<Values, RunError>,
     pub(super) answer: Vec<Encoding>,
     pub(super) loaded: Arc<Loaded>,
     /// Relayed: S2's key and the edge that runs its suffix.
@@ -66,42 +68,52 @@ impl LastPlan {
     }
 }
 
+/// A frame's crossing tensors as the suffix reads them. The connection's
+/// task decodes them when it hands the frame over, so the runner's thread
+/// spends its time on suffixes: a sub-millisecond suffix on a 256 KB
+/// tensor lost up to a sixth of its rate to this copy on the runner.
+pub(super) fn decode(tensors: &Tensors) -> Result<Values, RunError> {
+    let mut received = Values::new();
+    for (name, t) in crate::encoding::received(tensors)? {
+        received.insert(name, t.into());
+    }
+    Ok(received)
+}
+
 /// Runs one suffix: the frame and its result message or a reason. Its
 /// share of a core goes to `meter`.
 pub(super) fn run(
-    job: Job,
+    mut job: Job,
     last: &mut LastPlan,
     slowdown: f64,
     meter: Option<&LoadMeter>,
     handle: &tokio::runtime::Handle,
 ) -> (u64, Result<Message, RunError>) {
-    (job.frame, run_job(&job, last, slowdown, meter, handle))
+    let received = std::mem::replace(&mut job.received, Ok(Values::new()));
+    (job.frame, received.and_then(|r| run_job(&job, &r, last, slowdown, meter, handle)))
 }
 
 fn run_job(
     job: &Job,
+    received: &Values,
     last: &mut LastPlan,
     slowdown: f64,
     meter: Option<&LoadMeter>,
     handle: &tokio::runtime::Handle,
 ) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
-    let mut received = Values::new();
-    for (name, t) in crate::encoding::received(&job.tensors)? {
-        received.insert(name, t.into());
-    }
     let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
     // A relayed frame needs the cut's suffix plan only when the edge fails
     // (the relay builds it then): not built ahead of the edge's answer.
     let (cut, out, compute_us, report) = match &job.edge {
         Some((near, edge)) => {
             let cut = Cut::from_key(g, job.cut.as_str())?;
-            let r = super::edge::run(edge, &job.loaded, &job.cut, near, &received, slowdown, handle)?;
+            let r = super::edge::run(edge, &job.loaded, &job.cut, near, received, slowdown, handle)?;
             (cut, r.outputs, r.compute.as_micros() as u64, Some(r.report))
         }
         None => {
             let found = last.get(job)?;
-            let out = found.1.run_suffix_dilated(g, &received, slowdown)?;
+            let out = found.1.run_suffix_dilated(g, received, slowdown)?;
             (found.0.clone(), out, started.elapsed().as_micros() as u64, None)
         }
     };
