@@ -72,19 +72,7 @@ impl OnlineLatency {
             return;
         }
         self.evolution.observe(Record { terms, overhead_s: self.base.overhead_s, measured_s });
-        let shared = self.evolution.mean_slope();
-        self.corrected.per_node_s = self
-            .keys
-            .iter()
-            .zip(&self.base.per_node_s)
-            .map(|(k, &t)| {
-                if self.evolution.knows(k) {
-                    self.evolution.correct(k, t)
-                } else {
-                    (t * (1.0 + shared)).max(0.0)
-                }
-            })
-            .collect();
+        self.corrected.per_node_s = self.evolution.correct_each(&self.keys, &self.base.per_node_s);
     }
 }
 
