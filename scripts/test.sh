@@ -103,4 +103,5 @@ if cargo nextest --version >/dev/null 2>&1 && [ "${TANDEM_NO_NEXTEST:-}" != 1 ];
   cargo test --workspace --locked --doc
 else
   cargo test --workspace --locked "$@"
+  if [ -n "${TANDEM_TESTS_RAN:-}" ]; then touch "$TANDEM_TESTS_RAN"; fi
 fi

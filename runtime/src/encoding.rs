@@ -58,6 +58,20 @@ pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tenso
     tract(tandem_proto::encoding::decode(w, shape, encoded)?, encoded.encoding)
 }
 
+/// Decoded bytes up to which an async task decodes a message's tensors
+/// itself (about a millisecond of copying at most) before handing them to
+/// a thread: a larger one, which a peer can claim in a few KB of
+/// compressed bytes, is decoded on that thread, so that no connection's
+/// I/O waits on another's tensors.
+pub const DECODE_ON_TASK_BYTES: usize = 4 << 20;
+
+/// Whether `tensors` decode to at most [`DECODE_ON_TASK_BYTES`].
+pub fn small_enough_for_a_task(tensors: &tandem_proto::session::Tensors) -> bool {
+    let decoded: Option<usize> =
+        tensors.metas().iter().try_fold(0usize, |n, m| n.checked_add(m.byte_len().ok()?));
+    decoded.is_some_and(|n| n <= DECODE_ON_TASK_BYTES)
+}
+
 /// A message's tensors (raw ones borrowed, encoded ones decoded) as tract's.
 pub fn received(tensors: &tandem_proto::session::Tensors) -> crate::Result<Vec<(String, Tensor)>> {
     let wire = tensors.decode().map_err(crate::Error::Decode)?;

@@ -433,6 +433,9 @@ mod tests {
                 .collect();
             assert_ne!(expected[4], base[4], "the unseen key takes the mean slope");
             let reloaded: EvolutionMatrix = serde_json::from_str(&serde_json::to_string(&fast)?)?;
+            // One answers from its index, the other by name.
+            assert_eq!(fast.fast.keys.len(), fast.coefficients.len(), "the learning one is indexed");
+            assert!(reloaded.fast.keys.is_empty(), "the loaded one is not indexed yet");
             for (m, what) in [(&fast, "indexed"), (&reloaded, "just loaded")] {
                 for ((k, got), want) in keys.iter().zip(m.correct_each(&keys, &base)).zip(&expected) {
                     assert!((got - want).abs() <= 1e-12 * want.abs(), "{what} {k}: {got} against {want}");

@@ -45,30 +45,54 @@ pub(crate) enum Command {
 /// decoded on it held WaveNet's stream below its ideal), with what the
 /// message said of them.
 pub(crate) struct Answer {
-    /// The tensors, or why they could not be decoded.
-    pub(crate) tensors: crate::Result<Vec<(String, crate::Tensor)>>,
+    /// The tensors, decoded or still as they came.
+    pub(crate) body: AnswerBody,
     /// Their descriptions, in the message's order.
     pub(crate) metas: Vec<TensorMeta>,
     /// The message's body, and the bytes it took on the link, header included.
     pub(crate) body_len: usize,
     pub(crate) wire_len: usize,
-    /// How long the decoding took (the watch's work: encoded answers are
-    /// dilated for it on the app thread).
-    pub(crate) decoding: Duration,
+}
+
+/// An answer's tensors.
+pub(crate) enum AnswerBody {
+    /// Decoded on the link task, in `took` (or why they could not be).
+    Decoded { tensors: crate::Result<Vec<(String, crate::Tensor)>>, took: Duration },
+    /// Larger than a task decodes ([`crate::encoding::DECODE_ON_TASK_BYTES`]):
+    /// for the receiving thread (a handheld's link to its edge runs on the
+    /// server's tasks).
+    Wire(Tensors),
+}
+
+impl AnswerBody {
+    /// The tensors and how long decoding them took: the watch's work. For
+    /// an encoded answer the app thread sleeps the dilation's share of it
+    /// (and of its checks), so a frame's latency holds that work at the
+    /// watch's speed as before; decoded on the link task, the app thread
+    /// itself is busy (factor − 1)× of the decoding, not factor×.
+    pub(crate) fn decode(self) -> (crate::Result<Vec<(String, crate::Tensor)>>, Duration) {
+        match self {
+            AnswerBody::Decoded { tensors, took } => (tensors, took),
+            AnswerBody::Wire(t) => {
+                let started = Instant::now();
+                (crate::encoding::received(&t), started.elapsed())
+            }
+        }
+    }
 }
 
 impl Answer {
-    /// Decodes `tensors` now.
+    /// `tensors` decoded now when they are small enough, else as they came.
     pub(crate) fn decode(tensors: Tensors) -> Answer {
-        let started = Instant::now();
-        let decoded = crate::encoding::received(&tensors);
-        Answer {
-            tensors: decoded,
-            metas: tensors.metas().to_vec(),
-            body_len: tensors.body_len(),
-            wire_len: tensors.wire_len(),
-            decoding: started.elapsed(),
-        }
+        let (metas, body_len, wire_len) = (tensors.metas().to_vec(), tensors.body_len(), tensors.wire_len());
+        let body = match crate::encoding::small_enough_for_a_task(&tensors) {
+            true => {
+                let started = Instant::now();
+                AnswerBody::Decoded { tensors: crate::encoding::received(&tensors), took: started.elapsed() }
+            }
+            false => AnswerBody::Wire(tensors),
+        };
+        Answer { body, metas, body_len, wire_len }
     }
 }
 
@@ -88,7 +112,7 @@ pub(crate) enum Event {
     Delivered {
         frame: u64,
         handheld_us: u64,
-        answer: Answer,
+        answer: Box<Answer>,
         at: Instant,
         edge: Option<tandem_proto::session::EdgeReport>,
     },
@@ -319,11 +343,14 @@ async fn run_link(
                     let _ = events.send(Event::Echo { id, received, echoed, at: Instant::now() });
                 }
                 WearableAction::Delivered { frame, handheld_compute_us, tensors, edge } => {
+                    // Arrived now: the decoding after is the watch's work, not the link's.
+                    let at = Instant::now();
+                    let answer = Box::new(Answer::decode(tensors));
                     let _ = events.send(Event::Delivered {
                         frame,
                         handheld_us: handheld_compute_us,
-                        answer: Answer::decode(tensors),
-                        at: Instant::now(),
+                        answer,
+                        at,
                         edge,
                     });
                 }

@@ -656,7 +656,7 @@ impl Session {
                 }
             }
             Event::Delivered { frame, handheld_us, answer, at, edge } => {
-                self.on_answer(pipe, frame, handheld_us, answer, at, edge)
+                self.on_answer(pipe, frame, handheld_us, *answer, at, edge)
             }
             Event::EdgeReady { deployed, rtt_us, speed, error } => {
                 let graph = self.model.model.graph();
@@ -717,8 +717,9 @@ impl Session {
         let engines = Some(f.account.engines);
         self.driver.learn(f.cut.prefix_mask(), (f.prefix, (!relayed).then_some(handheld)), dilation, engines);
         let down_bytes = answer.body_len as u64;
-        let outputs = match answer
-            .tensors
+        let (tensors, decoding) = answer.body.decode();
+        let checking = Instant::now();
+        let outputs = match tensors
             .map_err(|e| BadAnswer::Undecodable(e.to_string()))
             .and_then(|t| check_answer(self.model.model.graph(), &f.cut, &t).map(|()| t))
         {
@@ -731,7 +732,7 @@ impl Session {
         // Decoding an encoded answer is the watch's work (the link task
         // did it once: the dilation's sleep is the rest).
         if answer.metas.iter().any(|m| m.encoding != Encoding::Raw) {
-            dilate(answer.decoding, self.config.dilation);
+            dilate(decoding + checking.elapsed(), self.config.dilation);
             self.encodings.observe_answer(&self.model.model, &answer.metas);
             self.sync_codecs();
         }

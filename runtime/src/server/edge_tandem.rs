@@ -215,7 +215,7 @@ impl TandemEdge {
                 Some(Event::Delivered { frame: f, handheld_us, answer, at, .. }) if f == frame => {
                     let edge_us = at.saturating_duration_since(started).as_micros() as u64;
                     let down_bytes = answer.body_len as u64;
-                    let outputs = answer.tensors.map_err(|e| EdgeError::Decode(Box::new(e)))?;
+                    let outputs = answer.body.decode().0.map_err(|e| EdgeError::Decode(Box::new(e)))?;
                     let outputs = outputs.into_iter().map(|(n, t)| (n, t.into())).collect();
                     return Ok(EdgeAnswer {
                         outputs,

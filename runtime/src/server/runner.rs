@@ -20,9 +20,8 @@ use tandem_proto::session::{HandheldSession, RunError, Tensors};
 pub(super) struct Job {
     pub(super) frame: u64,
     pub(super) cut: crate::CutKey,
-    /// The crossing tensors, decoded by the connection's task beside the
-    /// runner's previous frame ([`decode`]), or why they could not be.
-    pub(super) received: Result<Values, RunError>,
+    /// The crossing tensors ([`Crossing::of`]).
+    pub(super) received: Crossing,
     pub(super) answer: Vec<Encoding>,
     pub(super) loaded: Arc<Loaded>,
     /// Relayed: S2's key and the edge that runs its suffix.
@@ -68,11 +67,38 @@ impl LastPlan {
     }
 }
 
-/// A frame's crossing tensors as the suffix reads them. The connection's
-/// task decodes them when it hands the frame over, so the runner's thread
-/// spends its time on suffixes: a sub-millisecond suffix on a 256 KB
-/// tensor lost up to a sixth of its rate to this copy on the runner.
-pub(super) fn decode(tensors: &Tensors) -> Result<Values, RunError> {
+/// A frame's crossing tensors, decoded or still as they came.
+pub(super) enum Crossing {
+    /// Decoded (or why they could not be).
+    Decoded(Result<Values, RunError>),
+    /// To decode on the runner's thread.
+    Wire(Tensors),
+}
+
+impl Crossing {
+    /// `tensors` decoded now when they are small enough
+    /// ([`crate::encoding::DECODE_ON_TASK_BYTES`]), so that the runner's
+    /// thread spends its time on suffixes (a sub-millisecond suffix on a
+    /// 256 KB tensor lost up to a sixth of its rate to this copy on the
+    /// runner); else as they came, for the runner.
+    pub(super) fn of(tensors: Tensors) -> Crossing {
+        match crate::encoding::small_enough_for_a_task(&tensors) {
+            true => Crossing::Decoded(decode(&tensors)),
+            false => Crossing::Wire(tensors),
+        }
+    }
+
+    /// The tensors, decoded here if they were not yet.
+    fn into_values(self) -> Result<Values, RunError> {
+        match self {
+            Crossing::Decoded(d) => d,
+            Crossing::Wire(t) => decode(&t),
+        }
+    }
+}
+
+/// A frame's crossing tensors as the suffix reads them.
+fn decode(tensors: &Tensors) -> Result<Values, RunError> {
     let mut received = Values::new();
     for (name, t) in crate::encoding::received(tensors)? {
         received.insert(name, t.into());
@@ -89,8 +115,8 @@ pub(super) fn run(
     meter: Option<&LoadMeter>,
     handle: &tokio::runtime::Handle,
 ) -> (u64, Result<Message, RunError>) {
-    let received = std::mem::replace(&mut job.received, Ok(Values::new()));
-    (job.frame, received.and_then(|r| run_job(&job, &r, last, slowdown, meter, handle)))
+    let received = std::mem::replace(&mut job.received, Crossing::Decoded(Ok(Values::new())));
+    (job.frame, received.into_values().and_then(|r| run_job(&job, &r, last, slowdown, meter, handle)))
 }
 
 fn run_job(
