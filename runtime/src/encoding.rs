@@ -65,11 +65,46 @@ pub fn decode(dt: DatumType, shape: &[usize], encoded: &Encoded) -> Result<Tenso
 /// I/O waits on another's tensors.
 pub const DECODE_ON_TASK_BYTES: usize = 4 << 20;
 
-/// Whether `tensors` decode to at most [`DECODE_ON_TASK_BYTES`].
-pub fn small_enough_for_a_task(tensors: &tandem_proto::session::Tensors) -> bool {
-    let decoded: Option<usize> =
-        tensors.metas().iter().try_fold(0usize, |n, m| n.checked_add(m.byte_len().ok()?));
-    decoded.is_some_and(|n| n <= DECODE_ON_TASK_BYTES)
+/// A message's tensors as the async task that read them hands them on:
+/// decoded there when they are small enough ([`DECODE_ON_TASK_BYTES`]), so
+/// that the thread they go to spends its time on the model's halves, else
+/// as they came, for that thread to decode.
+pub enum Received {
+    /// Decoded (or why they could not be).
+    Decoded {
+        /// The tensors by name, in the message's order.
+        tensors: crate::Result<Vec<(String, Tensor)>>,
+        /// How long decoding them took.
+        took: std::time::Duration,
+    },
+    /// Still as they came.
+    Wire(tandem_proto::session::Tensors),
+}
+
+impl Received {
+    /// `tensors`, decoded now when they decode to at most [`DECODE_ON_TASK_BYTES`].
+    pub fn of(tensors: tandem_proto::session::Tensors) -> Received {
+        let decoded: Option<usize> =
+            tensors.metas().iter().try_fold(0usize, |n, m| n.checked_add(m.byte_len().ok()?));
+        match decoded.is_some_and(|n| n <= DECODE_ON_TASK_BYTES) {
+            true => Received::decoded(&tensors),
+            false => Received::Wire(tensors),
+        }
+    }
+
+    fn decoded(tensors: &tandem_proto::session::Tensors) -> Received {
+        let started = std::time::Instant::now();
+        Received::Decoded { tensors: received(tensors), took: started.elapsed() }
+    }
+
+    /// The tensors, decoded here if they were not yet, and how long
+    /// decoding them took.
+    pub fn decode(self) -> (crate::Result<Vec<(String, Tensor)>>, std::time::Duration) {
+        match self {
+            Received::Decoded { tensors, took } => (tensors, took),
+            Received::Wire(t) => Received::decoded(&t).decode(),
+        }
+    }
 }
 
 /// A message's tensors (raw ones borrowed, encoded ones decoded) as tract's.

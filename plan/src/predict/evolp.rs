@@ -109,11 +109,16 @@ impl Indexed {
     }
 }
 
+/// The corrected term ReLU(T + a_0·S + a_1·T) of coefficients `c` and reference time `s`.
+fn corrected(c: &[f64; 2], s: f64, t: f64) -> f64 {
+    (t + c[0] * s + c[1] * t).max(0.0)
+}
+
 impl EvolutionMatrix {
     /// The corrected term ReLU(T + a_0 + a_1·T) for `key` (seconds).
     pub fn correct(&self, key: &str, t: f64) -> f64 {
         match (self.coefficients.get(key), self.reference_s.get(key)) {
-            (Some([b0, a1]), Some(s)) => (t + b0 * s + a1 * t).max(0.0),
+            (Some(c), Some(&s)) => corrected(c, s, t),
             _ => t.max(0.0),
         }
     }
@@ -186,18 +191,15 @@ impl EvolutionMatrix {
     pub fn correct_each(&self, keys: &[String], base: &[f64]) -> Vec<f64> {
         let shared = self.mean_slope();
         let indexed = self.fast.keys.len() == self.coefficients.len();
-        keys.iter()
-            .zip(base)
-            .map(|(k, &t)| match indexed.then(|| self.fast.ids.get(k)) {
-                Some(Some(&i)) => {
-                    let c = self.fast.coefficients[i];
-                    (t + c[0] * self.fast.reference_s[i] + c[1] * t).max(0.0)
-                }
-                Some(None) => (t * (1.0 + shared)).max(0.0),
-                None if self.knows(k) => self.correct(k, t),
-                None => (t * (1.0 + shared)).max(0.0),
-            })
-            .collect()
+        let own = |k: &String, t: f64| match indexed {
+            true => self
+                .fast
+                .ids
+                .get(k)
+                .map(|&i| corrected(&self.fast.coefficients[i], self.fast.reference_s[i], t)),
+            false => self.knows(k).then(|| self.correct(k, t)),
+        };
+        keys.iter().zip(base).map(|(k, &t)| own(k, t).unwrap_or((t * (1.0 + shared)).max(0.0))).collect()
     }
 
     /// The mean slope a_1 over the keys seen (0 before any): what an unseen
@@ -215,14 +217,13 @@ impl EvolutionMatrix {
         let lr = self.config.learning_rate;
         let normalized = self.config.normalized;
         let Indexed { keys, coefficients, reference_s, terms: records_terms, .. } = &mut self.fast;
-        let correct = |c: &[f64; 2], s: f64, t: f64| (t + c[0] * s + c[1] * t).max(0.0);
         for _ in 0..self.config.epochs {
             for (terms, r) in records_terms.iter().zip(&self.records) {
                 if r.measured_s <= 0.0 {
                     continue;
                 }
                 let predicted: f64 = r.overhead_s
-                    + terms.iter().map(|&(i, t)| correct(&coefficients[i], reference_s[i], t)).sum::<f64>();
+                    + terms.iter().map(|&(i, t)| corrected(&coefficients[i], reference_s[i], t)).sum::<f64>();
                 let rel = (predicted - r.measured_s) / r.measured_s;
                 let g = if normalized {
                     // NLMS: the step that would fit this record exactly at lr = 1.
@@ -234,7 +235,7 @@ impl EvolutionMatrix {
                 for &(i, t) in terms {
                     let s = reference_s[i];
                     let c = &mut coefficients[i];
-                    if correct(c, s, t) <= 0.0 {
+                    if corrected(c, s, t) <= 0.0 {
                         continue;
                     }
                     // The offset learns 10x slower than the slope: a slope

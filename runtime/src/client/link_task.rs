@@ -45,8 +45,13 @@ pub(crate) enum Command {
 /// decoded on it held WaveNet's stream below its ideal), with what the
 /// message said of them.
 pub(crate) struct Answer {
-    /// The tensors, decoded or still as they came.
-    pub(crate) body: AnswerBody,
+    /// The tensors, decoded or still as they came (a handheld's link to its
+    /// edge runs on the server's tasks). Decoding them is the watch's work:
+    /// for an encoded answer the app thread sleeps the dilation's share of
+    /// it (and of its checks), so a frame's latency holds that work at the
+    /// watch's speed as before; decoded on the link task, the app thread
+    /// itself is busy (factor − 1)× of the decoding, not factor×.
+    pub(crate) body: crate::encoding::Received,
     /// Their descriptions, in the message's order.
     pub(crate) metas: Vec<TensorMeta>,
     /// The message's body, and the bytes it took on the link, header included.
@@ -54,45 +59,11 @@ pub(crate) struct Answer {
     pub(crate) wire_len: usize,
 }
 
-/// An answer's tensors.
-pub(crate) enum AnswerBody {
-    /// Decoded on the link task, in `took` (or why they could not be).
-    Decoded { tensors: crate::Result<Vec<(String, crate::Tensor)>>, took: Duration },
-    /// Larger than a task decodes ([`crate::encoding::DECODE_ON_TASK_BYTES`]):
-    /// for the receiving thread (a handheld's link to its edge runs on the
-    /// server's tasks).
-    Wire(Tensors),
-}
-
-impl AnswerBody {
-    /// The tensors and how long decoding them took: the watch's work. For
-    /// an encoded answer the app thread sleeps the dilation's share of it
-    /// (and of its checks), so a frame's latency holds that work at the
-    /// watch's speed as before; decoded on the link task, the app thread
-    /// itself is busy (factor − 1)× of the decoding, not factor×.
-    pub(crate) fn decode(self) -> (crate::Result<Vec<(String, crate::Tensor)>>, Duration) {
-        match self {
-            AnswerBody::Decoded { tensors, took } => (tensors, took),
-            AnswerBody::Wire(t) => {
-                let started = Instant::now();
-                (crate::encoding::received(&t), started.elapsed())
-            }
-        }
-    }
-}
-
 impl Answer {
     /// `tensors` decoded now when they are small enough, else as they came.
     pub(crate) fn decode(tensors: Tensors) -> Answer {
         let (metas, body_len, wire_len) = (tensors.metas().to_vec(), tensors.body_len(), tensors.wire_len());
-        let body = match crate::encoding::small_enough_for_a_task(&tensors) {
-            true => {
-                let started = Instant::now();
-                AnswerBody::Decoded { tensors: crate::encoding::received(&tensors), took: started.elapsed() }
-            }
-            false => AnswerBody::Wire(tensors),
-        };
-        Answer { body, metas, body_len, wire_len }
+        Answer { body: crate::encoding::Received::of(tensors), metas, body_len, wire_len }
     }
 }
 

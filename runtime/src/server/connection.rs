@@ -135,7 +135,7 @@ impl Driver {
                     // and relays only once an edge is attached.
                     if let Some(loaded) = self.loaded.clone() {
                         let edge = edge.and_then(|near| Some((near, self.edge.clone()?)));
-                        let received = runner::Crossing::of(tensors);
+                        let received = crate::encoding::Received::of(tensors);
                         self.run(Job { frame, cut, received, answer, loaded, edge, engine });
                     }
                 }

@@ -14,14 +14,16 @@ use crate::load::LoadMeter;
 use crate::{Cut, Sides, SplitPlan, Values};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::Message;
-use tandem_proto::session::{HandheldSession, RunError, Tensors};
+use tandem_proto::session::{HandheldSession, RunError};
 
 /// A frame to run: what the session's `Run` said, and the model.
 pub(super) struct Job {
     pub(super) frame: u64,
     pub(super) cut: crate::CutKey,
-    /// The crossing tensors ([`Crossing::of`]).
-    pub(super) received: Crossing,
+    /// The crossing tensors, decoded by the connection's task when small
+    /// (a sub-millisecond suffix on a 256 KB tensor lost up to a sixth of
+    /// its rate to this copy on the runner), else by the runner.
+    pub(super) received: crate::encoding::Received,
     pub(super) answer: Vec<Encoding>,
     pub(super) loaded: Arc<Loaded>,
     /// Relayed: S2's key and the edge that runs its suffix.
@@ -67,45 +69,6 @@ impl LastPlan {
     }
 }
 
-/// A frame's crossing tensors, decoded or still as they came.
-pub(super) enum Crossing {
-    /// Decoded (or why they could not be).
-    Decoded(Result<Values, RunError>),
-    /// To decode on the runner's thread.
-    Wire(Tensors),
-}
-
-impl Crossing {
-    /// `tensors` decoded now when they are small enough
-    /// ([`crate::encoding::DECODE_ON_TASK_BYTES`]), so that the runner's
-    /// thread spends its time on suffixes (a sub-millisecond suffix on a
-    /// 256 KB tensor lost up to a sixth of its rate to this copy on the
-    /// runner); else as they came, for the runner.
-    pub(super) fn of(tensors: Tensors) -> Crossing {
-        match crate::encoding::small_enough_for_a_task(&tensors) {
-            true => Crossing::Decoded(decode(&tensors)),
-            false => Crossing::Wire(tensors),
-        }
-    }
-
-    /// The tensors, decoded here if they were not yet.
-    fn into_values(self) -> Result<Values, RunError> {
-        match self {
-            Crossing::Decoded(d) => d,
-            Crossing::Wire(t) => decode(&t),
-        }
-    }
-}
-
-/// A frame's crossing tensors as the suffix reads them.
-fn decode(tensors: &Tensors) -> Result<Values, RunError> {
-    let mut received = Values::new();
-    for (name, t) in crate::encoding::received(tensors)? {
-        received.insert(name, t.into());
-    }
-    Ok(received)
-}
-
 /// Runs one suffix: the frame and its result message or a reason. Its
 /// share of a core goes to `meter`.
 pub(super) fn run(
@@ -115,8 +78,10 @@ pub(super) fn run(
     meter: Option<&LoadMeter>,
     handle: &tokio::runtime::Handle,
 ) -> (u64, Result<Message, RunError>) {
-    let received = std::mem::replace(&mut job.received, Crossing::Decoded(Ok(Values::new())));
-    (job.frame, received.into_values().and_then(|r| run_job(&job, &r, last, slowdown, meter, handle)))
+    let taken = crate::encoding::Received::Decoded { tensors: Ok(vec![]), took: Default::default() };
+    let received = std::mem::replace(&mut job.received, taken).decode().0;
+    let received = received.map(|t| t.into_iter().map(|(name, t)| (name, t.into())).collect::<Values>());
+    (job.frame, received.map_err(Into::into).and_then(|r| run_job(&job, &r, last, slowdown, meter, handle)))
 }
 
 fn run_job(
