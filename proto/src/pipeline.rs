@@ -10,6 +10,11 @@
 //! so the frame's local run is the one delivered; a frame handed back runs
 //! locally once; a frame done stays done.
 //!
+//! A frame may also start *running*: its prefix runs on the wearable's
+//! prefix runner, beside the shell's thread, and the frame is offloaded or
+//! finished when the runner returns it. It counts toward the in-flight
+//! bound and holds its place in the delivery order meanwhile.
+//!
 //! `P` is what the shell keeps for a frame until it is answered (its inputs,
 //! its prefix's outputs, its timings); `R` is a delivered result.
 
@@ -19,6 +24,8 @@ use std::time::Duration;
 /// Where one frame stands.
 #[derive(Debug)]
 enum Slot<P, R> {
+    /// Its prefix runs on the wearable's prefix runner.
+    Running,
     /// Sent to the handheld, answer expected before `deadline`.
     InFlight { payload: P, deadline: Duration },
     /// Handed back: to run on the wearable.
@@ -54,11 +61,12 @@ impl<P, R> FramePipeline<P, R> {
         }
     }
 
-    /// Whether a new frame may start: below the in-flight bound (overlapped),
-    /// or nothing pending at all (one at a time).
+    /// Whether a new frame may start: frames at the handheld and running
+    /// here below the in-flight bound (overlapped), or nothing pending at
+    /// all (one at a time).
     pub fn can_start(&self) -> bool {
         if self.overlap {
-            self.in_flight() < self.max_in_flight
+            self.in_flight() + self.running() < self.max_in_flight
         } else {
             self.slots.is_empty()
         }
@@ -67,6 +75,11 @@ impl<P, R> FramePipeline<P, R> {
     /// Frames at the handheld.
     pub fn in_flight(&self) -> usize {
         self.slots.values().filter(|s| matches!(s, Slot::InFlight { .. })).count()
+    }
+
+    /// Frames whose prefix runs on the wearable's prefix runner.
+    pub fn running(&self) -> usize {
+        self.slots.values().filter(|s| matches!(s, Slot::Running)).count()
     }
 
     /// Whether every started frame was delivered.
@@ -93,6 +106,42 @@ impl<P, R> FramePipeline<P, R> {
         }
         self.slots.insert(frame, Slot::Done(result));
         Ok(())
+    }
+
+    /// Starts `frame` with its prefix running on the wearable's prefix
+    /// runner; it leaves that state by [`FramePipeline::ran`] or
+    /// [`FramePipeline::finish_running`]. Refused (`false`) as
+    /// [`FramePipeline::start_offloaded`] refuses.
+    pub fn start_running(&mut self, frame: u64) -> bool {
+        if !self.admit(frame) {
+            return false;
+        }
+        self.slots.insert(frame, Slot::Running);
+        true
+    }
+
+    /// `frame`'s prefix ran and the frame is sent, to be answered by
+    /// `deadline`. Refused for a frame that is not running.
+    pub fn ran(&mut self, frame: u64, payload: P, deadline: Duration) -> Result<(), P> {
+        match self.slots.get_mut(&frame) {
+            Some(slot @ Slot::Running) => {
+                *slot = Slot::InFlight { payload, deadline };
+                Ok(())
+            }
+            _ => Err(payload),
+        }
+    }
+
+    /// `frame`'s prefix failed: the frame is done with `result` (its error).
+    /// Refused for a frame that is not running.
+    pub fn finish_running(&mut self, frame: u64, result: R) -> Result<(), R> {
+        match self.slots.get_mut(&frame) {
+            Some(slot @ Slot::Running) => {
+                *slot = Slot::Done(result);
+                Ok(())
+            }
+            _ => Err(result),
+        }
     }
 
     /// An answer for `frame` arrived: its payload if the frame is still in

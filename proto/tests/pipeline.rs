@@ -1,5 +1,6 @@
 //! The frame pipeline under a virtual clock: deadlines, late answers,
 //! out-of-order answers, link loss with frames in flight, reconnection, and
+//! prefixes running on the wearable's runner, and
 //! random event sequences, each checked for exactly-once, in-order delivery.
 //! No sleeps, no sockets: every test runs in microseconds.
 
@@ -138,10 +139,46 @@ fn one_at_a_time_waits_for_delivery_and_frames_must_increase() {
     assert_eq!(p.complete(3, Ran::Handheld(3)), Err(Ran::Handheld(3)), "still in flight");
 }
 
+#[test]
+fn a_running_prefix_holds_its_place_and_counts_toward_the_bound() {
+    let mut p = Pipe::new(2, true);
+    assert!(p.start_running(1));
+    assert!(!p.start_running(1), "a frame number is used once");
+    assert_eq!((p.running(), p.in_flight()), (1, 0));
+    p.start_done(2, Ran::Wearable(2, "local cut".into())).expect("starts");
+    assert!(p.can_start(), "a done frame does not count");
+    assert!(p.start_running(3));
+    assert!(!p.can_start(), "two running reach the bound of two");
+    assert_eq!(deliver_all(&mut p), vec![], "frame 2 waits for frame 1");
+    assert_eq!(p.answer(1), None, "a running frame has no answer yet");
+    assert_eq!(p.tick(ms(1_000)), Vec::<u64>::new(), "nor a deadline");
+    p.link_lost("gone");
+    assert_eq!(p.next_local().map(|(f, _, _)| f), None, "nor a link to lose");
+    p.ran(1, 1, ms(1_010)).expect("frame 1 is sent");
+    assert_eq!(p.ran(1, 1, ms(1_010)), Err(1), "sent once");
+    assert_eq!(p.ran(2, 2, ms(1_010)), Err(2), "frame 2 never ran here");
+    assert_eq!((p.running(), p.in_flight()), (1, 1));
+    assert_eq!(p.finish_running(1, Ran::Handheld(1)), Err(Ran::Handheld(1)), "frame 1 is in flight now");
+    p.finish_running(3, Ran::Wearable(3, "its prefix failed".into())).expect("frame 3 ends");
+    assert!(p.can_start());
+    assert!(answer(&mut p, 1));
+    assert_eq!(deliver_all(&mut p).iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert!(p.is_empty());
+}
+
 /// One event of a random run.
 #[derive(Clone, Debug)]
 enum Ev {
-    Start { offload: bool, budget_ms: u64 },
+    /// `how`: 0 offloaded, 1 done here, 2 its prefix running.
+    Start {
+        how: u8,
+        budget_ms: u64,
+    },
+    /// The oldest running prefix ends: sent with this budget, or failed.
+    Ran {
+        sent: bool,
+        budget_ms: u64,
+    },
     Answer(usize),
     BadAnswer(usize),
     HandBack(usize),
@@ -153,7 +190,8 @@ enum Ev {
 
 fn event() -> impl Strategy<Value = Ev> {
     prop_oneof![
-        3 => (any::<bool>(), 1u64..200).prop_map(|(offload, budget_ms)| Ev::Start { offload, budget_ms }),
+        3 => (0u8..3, 1u64..200).prop_map(|(how, budget_ms)| Ev::Start { how, budget_ms }),
+        2 => (any::<bool>(), 1u64..200).prop_map(|(sent, budget_ms)| Ev::Ran { sent, budget_ms }),
         3 => any::<usize>().prop_map(Ev::Answer),
         1 => any::<usize>().prop_map(Ev::BadAnswer),
         1 => any::<usize>().prop_map(Ev::HandBack),
@@ -167,6 +205,7 @@ fn event() -> impl Strategy<Value = Ev> {
 /// Where the test's model says a frame stands.
 #[derive(Clone, Debug, PartialEq)]
 enum St {
+    Running,
     InFlight(Duration),
     Local,
     Done,
@@ -174,6 +213,10 @@ enum St {
 
 fn in_flight(model: &std::collections::BTreeMap<u64, St>) -> usize {
     model.values().filter(|st| matches!(st, St::InFlight(_))).count()
+}
+
+fn running(model: &std::collections::BTreeMap<u64, St>) -> usize {
+    model.values().filter(|st| matches!(st, St::Running)).count()
 }
 
 proptest! {
@@ -202,24 +245,45 @@ proptest! {
         let pick = |started: &[u64], i: usize| (!started.is_empty()).then(|| started[i % started.len()]);
         for ev in events {
             match ev {
-                Ev::Start { offload, budget_ms } => {
+                Ev::Start { how, budget_ms } => {
                     let limit = if overlap { bound } else { 1 };
-                    let may = if overlap { in_flight(&model) < limit } else { model.is_empty() };
+                    let may = if overlap { in_flight(&model) + running(&model) < limit } else { model.is_empty() };
                     prop_assert_eq!(p.can_start(), may);
                     if !may {
                         continue;
                     }
                     let f = next;
                     next += 1 + (budget_ms % 3); // frame numbers increase, not always by one
-                    if offload {
-                        prop_assert!(p.start_offloaded(f, f, now + ms(budget_ms)).is_ok());
-                        model.insert(f, St::InFlight(now + ms(budget_ms)));
-                    } else {
-                        prop_assert!(p.start_done(f, Ran::Wearable(f, "local cut".into())).is_ok());
-                        finished.insert(f, Ran::Wearable(f, "local cut".into()));
-                        model.insert(f, St::Done);
+                    match how {
+                        0 => {
+                            prop_assert!(p.start_offloaded(f, f, now + ms(budget_ms)).is_ok());
+                            model.insert(f, St::InFlight(now + ms(budget_ms)));
+                        }
+                        1 => {
+                            prop_assert!(p.start_done(f, Ran::Wearable(f, "local cut".into())).is_ok());
+                            finished.insert(f, Ran::Wearable(f, "local cut".into()));
+                            model.insert(f, St::Done);
+                        }
+                        _ => {
+                            prop_assert!(p.start_running(f));
+                            model.insert(f, St::Running);
+                        }
                     }
                     started.push(f);
+                }
+                Ev::Ran { sent, budget_ms } => {
+                    let Some(f) = model.iter().find_map(|(&f, st)| matches!(st, St::Running).then_some(f)) else {
+                        continue;
+                    };
+                    if sent {
+                        prop_assert!(p.ran(f, f, now + ms(budget_ms)).is_ok());
+                        model.insert(f, St::InFlight(now + ms(budget_ms)));
+                    } else {
+                        let failed = Ran::Wearable(f, "its prefix failed".into());
+                        prop_assert!(p.finish_running(f, failed.clone()).is_ok());
+                        finished.insert(f, failed);
+                        model.insert(f, St::Done);
+                    }
                 }
                 Ev::Answer(i) => {
                     if let Some(f) = pick(&started, i) {
@@ -297,8 +361,15 @@ proptest! {
                 }
             }
             prop_assert_eq!(p.in_flight(), in_flight(&model));
+            prop_assert_eq!(p.running(), running(&model));
         }
-        // The link goes; everything left runs here and leaves.
+        // Running prefixes end (sent), then the link goes; everything left
+        // runs here and leaves.
+        let running_frames: Vec<u64> =
+            model.iter().filter_map(|(&f, st)| matches!(st, St::Running).then_some(f)).collect();
+        for f in running_frames {
+            prop_assert!(p.ran(f, f, now).is_ok());
+        }
         p.link_lost("end");
         while let Some((f, _, reason)) = p.next_local() {
             prop_assert!(!finished.contains_key(&f), "frame {} ran twice", f);

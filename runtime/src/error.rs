@@ -89,6 +89,10 @@ pub enum Error {
     /// The link task is gone: nothing more can be offloaded.
     #[error(transparent)]
     LinkStopped(#[from] LinkStopped),
+    /// The watch's prefix runner panicked (outside an engine, whose panics
+    /// are its own errors) or its thread is gone: the frame failed.
+    #[error("the prefix runner failed: {0}")]
+    PrefixRunner(&'static str),
     /// A tensor that could not be encoded or decoded for the link (or
     /// round-tripped, where an encoding is measured against a budget).
     #[error("{encoding} on '{tensor}': {source}")]

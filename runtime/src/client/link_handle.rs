@@ -145,6 +145,11 @@ impl LinkHandle {
         let _ = self.commands.send(Command::Reset(reason));
     }
 
+    /// Where events arrive (to wait on beside other channels).
+    pub fn events(&self) -> &cb::Receiver<Event> {
+        &self.events
+    }
+
     /// An event, if one is waiting.
     pub fn try_event(&self) -> Option<Event> {
         self.events.try_recv().ok()

@@ -3,7 +3,11 @@
 //! handheld, pipelines streams, and falls back to running alone.
 //!
 //! **Threads.** The app's thread is the wearable's CPU: it runs prefixes
-//! and local inferences. A tokio task owns the link: it connects (and
+//! and local inferences. In a pipelined stream, offloaded frames' prefixes
+//! run on the prefix runner's thread instead (`prefix_runner.rs`), one at
+//! a time, while the app thread plans, sends, checks answers and learns;
+//! a frame that runs here whole waits for the runner to finish first, so
+//! the watch computes one thing at a time either way. A tokio task owns the link: it connects (and
 //! reconnects with backoff), runs the [`WearableSession`] protocol, and
 //! sends and receives in the background, so that while the handheld runs
 //! frame n's suffix and the link carries tensors, the app thread already
@@ -45,7 +49,6 @@ use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
-use tandem_proto::protocol::PackedTensor;
 
 mod accounting;
 pub mod codecs;
@@ -56,6 +59,7 @@ mod edge;
 mod encodings;
 mod link_handle;
 pub(crate) mod link_task;
+mod prefix_runner;
 mod report;
 mod status;
 mod switch;
@@ -64,6 +68,7 @@ mod unavailable;
 use accounting::{Account, Ran, Stages};
 use driver::{Driver, Next};
 use link_handle::LinkHandle;
+use prefix_runner::{Packing, Prefix, PrefixRunner};
 
 pub use config::{
     Accuracy, Backoff, ConfigParseError, EdgeConfig, ModelFile, Placement, SessionConfig, Strategy,
@@ -93,6 +98,37 @@ struct InFlight {
     account: Account,
     /// Relayed: S2, the cut whose suffix the edge runs.
     near: Option<Cut>,
+}
+
+/// A frame whose prefix runs (or ran) to be offloaded: what its offload
+/// needs besides the prefix's results, decided before it ran.
+struct Offload {
+    frame: u64,
+    cut: Cut,
+    inputs: Values,
+    started: Instant,
+    predicted_ms: Option<f64>,
+    engines: crate::engine::Engines,
+    /// Relayed: S2, the cut whose suffix the edge runs.
+    near: Option<Cut>,
+    encodings: Vec<Encoding>,
+    /// How long it waited for a switch, how long its plan took to build
+    /// inline, and the report's `dvfs` line.
+    waited_ms: Option<f64>,
+    built: Duration,
+    dvfs: Option<String>,
+}
+
+/// How a prefix runs ([`Session::prefix_setting`]).
+struct PrefixSetting {
+    /// This thread pinned to the setting's cluster (its policy held), or
+    /// `None`: the setting, if any, is emulated by `dilation`.
+    pinned: Option<crate::cpufreq::Pinned>,
+    dilation: f64,
+    /// The run's time over the time at the inference setting.
+    scale: f64,
+    /// The report's `dvfs` line.
+    line: Option<String>,
 }
 
 /// The frames started and not yet delivered: the pure state machine of
@@ -153,6 +189,14 @@ pub struct Session {
     /// [`Placement::EdgeOnly`] (cloud-only), else the frames the planner
     /// sends there (when [`EdgeConfig::direct`] gives the watch such a link).
     direct: Option<direct::Direct>,
+    /// What packing crossing tensors needs (the watch's dilation, the widenings).
+    packing: Packing,
+    /// Runs pipelined frames' prefixes (started with the first).
+    runner: Option<PrefixRunner>,
+    /// Frames at the runner, oldest first.
+    offloads: std::collections::VecDeque<Offload>,
+    /// Whether the stream now running hands prefixes to the runner.
+    use_runner: bool,
 }
 
 impl Session {
@@ -248,6 +292,10 @@ impl Session {
             encodings: Default::default(),
             edge,
             direct,
+            packing: Packing { dilation: config.dilation, widenings: Arc::new(config.widenings.clone()) },
+            runner: None,
+            offloads: Default::default(),
+            use_runner: false,
             config,
         };
         s.cpufreq = match (&s.config.cpufreq, s.config.dvfs) {
@@ -791,6 +839,24 @@ impl Session {
         cut: &Cut,
         inputs: &Values,
     ) -> Result<(Values, Duration, Duration, Option<String>)> {
+        let PrefixSetting { pinned, dilation, scale, line } = self.prefix_setting(cut);
+        let started = Instant::now();
+        let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, dilation)?;
+        let took = started.elapsed();
+        // The hardware's own scale is not known apart from the profile's:
+        // the predictors learn against the profile's.
+        let line = match pinned {
+            Some(pinned) => line.map(|l| format!("{l} (ran on cpu {})", pinned.cpu())),
+            None => line,
+        };
+        Ok((values, took, took.div_f64(scale), line))
+    }
+
+    /// How `cut`'s prefix runs at the planner's setting for it: pinned for
+    /// real (the policy held, this thread pinned until the result is
+    /// dropped) or dilated, the run's time over the inference setting's,
+    /// and the report's `dvfs` line.
+    fn prefix_setting(&mut self, cut: &Cut) -> PrefixSetting {
         let watch = self.config.dilation;
         let setting = self.driver.setting_for(cut);
         // Pinned for real (the policy held), or dilated; the report's line.
@@ -822,19 +888,11 @@ impl Session {
                 }
             }
         };
-        let started = Instant::now();
-        let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, dilation)?;
-        let took = started.elapsed();
-        let (at_default, line) = match (pinned, &setting) {
-            // The hardware's own scale is not known apart from the
-            // profile's: the predictors learn against the profile's.
-            (Some(pinned), Some(s)) => {
-                let line = line.map(|l| format!("{l} (ran on cpu {})", pinned.cpu()));
-                (took.div_f64(s.time_scale), line)
-            }
-            _ => (took.div_f64(effective_scale(dilation, watch)), line),
+        let scale = match (&pinned, &setting) {
+            (Some(_), Some(s)) => s.time_scale,
+            _ => effective_scale(dilation, watch),
         };
-        Ok((values, took, at_default, line))
+        PrefixSetting { pinned, dilation, scale, line }
     }
 
     /// Runs one frame entirely on the wearable; also returns how long it
@@ -894,6 +952,7 @@ impl Session {
                     near = Some(s2);
                 }
                 Some(edge::EdgePlan::Direct { ms }) => {
+                    self.settle(pipe);
                     // When the edge fails, the frame takes the two-tier path below.
                     if let Some(done) = self.run_direct(frame, &inputs, started, false).transpose() {
                         let done = done.map(|(mut report, outputs)| {
@@ -907,6 +966,7 @@ impl Session {
             }
         }
         if next.cut.is_wearable_only() {
+            self.settle(pipe);
             let (outputs, took, dvfs) = self.run_local(&inputs, next.engines)?;
             let why = next.local_reason.unwrap_or_else(|| "the cut runs every layer here".into());
             let engines = self.prefix_engines(self.frame_engines(next.engines));
@@ -937,10 +997,96 @@ impl Session {
         let inline = !self.executor.is_cached_on(&cut, Sides::Prefix, self.prefix_engines(engines));
         let plan = self.executor.plan_on(&cut, Sides::Prefix, self.prefix_engines(engines))?;
         let built = if inline { building.elapsed() } else { Duration::ZERO };
-        let t0 = Instant::now();
-        let (up, _, prefix, dvfs) = self.run_prefix_at_setting(&plan, &cut, &inputs)?;
-        let (packed, raw_bytes) = self.pack(&cut, &up, &encodings)?;
-        let wearable = t0.elapsed();
+        let PrefixSetting { pinned, dilation, scale, line } = self.prefix_setting(&cut);
+        let mut offload = Offload {
+            frame,
+            cut,
+            inputs,
+            started,
+            predicted_ms,
+            engines,
+            near,
+            encodings,
+            waited_ms,
+            built,
+            dvfs: line,
+        };
+        let mut job =
+            prefix_runner::Job { frame, plan, inputs: Values::new(), dilation, scale, encodings: vec![] };
+        // Pipelined: on the runner, unless this thread holds a cluster for real.
+        if self.use_runner && pinned.is_none() {
+            (job.inputs, job.encodings) = (offload.inputs.clone(), offload.encodings.clone());
+            if !pipe.start_running(frame) {
+                return Err(Error::FrameStarted(frame));
+            }
+            self.runner()?.submit(job);
+            self.offloads.push_back(offload);
+            return Ok(());
+        }
+        self.settle(pipe);
+        job.inputs = std::mem::take(&mut offload.inputs);
+        job.encodings = std::mem::take(&mut offload.encodings);
+        let prefix = prefix_runner::run(self.model.model.graph(), &self.packing, &job);
+        (offload.inputs, offload.encodings) = (job.inputs, job.encodings);
+        if let Some(pinned) = pinned {
+            offload.dvfs = offload.dvfs.map(|l| format!("{l} (ran on cpu {})", pinned.cpu()));
+        }
+        self.send_offload(pipe, offload, prefix?, false)
+    }
+
+    /// The prefix runner, started if it was not.
+    fn runner(&mut self) -> Result<&mut PrefixRunner> {
+        if self.runner.is_none() {
+            let runner = PrefixRunner::spawn(self.model.model.clone(), self.packing.clone())
+                .map_err(|source| Error::Start { what: "the prefix runner", source })?;
+            self.runner = Some(runner);
+        }
+        self.runner.as_mut().ok_or(Error::NoFrame)
+    }
+
+    /// Waits for the runner's jobs, offloading each frame as its prefix
+    /// returns: before this thread computes, so that the watch runs one
+    /// thing at a time.
+    fn settle(&mut self, pipe: &mut Pipe) {
+        while let Some((frame, result)) = self.runner.as_mut().and_then(PrefixRunner::wait_done) {
+            self.on_prefix(pipe, frame, result);
+        }
+    }
+
+    /// The runner returned `frame`'s prefix: offloaded, or its error in
+    /// its place (a frame sent when the link task had stopped runs here).
+    fn on_prefix(&mut self, pipe: &mut Pipe, frame: u64, result: Result<Prefix>) {
+        let Some(offload) = self.offloads.pop_front() else {
+            warn!(frame, "the prefix runner returned a frame it was not given");
+            return;
+        };
+        debug_assert_eq!(offload.frame, frame, "the runner returns frames in order");
+        let Err(e) = result.and_then(|prefix| self.send_offload(pipe, offload, prefix, true)) else {
+            return;
+        };
+        if let Err(back) = pipe.finish_running(frame, Err(e)) {
+            let reason = back.err().map_or_else(|| "the link task stopped".to_string(), |e| e.to_string());
+            pipe.hand_back(frame, &reason);
+        }
+    }
+
+    /// Offloads `o`, its prefix run (`on_runner`: by the runner, the frame
+    /// already started as running): its in-flight record, then the send.
+    fn send_offload(&mut self, pipe: &mut Pipe, o: Offload, p: Prefix, on_runner: bool) -> Result<()> {
+        let Offload {
+            frame,
+            cut,
+            inputs,
+            started,
+            predicted_ms,
+            engines,
+            near,
+            encodings,
+            waited_ms,
+            built,
+            dvfs,
+        } = o;
+        let Prefix { up, packed, raw_bytes, at_default: prefix, wearable } = p;
         let g = self.model.model.graph();
         let mut local_outputs = Values::new();
         for &t in g.outputs() {
@@ -988,31 +1134,13 @@ impl Session {
             (waited_ms, built.as_secs_f64() * 1e3, dvfs);
         let in_flight =
             Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account, near });
-        pipe.start_offloaded(frame, in_flight, self.now().checked_add(budget).unwrap_or(Duration::MAX))
-            .map_err(|_| Error::FrameStarted(frame))?;
-        Ok(self.link.offload(frame, (key, suffix_engine), packed, answer, near_key)?)
-    }
-
-    /// Packs (encodes) the tensors `cut` sends up, from the prefix's values
-    /// `up`, each in its encoding: the watch's work, dilated as such.
-    /// Returns them and their raw size.
-    fn pack(&self, cut: &Cut, up: &Values, encodings: &[Encoding]) -> Result<(Vec<PackedTensor>, u64)> {
-        let g = self.model.model.graph();
-        let mut packed = vec![];
-        let mut raw_bytes = 0u64;
-        let started = Instant::now();
-        for (&t, &encoding) in cut.up_tensors().iter().zip(encodings) {
-            let name = &g.tensor(t).name;
-            let v = up.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
-            raw_bytes += v.as_bytes().len() as u64;
-            let wire = tandem_core::wire::to_wire(v)?;
-            let p =
-                tandem_proto::protocol::pack_tensor(name, &wire, encoding, self.config.widenings.get(name))
-                    .map_err(|source| Error::Pack { tensor: name.clone(), source })?;
-            packed.push(p);
+        let deadline = self.now().checked_add(budget).unwrap_or(Duration::MAX);
+        match on_runner {
+            true => pipe.ran(frame, in_flight, deadline),
+            false => pipe.start_offloaded(frame, in_flight, deadline),
         }
-        dilate(started.elapsed(), self.config.dilation);
-        Ok((packed, raw_bytes))
+        .map_err(|_| Error::FrameStarted(frame))?;
+        Ok(self.link.offload(frame, (key, suffix_engine), packed, answer, near_key)?)
     }
 
     /// Checks one frame's inputs against the model: every input there, no
@@ -1044,6 +1172,8 @@ impl Session {
     ) -> Result<()> {
         let mut frames = frames.into_iter().peekable();
         let mut pipe = Pipe::new(self.config.max_in_flight, pipeline);
+        // Prefixes on their own thread when frames overlap.
+        self.use_runner = pipeline && self.config.max_in_flight > 1;
         self.sample_fuel(false);
         // A source rate: each frame is due before the next one arrives.
         let period = fps.filter(|f| f.is_finite() && *f > 0.0).map(|f| Duration::from_secs_f64(1.0 / f));
@@ -1051,6 +1181,9 @@ impl Session {
         let first_release = Instant::now();
         let mut released = 0u64;
         loop {
+            while let Some((frame, result)) = self.runner.as_mut().and_then(PrefixRunner::try_done) {
+                self.on_prefix(&mut pipe, frame, result);
+            }
             while let Some(ev) = self.link.try_event() {
                 self.on_event(ev, &mut pipe);
             }
@@ -1068,6 +1201,7 @@ impl Session {
             }
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
+                self.settle(&mut pipe);
                 let done = self.run_local(&back.inputs, None).map(|(outputs, took, dvfs)| {
                     let here = Cut::wearable_only(self.model.model.graph());
                     let mut account =
@@ -1089,7 +1223,9 @@ impl Session {
             // it; this thread does not wait): so that a link that recovers
             // is seen even when no frame crosses it.
             self.maybe_probe(pipe.in_flight() == 0);
-            if pipe.can_start() && frames.peek().is_some() {
+            // The runner holds one frame queued behind the one it runs.
+            let runner_free = self.runner.as_ref().is_none_or(|r| r.pending() < 2);
+            if pipe.can_start() && runner_free && frames.peek().is_some() {
                 let release = fps.map(|f| first_release + Duration::from_secs_f64(released as f64 / f));
                 match release {
                     Some(r) if r > Instant::now() => {
@@ -1166,10 +1302,27 @@ impl Session {
         }
     }
 
-    /// Waits for one event until `until`.
+    /// Waits for one event, or for a prefix from the runner, until `until`.
     fn wait(&mut self, pipe: &mut Pipe, until: Instant) {
-        if let Some(ev) = self.link.event_until(until) {
-            self.on_event(ev, pipe);
+        let Some(runner) = self.runner.as_mut().filter(|r| r.pending() > 0) else {
+            if let Some(ev) = self.link.event_until(until) {
+                self.on_event(ev, pipe);
+            }
+            return;
+        };
+        let timeout = until.saturating_duration_since(Instant::now());
+        crossbeam_channel::select! {
+            recv(runner.done()) -> got => {
+                if let Some((frame, result)) = runner.take(got.map_err(|_| true)) {
+                    self.on_prefix(pipe, frame, result);
+                }
+            }
+            recv(self.link.events()) -> ev => {
+                if let Ok(ev) = ev {
+                    self.on_event(ev, pipe);
+                }
+            }
+            default(timeout) => {}
         }
     }
 
