@@ -248,12 +248,15 @@ fn steady_fps(delivered: &[Instant]) -> f64 {
     }
 }
 
-/// One stream: its frames, their summary, its cut, and the steady rate.
+/// One stream: its frames, their summary, its cut, the steady rate, and
+/// how many cores' worth of CPU the process (both devices, in-process)
+/// used while it ran.
 struct StreamRun {
     frames: Vec<FrameReport>,
     summary: StreamReport,
     cut: Option<tandem::Cut>,
     steady_fps: f64,
+    cores_busy: f64,
 }
 
 fn run_stream(
@@ -274,6 +277,7 @@ fn run_stream(
     let mut reports = vec![];
     let mut delivered = vec![];
     let started = Instant::now();
+    let cpu = tandem::load::process_cpu();
     let mut failed = None;
     s.stream_with(inputs, None, |r| {
         delivered.push(Instant::now());
@@ -285,9 +289,11 @@ fn run_stream(
     if let Some(e) = failed {
         return Err(e.into());
     }
+    let cores_busy = tandem::load::process_cpu().saturating_sub(cpu).as_secs_f64()
+        / started.elapsed().as_secs_f64().max(1e-9);
     let summary = StreamReport::from_frames(&reports, started.elapsed());
     let cut = s.decision().map(|d| d.chosen.clone());
-    Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered) })
+    Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered), cores_busy })
 }
 
 /// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
@@ -374,6 +380,10 @@ pub fn pipeline(
                 "steady_over_ideal": pipe.steady_fps / ideal_fps,
                 "pipelined_over_sequential": pipe.summary.throughput_fps / seq.summary.throughput_fps,
                 "offloaded": pipe.summary.offloaded,
+                // Both devices share this host's cores: CPU time of the
+                // whole process over the pipelined run's wall time.
+                "pipelined_cores_busy": pipe.cores_busy,
+                "host_cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
                 "max_in_flight": max_in_flight,
                 "goal_over_ideal": 0.95,
             })

@@ -65,6 +65,12 @@ pub fn thread_cpu() -> Duration {
     Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
+/// This process's CPU time so far, every thread's.
+pub fn process_cpu() -> Duration {
+    let t = clock_gettime(ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+}
+
 /// The share of a core this thread got while spinning for `window`: its
 /// CPU time over the wall-clock time (1 on an idle core; 0.5 beside one
 /// busy thread under a fair scheduler).

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Runs `tandem-bench pipeline` over each link and prints the results.md
+table of pipelined streams (rows between <!-- pipe --> markers).
+
+Usage: scripts/pipeline-table.py [--frames N] [--links none,wifi-good,ble-2m]
+Needs the dev build (`scripts/test.sh` builds it). Each link's JSON lines
+are kept in target/pipeline/LINK.jsonl.
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--links", default="none,wifi-good,ble-2m")
+    args = ap.parse_args()
+    bench = ROOT / "target/debug/tandem-bench"
+    if not bench.exists():
+        sys.exit(f"{bench} is missing: build it first (cargo build -p tandem-bench)")
+    out = ROOT / "target/pipeline"
+    out.mkdir(parents=True, exist_ok=True)
+    print("| link | model | cut (watch/all) | stages ms (watch, up, phone, down) | tensors alone on the air ms (up, down) "
+          "| sequential f/s | pipelined f/s (whole run) | pipelined f/s (steady) | ideal f/s | whole run / ideal "
+          "| **steady / ideal** | pipelined / sequential | cores busy, pipelined |")
+    print("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    below = []
+    for link in args.links.split(","):
+        run = subprocess.run([str(bench), "pipeline", "--link", link, "--frames", str(args.frames)],
+                             cwd=ROOT, capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"tandem-bench pipeline --link {link} failed:\n{run.stderr[-2000:]}")
+        rows = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
+        (out / f"{link}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for r in rows:
+            s, a = r["stage_ms"], r["tensors_air_ms"]
+            stages = ", ".join(f"{s[k]:.2f}" for k in ("wearable", "up", "handheld", "down"))
+            print(f"| {link} | {r['model']} | {r['cut_prefix_layers']}/{r['layers']} | {stages} "
+                  f"| {a['up']:.2f}, {a['down']:.2f} | {r['sequential_fps']:.1f} | {r['pipelined_fps']:.1f} "
+                  f"| {r['pipelined_steady_fps']:.1f} | {r['ideal_fps']:.1f} | {r['pipelined_over_ideal']:.3f} "
+                  f"| **{r['steady_over_ideal']:.3f}** | {r['pipelined_over_sequential']:.2f} "
+                  f"| {r['pipelined_cores_busy']:.2f} of {r['host_cores']} |", flush=True)
+            if max(s.values()) >= 0.5 and r["steady_over_ideal"] < r["goal_over_ideal"]:
+                below.append(f"{r['model']} over {link}: {r['steady_over_ideal']:.3f}")
+    print(f"\nrows with a stage of 0.5 ms or more below the goal: {', '.join(below) or 'none'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
