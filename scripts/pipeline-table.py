@@ -2,9 +2,10 @@
 """Runs `tandem-bench pipeline` over each link and prints the results.md
 table of pipelined streams (rows between <!-- pipe --> markers).
 
-Usage: scripts/pipeline-table.py [--frames N] [--links none,wifi-good,ble-2m]
+Usage: scripts/pipeline-table.py [--frames N] [--links none,wifi-good,ble-2m] [--from DIR]
 Needs the dev build (`scripts/test.sh` builds it). Each link's JSON lines
-are kept in target/pipeline/LINK.jsonl.
+are kept in target/pipeline/LINK.jsonl; `--from DIR` prints the table again
+from such files without running anything.
 """
 import argparse
 import json
@@ -19,24 +20,30 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--links", default="none,wifi-good,ble-2m")
+    ap.add_argument("--from", dest="saved", help="print the table from DIR/LINK.jsonl, running nothing")
     args = ap.parse_args()
     bench = ROOT / "target/debug/tandem-bench"
-    if not bench.exists():
+    if not args.saved and not bench.exists():
         sys.exit(f"{bench} is missing: build it first (cargo build -p tandem-bench)")
     out = ROOT / "target/pipeline"
     out.mkdir(parents=True, exist_ok=True)
     print("| link | model | cut (watch/all) | stages ms (watch, up, phone, down) | tensors alone on the air ms (up, down) "
           "| sequential f/s | pipelined f/s (whole run) | pipelined f/s (steady) | ideal f/s | whole run / ideal "
-          "| **steady / ideal** | pipelined / sequential | cores busy, pipelined |")
-    print("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| **steady / ideal** | pipelined / sequential | offloaded, pipelined | cores busy, pipelined |")
+    print("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     below = []
     for link in args.links.split(","):
-        run = subprocess.run([str(bench), "pipeline", "--link", link, "--frames", str(args.frames)],
-                             cwd=ROOT, capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.exit(f"tandem-bench pipeline --link {link} failed:\n{run.stderr[-2000:]}")
-        rows = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
-        (out / f"{link}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if args.saved:
+            lines = (pathlib.Path(args.saved) / f"{link}.jsonl").read_text().splitlines()
+        else:
+            run = subprocess.run([str(bench), "pipeline", "--link", link, "--frames", str(args.frames)],
+                                 cwd=ROOT, capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.exit(f"tandem-bench pipeline --link {link} failed:\n{run.stderr[-2000:]}")
+            lines = run.stdout.splitlines()
+        rows = [json.loads(l) for l in lines if l.startswith("{")]
+        if not args.saved:
+            (out / f"{link}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         for r in rows:
             s, a = r["stage_ms"], r["tensors_air_ms"]
             stages = ", ".join(f"{s[k]:.2f}" for k in ("wearable", "up", "handheld", "down"))
@@ -44,9 +51,11 @@ def main():
                   f"| {a['up']:.2f}, {a['down']:.2f} | {r['sequential_fps']:.1f} | {r['pipelined_fps']:.1f} "
                   f"| {r['pipelined_steady_fps']:.1f} | {r['ideal_fps']:.1f} | {r['pipelined_over_ideal']:.3f} "
                   f"| **{r['steady_over_ideal']:.3f}** | {r['pipelined_over_sequential']:.2f} "
-                  f"| {r['pipelined_cores_busy']:.2f} of {r['host_cores']} |", flush=True)
+                  f"| {r['offloaded']}/{r['frames']} | {r['pipelined_cores_busy']:.2f} of {r['host_cores']} |",
+                  flush=True)
             if max(s.values()) >= 0.5 and r["steady_over_ideal"] < r["goal_over_ideal"]:
-                below.append(f"{r['model']} over {link}: {r['steady_over_ideal']:.3f}")
+                mixed = "" if r["offloaded"] in (0, r["frames"]) else f" ({r['offloaded']}/{r['frames']} offloaded)"
+                below.append(f"{r['model']} over {link}: {r['steady_over_ideal']:.3f}{mixed}")
     print(f"\nrows with a stage of 0.5 ms or more below the goal: {', '.join(below) or 'none'}", file=sys.stderr)
 
 
