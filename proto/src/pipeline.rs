@@ -82,9 +82,10 @@ impl<P, R> FramePipeline<P, R> {
         self.slots.values().filter(|s| matches!(s, Slot::Running)).count()
     }
 
-    /// Whether every started frame was delivered.
+    /// Whether every started frame was delivered (a frame the shell took
+    /// out to run, and has not completed, is not).
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.order.is_empty()
     }
 
     /// Starts `frame`, sent to the handheld, to be answered by `deadline`.

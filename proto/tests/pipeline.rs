@@ -160,9 +160,16 @@ fn a_running_prefix_holds_its_place_and_counts_toward_the_bound() {
     assert_eq!((p.running(), p.in_flight()), (1, 1));
     assert_eq!(p.finish_running(1, Ran::Handheld(1)), Err(Ran::Handheld(1)), "frame 1 is in flight now");
     p.finish_running(3, Ran::Wearable(3, "its prefix failed".into())).expect("frame 3 ends");
-    assert!(p.can_start());
     assert!(answer(&mut p, 1));
+    assert!(p.can_start());
+    p.start_offloaded(4, 4, ms(1_010)).expect("starts");
+    p.link_lost("gone again");
+    let (f, payload, _) = p.next_local().expect("frame 4 came back");
+    assert_eq!((f, payload), (4, 4));
     assert_eq!(deliver_all(&mut p).iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert!(!p.is_empty(), "frame 4 runs on the wearable: not delivered yet");
+    p.complete(4, Ran::Wearable(4, "gone again".into())).expect("frame 4 ends");
+    assert_eq!(deliver_all(&mut p).iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![4]);
     assert!(p.is_empty());
 }
 

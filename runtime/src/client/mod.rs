@@ -43,7 +43,7 @@ use tracing::{debug, info, warn};
 
 use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
-use crate::{Cut, Error, Model, ModelError, Result, Sides, SplitExecutor, SplitPlan, Tensor, Values};
+use crate::{Cut, Error, Model, ModelError, Result, Sides, SplitExecutor, Tensor, Values};
 use tandem_plan::partition::{Decision, HandheldStatus, LatencyHint, LinkEstimate, Mode};
 use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
 use tandem_proto::encoding::Encoding;
@@ -117,6 +117,36 @@ struct Offload {
     waited_ms: Option<f64>,
     built: Duration,
     dvfs: Option<String>,
+}
+
+/// A frame run whole on the watch: its report so far (its stages are
+/// filled in when it has run) and the cut that report prices.
+struct Whole {
+    frame: u64,
+    account: Account,
+    cut: Cut,
+    started: Instant,
+    /// The layers' engines (what the run is learnt into).
+    engines: crate::engine::Engines,
+    /// How the frame is in the pipeline.
+    how: WholeFrame,
+}
+
+/// How a frame run whole is in the pipeline.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum WholeFrame {
+    /// Not yet: it starts done.
+    New,
+    /// Started as running (on the runner).
+    Running,
+    /// Handed back (taken out by `next_local`): it completes.
+    FellBack,
+}
+
+/// A frame at the prefix runner: one to offload, or one run whole.
+enum AtRunner {
+    Offload(Box<Offload>),
+    Whole(Box<Whole>),
 }
 
 /// How a prefix runs ([`Session::prefix_setting`]).
@@ -194,7 +224,7 @@ pub struct Session {
     /// Runs pipelined frames' prefixes (started with the first).
     runner: Option<PrefixRunner>,
     /// Frames at the runner, oldest first.
-    offloads: std::collections::VecDeque<Offload>,
+    at_runner: std::collections::VecDeque<AtRunner>,
     /// Whether the stream now running hands prefixes to the runner.
     use_runner: bool,
 }
@@ -294,7 +324,7 @@ impl Session {
             direct,
             packing: Packing { dilation: config.dilation, widenings: Arc::new(config.widenings.clone()) },
             runner: None,
-            offloads: Default::default(),
+            at_runner: Default::default(),
             use_runner: false,
             config,
         };
@@ -827,31 +857,6 @@ impl Session {
         account.report(layers, &self.profiler.estimate(), &*wearable, self.driver.handheld_energy())
     }
 
-    /// Runs `cut`'s prefix (by `plan`) at the planner's setting for it,
-    /// if any: for real where cpufreq could be opened (the policy held,
-    /// this thread pinned to the cluster's CPUs for the run), else dilated
-    /// by the setting's busy-time scale. Returns its values, the time it
-    /// took, that time at the inference setting (what the predictors
-    /// hold), and the frame report's `dvfs` line.
-    fn run_prefix_at_setting(
-        &mut self,
-        plan: &SplitPlan,
-        cut: &Cut,
-        inputs: &Values,
-    ) -> Result<(Values, Duration, Duration, Option<String>)> {
-        let PrefixSetting { pinned, dilation, scale, line } = self.prefix_setting(cut);
-        let started = Instant::now();
-        let values = plan.run_prefix_dilated(self.model.model.graph(), inputs, dilation)?;
-        let took = started.elapsed();
-        // The hardware's own scale is not known apart from the profile's:
-        // the predictors learn against the profile's.
-        let line = match pinned {
-            Some(pinned) => line.map(|l| format!("{l} (ran on cpu {})", pinned.cpu())),
-            None => line,
-        };
-        Ok((values, took, took.div_f64(scale), line))
-    }
-
     /// How `cut`'s prefix runs at the planner's setting for it: pinned for
     /// real (the policy held, this thread pinned until the result is
     /// dropped) or dilated, the run's time over the inference setting's,
@@ -895,9 +900,55 @@ impl Session {
         PrefixSetting { pinned, dilation, scale, line }
     }
 
-    /// Runs one frame entirely on the wearable; also returns how long it
-    /// took and the report's `dvfs` line.
-    /// The layers run on `engines`' prefix engine (`None`: the wearable's own).
+    /// Runs a frame whole on the watch (`inputs`, its layers on
+    /// `engines`' prefix engine, `None`: the wearable's own): on the
+    /// prefix runner in a pipelined stream (unless the planner's setting
+    /// pins this thread to a cluster for real), else here, after the
+    /// runner's frames.
+    fn run_whole(
+        &mut self,
+        pipe: &mut Pipe,
+        mut whole: Whole,
+        inputs: &Values,
+        engines: Option<crate::engine::Engines>,
+    ) -> Result<()> {
+        let local = Cut::wearable_only(self.model.model.graph());
+        whole.engines = self.prefix_engines(self.frame_engines(engines));
+        let pins = self.cpufreq.is_ok() && self.driver.setting_for(&local).is_some();
+        if !self.use_runner || pins {
+            self.settle(pipe);
+            let ran = self.run_local(inputs, engines).map(|(outputs, took, line)| {
+                whole.account.dvfs = line;
+                (outputs, took)
+            });
+            return self.finish_whole(pipe, whole, ran);
+        }
+        let plan = self.executor.plan_on(&local, Sides::Both, whole.engines)?;
+        let PrefixSetting { dilation, scale, line, .. } = self.prefix_setting(&local);
+        whole.account.dvfs = line;
+        let frame = whole.frame;
+        let runner = self.runner()?;
+        if whole.how == WholeFrame::New {
+            if !pipe.start_running(frame) {
+                return Err(Error::FrameStarted(frame));
+            }
+            whole.how = WholeFrame::Running;
+        }
+        // A cut of every layer sends nothing: the runner packs nothing.
+        runner.submit(prefix_runner::Job {
+            frame,
+            plan,
+            inputs: inputs.clone(),
+            dilation,
+            scale,
+            encodings: vec![],
+        });
+        self.at_runner.push_back(AtRunner::Whole(Box::new(whole)));
+        Ok(())
+    }
+
+    /// Runs one frame whole here, now: its outputs, how long it took and
+    /// the report's `dvfs` line; the run is learnt from.
     fn run_local(
         &mut self,
         inputs: &Values,
@@ -906,11 +957,56 @@ impl Session {
         let local = Cut::wearable_only(self.model.model.graph());
         let engines = self.prefix_engines(self.frame_engines(engines));
         let plan = self.executor.plan_on(&local, Sides::Both, engines)?;
-        let (all, took, at_default, dvfs) = self.run_prefix_at_setting(&plan, &local, inputs)?;
+        let PrefixSetting { pinned, dilation, scale, line } = self.prefix_setting(&local);
+        let job =
+            prefix_runner::Job { frame: 0, plan, inputs: inputs.clone(), dilation, scale, encodings: vec![] };
+        let ran = prefix_runner::run(self.model.model.graph(), &self.packing, &job)?;
+        // The hardware's own scale is not known apart from the profile's:
+        // the predictors learn against the profile's.
+        let line = match pinned {
+            Some(pinned) => line.map(|l| format!("{l} (ran on cpu {})", pinned.cpu())),
+            None => line,
+        };
         let g = self.model.model.graph();
-        let outputs = tandem_core::split::model_outputs(g, &all)?;
-        self.driver.learn(&vec![true; g.nodes().len()], (at_default, None), 1.0, Some(engines));
-        Ok((outputs, took, dvfs))
+        let outputs = tandem_core::split::model_outputs(g, &ran.up)?;
+        self.driver.learn(&vec![true; g.nodes().len()], (ran.at_default, None), 1.0, Some(engines));
+        Ok((outputs, ran.wearable, line))
+    }
+
+    /// A frame run whole is done (its outputs and the time it took, or
+    /// its error): its report into the pipeline.
+    fn finish_whole(&mut self, pipe: &mut Pipe, whole: Whole, ran: Result<(Values, Duration)>) -> Result<()> {
+        let Whole { frame, mut account, cut, started, how, .. } = whole;
+        let done = ran.map(|(outputs, took)| {
+            account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
+            (self.report(account, &cut), outputs)
+        });
+        match how {
+            WholeFrame::New => pipe.start_done(frame, done).map_err(|_| Error::FrameStarted(frame)),
+            WholeFrame::Running => {
+                if pipe.finish_running(frame, done).is_err() {
+                    warn!(frame, "the frame pipeline refused a frame that ran whole");
+                }
+                Ok(())
+            }
+            WholeFrame::FellBack => {
+                complete(pipe, frame, done);
+                Ok(())
+            }
+        }
+    }
+
+    /// The runner ran `whole`'s frame (`result`): its outputs, the run
+    /// learnt from, and the frame finished.
+    fn on_whole(&mut self, pipe: &mut Pipe, whole: Whole, result: Result<Prefix>) {
+        let g = self.model.model.graph();
+        let ran = result.and_then(|p| {
+            let outputs = tandem_core::split::model_outputs(g, &p.up)?;
+            self.driver.learn(&vec![true; g.nodes().len()], (p.at_default, None), 1.0, Some(whole.engines));
+            Ok((outputs, p.wearable))
+        });
+        // Refused only as a new frame, which this is not.
+        let _ = self.finish_whole(pipe, whole, ran);
     }
 
     /// Starts a frame: runs its prefix and offloads it, or runs it whole.
@@ -966,20 +1062,16 @@ impl Session {
             }
         }
         if next.cut.is_wearable_only() {
-            self.settle(pipe);
-            let (outputs, took, dvfs) = self.run_local(&inputs, next.engines)?;
             let why = next.local_reason.unwrap_or_else(|| "the cut runs every layer here".into());
             let engines = self.prefix_engines(self.frame_engines(next.engines));
             let mut account =
                 Account::new(frame, next.cut.key(), next.cut.prefix_len(), Ran::Local(why), engines);
-            account.stages = Stages { wearable: took, latency: started.elapsed(), ..Stages::default() };
-            (account.predicted_ms, account.switch_wait_ms, account.dvfs) =
-                (next.predicted_ms, waited_ms, dvfs);
+            (account.predicted_ms, account.switch_wait_ms) = (next.predicted_ms, waited_ms);
             if self.edge.is_some() {
                 account.tiers = Some(edge::tiers(self.model.model.graph(), &next.cut, None));
             }
-            let report = self.report(account, &next.cut);
-            return pipe.start_done(frame, Ok((report, outputs))).map_err(|_| Error::FrameStarted(frame));
+            let whole = Whole { frame, account, cut: next.cut, started, engines, how: WholeFrame::New };
+            return self.run_whole(pipe, whole, &inputs, next.engines);
         }
         let Next { cut, predicted_ms, engines, .. } = next;
         // A relayed frame runs on each side's own engines, as the three
@@ -1020,7 +1112,7 @@ impl Session {
                 return Err(Error::FrameStarted(frame));
             }
             self.runner()?.submit(job);
-            self.offloads.push_back(offload);
+            self.at_runner.push_back(AtRunner::Offload(Box::new(offload)));
             return Ok(());
         }
         self.settle(pipe);
@@ -1053,12 +1145,21 @@ impl Session {
         }
     }
 
-    /// The runner returned `frame`'s prefix: offloaded, or its error in
-    /// its place (a frame sent when the link task had stopped runs here).
+    /// The runner returned `frame`: run whole, it is done; else its
+    /// prefix ran and it is offloaded, or its error takes its place (a frame
+    /// sent when the link task had stopped runs here).
     fn on_prefix(&mut self, pipe: &mut Pipe, frame: u64, result: Result<Prefix>) {
-        let Some(offload) = self.offloads.pop_front() else {
-            warn!(frame, "the prefix runner returned a frame it was not given");
-            return;
+        let offload = match self.at_runner.pop_front() {
+            Some(AtRunner::Offload(offload)) => *offload,
+            Some(AtRunner::Whole(whole)) => {
+                debug_assert_eq!(whole.frame, frame, "the runner returns frames in order");
+                self.on_whole(pipe, *whole, result);
+                return;
+            }
+            None => {
+                warn!(frame, "the prefix runner returned a frame it was not given");
+                return;
+            }
         };
         debug_assert_eq!(offload.frame, frame, "the runner returns frames in order");
         let Err(e) = result.and_then(|prefix| self.send_offload(pipe, offload, prefix, true)) else {
@@ -1201,21 +1302,24 @@ impl Session {
             }
             // Work: frames handed back first (oldest first), then a new frame.
             if let Some((f, back, reason)) = pipe.next_local() {
-                self.settle(&mut pipe);
-                let done = self.run_local(&back.inputs, None).map(|(outputs, took, dvfs)| {
-                    let here = Cut::wearable_only(self.model.model.graph());
-                    let mut account =
-                        Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason), self.engines());
-                    account.stages =
-                        Stages { wearable: took, latency: back.started.elapsed(), ..Stages::default() };
-                    (account.up_bytes, account.up_raw_bytes) =
-                        (back.account.up_bytes, back.account.up_raw_bytes);
-                    account.plan_build_ms = back.account.plan_build_ms;
-                    account.up_message_bytes = back.account.up_message_bytes;
-                    account.dvfs = dvfs;
-                    (self.report(account, &here), outputs)
-                });
-                complete(&mut pipe, f, done);
+                let here = Cut::wearable_only(self.model.model.graph());
+                let engines = self.engines();
+                let mut account =
+                    Account::new(f, here.key(), here.prefix_len(), Ran::FellBack(reason), engines);
+                (account.up_bytes, account.up_raw_bytes) = (back.account.up_bytes, back.account.up_raw_bytes);
+                account.plan_build_ms = back.account.plan_build_ms;
+                account.up_message_bytes = back.account.up_message_bytes;
+                let whole = Whole {
+                    frame: f,
+                    account,
+                    cut: here,
+                    started: back.started,
+                    engines,
+                    how: WholeFrame::FellBack,
+                };
+                if let Err(e) = self.run_whole(&mut pipe, whole, &back.inputs, None) {
+                    complete(&mut pipe, f, Err(e));
+                }
                 continue;
             }
             // A stale link estimate is probed whenever nothing is in flight,
