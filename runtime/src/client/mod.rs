@@ -3,10 +3,11 @@
 //! handheld, pipelines streams, and falls back to running alone.
 //!
 //! **Threads.** The app's thread is the wearable's CPU: it runs prefixes
-//! and local inferences. In a pipelined stream, offloaded frames' prefixes
-//! run on the prefix runner's thread instead (`prefix_runner.rs`), one at
-//! a time, while the app thread plans, sends, checks answers and learns;
-//! a frame that runs here whole waits for the runner to finish first, so
+//! and local inferences. In a pipelined stream they run on the prefix
+//! runner's thread instead (`prefix_runner.rs`), one at a time and in
+//! order, while the app thread plans, sends, checks answers and learns;
+//! what still runs on the app thread (a run pinned to a cpufreq cluster,
+//! a direct edge frame's fallback) waits for the runner to drain first, so
 //! the watch computes one thing at a time either way. A tokio task owns the link: it connects (and
 //! reconnects with backoff), runs the [`WearableSession`] protocol, and
 //! sends and receives in the background, so that while the handheld runs

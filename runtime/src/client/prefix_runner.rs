@@ -1,5 +1,6 @@
-//! The watch's prefix runner: a pipelined frame's prefix runs, and its
-//! crossing tensors are packed, on a thread of their own, so that the app
+//! The watch's prefix runner: in a pipelined stream a frame's prefix runs,
+//! and its crossing tensors are packed, on a thread of their own (a frame
+//! run whole is a prefix of every layer, packing nothing), so that the app
 //! thread plans the next frame, sends, checks answers and learns beside it
 //! (as the handheld's runner runs suffixes beside its connection's task).
 //! One job runs at a time, in the order given: the watch has one compute
