@@ -1104,11 +1104,11 @@ impl Session {
             built,
             dvfs: line,
         };
-        let mut job =
-            prefix_runner::Job { frame, plan, inputs: Values::new(), dilation, scale, encodings: vec![] };
+        // The frame keeps its inputs (to run here if it comes back).
+        let (inputs, encodings) = (offload.inputs.clone(), offload.encodings.clone());
+        let job = prefix_runner::Job { frame, plan, inputs, dilation, scale, encodings };
         // Pipelined: on the runner, unless this thread holds a cluster for real.
         if self.use_runner && pinned.is_none() {
-            (job.inputs, job.encodings) = (offload.inputs.clone(), offload.encodings.clone());
             if !pipe.start_running(frame) {
                 return Err(Error::FrameStarted(frame));
             }
@@ -1117,10 +1117,7 @@ impl Session {
             return Ok(());
         }
         self.settle(pipe);
-        job.inputs = std::mem::take(&mut offload.inputs);
-        job.encodings = std::mem::take(&mut offload.encodings);
         let prefix = prefix_runner::run(self.model.model.graph(), &self.packing, &job);
-        (offload.inputs, offload.encodings) = (job.inputs, job.encodings);
         if let Some(pinned) = pinned {
             offload.dvfs = offload.dvfs.map(|l| format!("{l} (ran on cpu {})", pinned.cpu()));
         }
@@ -1129,12 +1126,12 @@ impl Session {
 
     /// The prefix runner, started if it was not.
     fn runner(&mut self) -> Result<&mut PrefixRunner> {
-        if self.runner.is_none() {
-            let runner = PrefixRunner::spawn(self.model.model.clone(), self.packing.clone())
-                .map_err(|source| Error::Start { what: "the prefix runner", source })?;
-            self.runner = Some(runner);
-        }
-        self.runner.as_mut().ok_or(Error::NoFrame)
+        let runner = match self.runner.take() {
+            Some(runner) => runner,
+            None => PrefixRunner::spawn(self.model.model.clone(), self.packing.clone())
+                .map_err(|source| Error::Start { what: "the prefix runner", source })?,
+        };
+        Ok(self.runner.insert(runner))
     }
 
     /// Waits for the runner's jobs, offloading each frame as its prefix
