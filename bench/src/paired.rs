@@ -1,6 +1,7 @@
 //! The paired runtime's benchmarks: link throughput, emulated-link
 //! accuracy, and pipelined streams against the ideal and against sequential.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -248,6 +249,26 @@ fn steady_fps(delivered: &[Instant]) -> f64 {
     }
 }
 
+/// How many frames ran on the watch for each reason, numbers in a reason
+/// written `#` (so that a planner's predictions group).
+fn local_reasons(frames: &[FrameReport]) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for why in frames.iter().filter_map(|f| f.local_reason.as_deref()) {
+        let mut key = String::new();
+        for c in why.chars() {
+            let number = key.ends_with('#');
+            match c {
+                '0'..='9' if number => {}
+                '0'..='9' => key.push('#'),
+                '.' if number => {}
+                c => key.push(c),
+            }
+        }
+        *by.entry(key).or_insert(0) += 1;
+    }
+    by
+}
+
 /// One stream: its frames, their summary, its cut, the steady rate, and
 /// how many cores' worth of CPU the process (both devices, in-process)
 /// used while it ran.
@@ -380,6 +401,10 @@ pub fn pipeline(
                 "steady_over_ideal": pipe.steady_fps / ideal_fps,
                 "pipelined_over_sequential": pipe.summary.throughput_fps / seq.summary.throughput_fps,
                 "offloaded": pipe.summary.offloaded,
+                // Why the others ran on the watch, and how many of them
+                // were offloaded first (their prefix run twice).
+                "local_reasons": local_reasons(pipe_frames),
+                "fallbacks": pipe.summary.fallbacks,
                 // Both devices share this host's cores: CPU time of the
                 // whole process over the pipelined run's wall time.
                 "pipelined_cores_busy": pipe.cores_busy,
@@ -390,4 +415,26 @@ pub fn pipeline(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reasons group with their numbers blanked; offloaded frames have none.
+    #[test]
+    fn local_reasons_group_by_text_with_numbers_blanked() {
+        let frame =
+            |why: Option<&str>| FrameReport { local_reason: why.map(String::from), ..Default::default() };
+        let frames = [
+            frame(Some("the planner: every layer here, predicted 1.52 ms (x)")),
+            frame(Some("the planner: every layer here, predicted 13 ms (x)")),
+            frame(Some("fallback: no answer within 40 ms.")),
+            frame(None),
+        ];
+        let by = local_reasons(&frames);
+        assert_eq!(by.get("the planner: every layer here, predicted # ms (x)"), Some(&2));
+        assert_eq!(by.get("fallback: no answer within # ms."), Some(&1));
+        assert_eq!(by.values().sum::<usize>(), 3);
+    }
 }

@@ -573,14 +573,8 @@ fn pair_edge(
     Ok(())
 }
 
-#[cfg(all(feature = "ble", target_os = "linux"))]
 async fn ble_acceptor() -> anyhow::Result<Box<dyn tandem::link::Acceptor>> {
-    let acceptor = tandem::ble::peripheral::BleAcceptor::start("tandem").await?;
-    println!("listening on {}", tandem::link::Acceptor::describe(&acceptor));
-    Ok(Box::new(acceptor))
-}
-
-#[cfg(not(all(feature = "ble", target_os = "linux")))]
-async fn ble_acceptor() -> anyhow::Result<Box<dyn tandem::link::Acceptor>> {
-    anyhow::bail!("--ble: this build has no BLE support (rebuild with `cargo build --features ble` on Linux)")
+    let acceptor = tandem::ble::peripheral_acceptor("tandem").await?;
+    println!("listening on {}", acceptor.describe());
+    Ok(acceptor)
 }

@@ -216,6 +216,14 @@ impl LinkControl {
         s.down_bps = down_bps.max(1.0);
     }
 
+    /// Starts the schedule again at `now`: its steps apply as their time
+    /// comes, counted from `now` (until the first, the rates in force stay).
+    pub fn restart_schedule(&self, now: Instant) {
+        let mut s = self.lock();
+        s.start = Some(now);
+        s.next_step = 0;
+    }
+
     /// The rates in force at `now` (bits per second), applying due schedule steps.
     pub fn rates_at(&self, now: Instant) -> (f64, f64) {
         let mut s = self.lock();
@@ -636,5 +644,11 @@ mod tests {
         assert_eq!(control.rates_at(t0 + Duration::from_secs(3)), (5e6, 4e6));
         control.set_rates(1e6, 2e6);
         assert_eq!(control.rates_at(t0 + Duration::from_secs(4)), (1e6, 2e6));
+        // Started again later: the steps count from then, the rates before stay until the first.
+        let t1 = t0 + Duration::from_secs(10);
+        control.restart_schedule(t1);
+        assert_eq!(control.rates_at(t1 + Duration::from_millis(500)), (1e6, 2e6));
+        assert_eq!(control.rates_at(t1 + Duration::from_millis(1500)), (0.1e6, 0.1e6));
+        assert_eq!(control.rates_at(t1 + Duration::from_secs(3)), (5e6, 4e6));
     }
 }

@@ -42,7 +42,8 @@ pub struct PairArgs {
     /// Emulate this link (ble-1m, ble-2m, bt-classic, wifi-poor, wifi-good, wear-data-layer); this side shapes both ways.
     #[arg(long)]
     pub link: Option<String>,
-    /// Rate changes during the run: lines of `seconds up_mbit [down_mbit]` (needs --link).
+    /// Rate changes during the run: lines of `seconds up_mbit [down_mbit]` (needs --link), counted
+    /// from `stream`'s first measured frame (other commands: from the first packet).
     #[arg(long)]
     pub schedule: Option<PathBuf>,
     /// The wearable's device profile (a shipped name or a TOML file).
@@ -300,15 +301,30 @@ fn parse_hint_ms(s: &str) -> Result<LatencyHint> {
     crate::plan_cmd::parse_hint(s).map_err(|e| anyhow::anyhow!("--latency-hint: {e}"))
 }
 
-fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<(Session, Option<CpuQuota>)> {
+/// A session opened from the command line, with what the command keeps
+/// beside it.
+struct Opened {
+    session: Session,
+    /// The CPU quota, held for the run.
+    _quota: Option<CpuQuota>,
+    /// The emulated link's rates, when `--link` emulates one.
+    link: Option<LinkControl>,
+}
+
+fn open(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Opened> {
     let quota = match p.cpu_quota {
         Some(pct) => Some(CpuQuota::apply(std::path::Path::new("/sys/fs/cgroup/cpu"), pct)?),
         None => None,
     };
-    Ok((open_session(p, pipeline, max_in_flight)?, quota))
+    let (session, link) = open_session(p, pipeline, max_in_flight)?;
+    Ok(Opened { session, _quota: quota, link })
 }
 
-fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Session> {
+fn open_session(
+    p: &PairArgs,
+    pipeline: bool,
+    max_in_flight: usize,
+) -> Result<(Session, Option<LinkControl>)> {
     let model = ModelFile::load(&p.model, &p.shapes.shapes()?)?;
     let wearable = DeviceProfile::load(&p.profile).with_context(|| format!("--profile {}", p.profile))?;
     let handheld = DeviceProfile::load(&p.handheld_profile)
@@ -328,11 +344,11 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
     if p.schedule.is_some() && p.link.is_none() {
         bail!("--schedule needs --link (the schedule changes the emulated link's rates)");
     }
-    let transport: Box<dyn Transport> = if p.connect == "ble" {
+    let (transport, link): (Box<dyn Transport>, _) = if p.connect == "ble" {
         if p.link.is_some() {
             bail!("--link emulates a link over TCP; with --connect ble the radio is the link");
         }
-        ble_transport()?
+        (tandem::ble::central_transport()?, None)
     } else {
         tcp_transport(p)?
     };
@@ -436,12 +452,12 @@ fn open_session(p: &PairArgs, pipeline: bool, max_in_flight: usize) -> Result<Se
             "the handheld is not ready ({other}): running on the wearable, retrying in the background"
         ),
     }
-    Ok(session)
+    Ok((session, link))
 }
 
 /// `tandem-wearable run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let (mut s, _quota) = open(&args.pair, false, 1)?;
+    let Opened { session: mut s, _quota, .. } = open(&args.pair, false, 1)?;
     let inputs = tandem::check::inputs_from_specs(s.model(), &args.input, args.seed)?;
     if let Some(dir) = &args.save_outputs {
         std::fs::create_dir_all(dir).with_context(|| format!("--save-outputs {}", dir.display()))?;
@@ -542,9 +558,7 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         }
     }
     let pipeline = !args.no_pipeline;
-    // About when an emulated link (and its schedule) starts.
-    let link_start = Instant::now();
-    let (mut s, _quota) = open(&args.pair, pipeline, args.max_in_flight)?;
+    let Opened { session: mut s, _quota, link } = open(&args.pair, pipeline, args.max_in_flight)?;
     let model = s.model().clone();
     let real = match args.input.as_slice() {
         [] => None,
@@ -567,6 +581,11 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
     // Frames are delivered once each, in order: the k-th result is input(k)'s.
     let (mut delivered, mut index) = (vec![], 0u64);
     let started = Instant::now();
+    // A schedule (`--schedule`) runs from the first measured frame: the
+    // frames see the whole trace, however long the model took to load.
+    if let Some(link) = &link {
+        link.restart_schedule(started);
+    }
     s.stream_with(frames, args.fps, |r| match r {
         Ok(frame) => {
             if args.check_accuracy {
@@ -627,8 +646,9 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         if let Some(a) = accuracy {
             obj.insert("accuracy".into(), a);
         }
-        // The schedule's time at the first measured frame (frames' `t_s` count from here).
-        obj.insert("stream_start_s".into(), started.duration_since(link_start).as_secs_f64().into());
+        // The schedule's time at the first measured frame (frames' `t_s`
+        // count from here): 0, since the schedule starts with that frame.
+        obj.insert("stream_start_s".into(), 0.0.into());
         let mut reasons = std::collections::BTreeMap::<String, usize>::new();
         for r in &reports {
             if let Some(why) = &r.local_reason {
@@ -721,7 +741,7 @@ fn print_table(r: &StreamReport) {
     println!("{:<28} {:>12}", "prediction error, last 20 (%)", pct(r.prediction_error_last_pct));
 }
 
-fn tcp_transport(p: &PairArgs) -> Result<Box<dyn Transport>> {
+fn tcp_transport(p: &PairArgs) -> Result<(Box<dyn Transport>, Option<LinkControl>)> {
     let tcp = TcpTransport::new(p.connect.clone());
     Ok(match &p.link {
         Some(name) => {
@@ -731,18 +751,8 @@ fn tcp_transport(p: &PairArgs) -> Result<Box<dyn Transport>> {
                 None => Schedule::default(),
             };
             let control = LinkControl::new(&profile, schedule);
-            Box::new(EmulatedTransport::new(tcp, profile, control, 7))
+            (Box::new(EmulatedTransport::new(tcp, profile, control.clone(), 7)), Some(control))
         }
-        None => Box::new(tcp),
+        None => (Box::new(tcp), None),
     })
-}
-
-#[cfg(feature = "ble")]
-fn ble_transport() -> Result<Box<dyn Transport>> {
-    Ok(Box::new(tandem::ble::central::BleTransport::default()))
-}
-
-#[cfg(not(feature = "ble"))]
-fn ble_transport() -> Result<Box<dyn Transport>> {
-    bail!("--connect ble: this build has no BLE support (rebuild with `cargo build --features ble`)")
 }

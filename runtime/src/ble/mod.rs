@@ -40,6 +40,33 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::link::{BoxFuture, Link, LinkRx, LinkTx};
 
+/// The wearable's BLE transport: the `btleplug` central, in a build with
+/// the `ble` feature; otherwise an error that says how to get one.
+pub fn central_transport() -> io::Result<Box<dyn crate::link::Transport>> {
+    #[cfg(feature = "ble")]
+    return Ok(Box::new(central::BleTransport::default()));
+    #[cfg(not(feature = "ble"))]
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "--connect ble: this build has no BLE support (rebuild with `cargo build --features ble`)",
+    ))
+}
+
+/// The handheld's BLE acceptor, advertising `local_name`: the `bluer` GATT
+/// peripheral, in a Linux build with the `ble` feature; otherwise an error
+/// that says how to get one.
+pub async fn peripheral_acceptor(local_name: &str) -> io::Result<Box<dyn crate::link::Acceptor>> {
+    #[cfg(all(feature = "ble", target_os = "linux"))]
+    return Ok(Box::new(peripheral::BleAcceptor::start(local_name).await?));
+    #[cfg(not(all(feature = "ble", target_os = "linux")))]
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "--ble ({local_name}): this build has no BLE support (rebuild with `cargo build --features ble` on Linux)"
+        ),
+    ))
+}
+
 /// Tandem's GATT service.
 pub const SERVICE_UUID: u128 = 0x7a3d_0001_5b1e_4c8a_9f2e_6d1c_0b7a_4e21;
 /// Wearable → handheld: write without response.
