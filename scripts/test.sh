@@ -96,6 +96,8 @@ wait_oip_engine
 # blocks kept on the heap (not mapped and unmapped for each plan), and
 # transparent huge pages where the kernel gives them on request.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296}
+# Ready (built, fetched, installed): CI starts its lints beside the tests.
+if [ -n "${TANDEM_TESTS_READY:-}" ]; then touch "$TANDEM_TESTS_READY"; fi
 if cargo nextest --version >/dev/null 2>&1 && [ "${TANDEM_NO_NEXTEST:-}" != 1 ]; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
   # Run: CI starts its comparison of strategies now, beside the doctests.
