@@ -43,6 +43,8 @@ pub struct FramePipeline<P, R> {
     last_started: Option<u64>,
     max_in_flight: usize,
     overlap: bool,
+    /// When the answer of the last frame sent is expected ([`FramePipeline::deadline`]).
+    expected: Duration,
 }
 
 /// Why a frame went back to the wearable, as [`FramePipeline::tick`] reports it.
@@ -58,7 +60,27 @@ impl<P, R> FramePipeline<P, R> {
             last_started: None,
             max_in_flight: max_in_flight.max(1),
             overlap,
+            expected: Duration::ZERO,
         }
+    }
+
+    /// The deadline of a frame about to be sent at `now` whose answer alone
+    /// takes about `remote` (the link both ways and the handheld): `factor`
+    /// times the wait for its answer, and never sooner than `floor`. The
+    /// link and the handheld serve the frames in flight in order, so its
+    /// answer is expected `remote` after the answer of the frame sent
+    /// before it (or after `now`, when none is in flight): a frame queued
+    /// behind others is not late for the queue's length. Without the
+    /// queue, a link-bound stream with many frames in flight missed
+    /// deadlines by the dozen, was taken as stalled, and ran those frames
+    /// again on the wearable. A stalled handheld is still seen by the
+    /// oldest frame's deadline.
+    pub fn deadline(&mut self, now: Duration, remote: Duration, factor: f64, floor: Duration) -> Duration {
+        let start = if self.in_flight() == 0 { now } else { self.expected.max(now) };
+        self.expected = start.saturating_add(remote);
+        let wait = self.expected.saturating_sub(now).as_secs_f64() * factor;
+        let budget = Duration::try_from_secs_f64(wait.max(0.0)).unwrap_or(Duration::MAX).max(floor);
+        now.saturating_add(budget)
     }
 
     /// Whether a new frame may start: frames at the handheld and running

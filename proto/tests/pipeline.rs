@@ -65,6 +65,34 @@ fn a_missed_deadline_runs_the_frame_here_and_its_late_answer_is_dropped() {
     assert!(p.is_empty());
 }
 
+/// Frames in flight queue on the link and the handheld: each one's
+/// deadline counts the answers expected before its own; with none in
+/// flight it is the factor times its own time, never under the floor.
+#[test]
+fn deadlines_count_the_frames_queued_before_them() {
+    let mut p = Pipe::new(8, true);
+    // Alone: 4 × 100 ms, above the 300 ms floor.
+    let d1 = p.deadline(ms(1000), ms(100), 4.0, ms(300));
+    assert_eq!(d1, ms(1400));
+    p.start_offloaded(1, 1, d1).expect("starts");
+    // Sent 10 ms later behind frame 1: expected at 1200 ms, so 4 × 190 ms.
+    let d2 = p.deadline(ms(1010), ms(100), 4.0, ms(300));
+    assert_eq!(d2, ms(1010 + 760));
+    p.start_offloaded(2, 2, d2).expect("starts");
+    // A third, long after the second was expected: nothing queued before it.
+    let d3 = p.deadline(ms(5000), ms(100), 4.0, ms(300));
+    assert_eq!(d3, ms(5400));
+    p.start_offloaded(3, 3, d3).expect("starts");
+    // Everything answered: the next one starts afresh, and the floor holds.
+    for f in 1..=3 {
+        assert!(answer(&mut p, f));
+    }
+    assert_eq!(p.deadline(ms(5010), ms(10), 4.0, ms(300)), ms(5310));
+    // At the end of time, no overflow.
+    let far = Duration::MAX - ms(1);
+    assert_eq!(p.deadline(far, ms(100), 4.0, ms(300)), Duration::MAX);
+}
+
 #[test]
 fn answers_out_of_order_are_delivered_in_order() {
     let mut p = Pipe::new(8, true);

@@ -97,8 +97,10 @@ pub struct SessionConfig {
     pub pipeline: bool,
     /// Most frames offloaded and unanswered at once, when pipelining.
     pub max_in_flight: usize,
-    /// A frame's answer is late after `deadline_factor` × its predicted
-    /// remote time, and never before `deadline_floor`; then it runs locally.
+    /// A frame's answer is late after `deadline_factor` × the predicted
+    /// wait for it (its remote time, after the answers expected for the
+    /// frames in flight before it), and never before `deadline_floor`; then
+    /// it runs locally.
     pub deadline_factor: f64,
     /// See `deadline_factor`.
     pub deadline_floor: Duration,

@@ -1200,12 +1200,14 @@ impl Session {
         debug!(frame, raw_bytes, up_bytes, "crossing tensors packed");
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
-        let budget = secs(remote_s * self.config.deadline_factor).max(self.config.deadline_floor);
+        let now = self.now();
+        let deadline =
+            pipe.deadline(now, secs(remote_s), self.config.deadline_factor, self.config.deadline_floor);
         debug!(
             frame,
             prefix = cut.prefix_len(),
             predicted_ms = ?predicted_ms,
-            deadline_s = budget.as_secs_f64(),
+            deadline_s = deadline.saturating_sub(now).as_secs_f64(),
             link = ?self.profiler.estimate(),
             "offloading"
         );
@@ -1233,7 +1235,6 @@ impl Session {
             (waited_ms, built.as_secs_f64() * 1e3, dvfs);
         let in_flight =
             Box::new(InFlight { inputs, local_outputs, cut, started, sent_at, prefix, account, near });
-        let deadline = self.now().checked_add(budget).unwrap_or(Duration::MAX);
         match on_runner {
             true => pipe.ran(frame, in_flight, deadline),
             false => pipe.start_offloaded(frame, in_flight, deadline),
