@@ -2,10 +2,14 @@
 """Runs `tandem-bench pipeline` over each link and prints the results.md
 table of pipelined streams (rows between <!-- pipe --> markers).
 
-Usage: scripts/pipeline-table.py [--frames N] [--links none,wifi-good,ble-2m] [--from DIR]
+Usage: scripts/pipeline-table.py [--frames N] [--links none,wifi-good,ble-2m] [--repeats N] [--from DIR]
 Needs the dev build (`scripts/test.sh` builds it). Each link's JSON lines
 are kept in target/pipeline/LINK.jsonl; `--from DIR` prints the table again
-from such files without running anything.
+from such files without running anything. With `--link none` both devices
+share this host's two cores and a sub-millisecond stage's run lasts a
+quarter of a second, so its pipelined run is repeated (3 times unless
+`--repeats` says) and the row is the median run's, the range beside it;
+over an emulated link the link paces the frames and one run is kept.
 """
 import argparse
 import json
@@ -20,6 +24,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--links", default="none,wifi-good,ble-2m")
+    ap.add_argument("--repeats", type=int, help="pipelined runs per row (default: 3 with `none`, else 1)")
     ap.add_argument("--from", dest="saved", help="print the table from DIR/LINK.jsonl, running nothing")
     args = ap.parse_args()
     bench = ROOT / "target/debug/tandem-bench"
@@ -36,7 +41,9 @@ def main():
         if args.saved:
             lines = (pathlib.Path(args.saved) / f"{link}.jsonl").read_text().splitlines()
         else:
-            run = subprocess.run([str(bench), "pipeline", "--link", link, "--frames", str(args.frames)],
+            repeats = args.repeats or (3 if link == "none" else 1)
+            run = subprocess.run([str(bench), "pipeline", "--link", link, "--frames", str(args.frames),
+                                  "--repeats", str(repeats)],
                                  cwd=ROOT, capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"tandem-bench pipeline --link {link} failed:\n{run.stderr[-2000:]}")
@@ -47,10 +54,12 @@ def main():
         for r in rows:
             s, a = r["stage_ms"], r["tensors_air_ms"]
             stages = ", ".join(f"{s[k]:.2f}" for k in ("wearable", "up", "handheld", "down"))
+            runs = r.get("steady_over_ideal_runs", [])
+            spread = f" ({min(runs):.3f}–{max(runs):.3f}, {len(runs)} runs)" if len(runs) > 1 else ""
             print(f"| {link} | {r['model']} | {r['cut_prefix_layers']}/{r['layers']} | {stages} "
                   f"| {a['up']:.2f}, {a['down']:.2f} | {r['sequential_fps']:.1f} | {r['pipelined_fps']:.1f} "
                   f"| {r['pipelined_steady_fps']:.1f} | {r['ideal_fps']:.1f} | {r['pipelined_over_ideal']:.3f} "
-                  f"| **{r['steady_over_ideal']:.3f}** | {r['pipelined_over_sequential']:.2f} "
+                  f"| **{r['steady_over_ideal']:.3f}**{spread} | {r['pipelined_over_sequential']:.2f} "
                   f"| {r['offloaded']}/{r['frames']} | {r['pipelined_cores_busy']:.2f} of {r['host_cores']} |",
                   flush=True)
             if max(s.values()) >= 0.5 and r["steady_over_ideal"] < r["goal_over_ideal"]:

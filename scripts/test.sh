@@ -100,7 +100,8 @@ export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1:glibc.malloc.mmap
 if [ -n "${TANDEM_TESTS_READY:-}" ]; then touch "$TANDEM_TESTS_READY"; fi
 if cargo nextest --version >/dev/null 2>&1 && [ "${TANDEM_NO_NEXTEST:-}" != 1 ]; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
-  # Run: CI starts its comparison of strategies now, beside the doctests.
+  # Run: CI's comparison of strategies starts now at the latest (it starts
+  # once the predictor sweep is done), beside the doctests.
   if [ -n "${TANDEM_TESTS_RAN:-}" ]; then touch "$TANDEM_TESTS_RAN"; fi
   cargo test --workspace --locked --doc
 else

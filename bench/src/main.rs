@@ -268,10 +268,21 @@ enum Command {
         /// stage needs 23; 16 held TextRNN at 0.58 of the ideal).
         #[arg(long, default_value_t = 64)]
         max_in_flight: usize,
+        /// Pipelined runs per model: the row is the median run's (by
+        /// steady / ideal), and every run's ratio is reported beside it.
+        /// With `--link none` both devices share this host's cores, and
+        /// one run of a sub-millisecond stage lasts a quarter of a second.
+        #[arg(long, default_value_t = 1)]
+        repeats: usize,
     },
 }
 
 fn main() -> anyhow::Result<()> {
+    // The in-process sessions and handheld (pipeline, encodings) log here.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     match Cli::parse().command {
         Command::SplitOverhead { model, runs } => split_overhead(model, runs),
         Command::Engines { model, runs, ort_lib } => engines::engines(model, runs, ort_lib),
@@ -328,8 +339,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),
-        Command::Pipeline { model, link, dilation, frames, max_in_flight } => {
-            paired::pipeline(model, &link, dilation, frames, max_in_flight)
+        Command::Pipeline { model, link, dilation, frames, max_in_flight, repeats } => {
+            paired::pipeline(model, &link, dilation, frames, max_in_flight, repeats)
         }
     }
 }

@@ -317,6 +317,42 @@ fn run_stream(
     Ok(StreamRun { frames: reports, summary, cut, steady_fps: steady_fps(&delivered), cores_busy })
 }
 
+/// One pipelined run and its stages as measured in it (ms): the watch,
+/// up, the phone, down; and the crossing tensors alone on the air (up,
+/// down).
+struct Piped {
+    run: StreamRun,
+    stages: [f64; 4],
+    tensors_air: [f64; 2],
+}
+
+impl Piped {
+    fn of(run: StreamRun, link: &str, profile: &LinkProfile) -> Piped {
+        let frames = &run.frames;
+        // Time on the air each way: each frame's request and answer whole
+        // (headers included), over the link's rates (none for the
+        // unshaped in-memory link).
+        let air = |bytes: f64, bps: f64| if link == "none" { 0.0 } else { bytes * 8.0 / bps * 1e3 };
+        let stages = [
+            mean(frames, |f| f.wearable_ms),
+            air(mean(frames, |f| f.up_message_bytes as f64), profile.up_bps),
+            mean(frames, |f| f.handheld_ms),
+            air(mean(frames, |f| f.down_message_bytes as f64), profile.down_bps),
+        ];
+        let tensors_air = [
+            air(mean(frames, |f| f.up_bytes as f64), profile.up_bps),
+            air(mean(frames, |f| f.down_bytes as f64), profile.down_bps),
+        ];
+        Piped { run, stages, tensors_air }
+    }
+
+    /// The steady rate over the ideal, 1 / the slowest stage.
+    fn steady_over_ideal(&self) -> f64 {
+        let slowest = self.stages.iter().copied().fold(0.0, f64::max);
+        self.run.steady_fps * slowest / 1e3
+    }
+}
+
 /// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
 /// in-process handheld over an emulated link.
 pub fn pipeline(
@@ -325,6 +361,7 @@ pub fn pipeline(
     dilation: f64,
     frames: usize,
     max_in_flight: usize,
+    repeats: usize,
 ) -> anyhow::Result<()> {
     let models = if models.is_empty() {
         tandem_models::ensure_models()?.zoo.iter().map(|e| e.path.clone()).collect()
@@ -360,19 +397,20 @@ pub fn pipeline(
         let cut = run_stream(&model, transport(), config.clone(), true, 4)?.cut.context("no decision")?;
         config.placement = Placement::Fixed(cut.clone());
         let seq = run_stream(&model, transport(), config.clone(), false, frames)?;
-        let pipe = run_stream(&model, transport(), config.clone(), true, frames)?;
+        // The pipelined runs, each with its stages and ideal; the median
+        // run by steady / ideal is the row.
+        let mut runs = (0..repeats.max(1))
+            .map(|_| {
+                Ok(Piped::of(run_stream(&model, transport(), config.clone(), true, frames)?, link, &profile))
+            })
+            .collect::<anyhow::Result<Vec<Piped>>>()?;
+        let every_run: Vec<f64> = runs.iter().map(Piped::steady_over_ideal).collect();
+        runs.sort_by(|a, b| a.steady_over_ideal().total_cmp(&b.steady_over_ideal()));
+        let median = runs.len() / 2;
+        let Piped { run: pipe, stages: [w, up, h, down], tensors_air: [tensors_up, tensors_down] } =
+            runs.swap_remove(median);
         let pipe_frames = &pipe.frames;
-        // Stages as measured in the pipelined run itself.
-        let w = mean(pipe_frames, |f| f.wearable_ms);
-        let h = mean(pipe_frames, |f| f.handheld_ms);
-        // Time on the air each way: each frame's request and answer whole
-        // (headers included), over the link's rates (none for the
-        // unshaped in-memory link).
-        let air = |bytes: f64, bps: f64| if link == "none" { 0.0 } else { bytes * 8.0 / bps * 1e3 };
-        let up = air(mean(pipe_frames, |f| f.up_message_bytes as f64), profile.up_bps);
-        let down = air(mean(pipe_frames, |f| f.down_message_bytes as f64), profile.down_bps);
-        let slowest = w.max(h).max(up).max(down);
-        let ideal_fps = 1e3 / slowest;
+        let ideal_fps = 1e3 / w.max(h).max(up).max(down);
         println!(
             "{}",
             json!({
@@ -385,10 +423,7 @@ pub fn pipeline(
                 "stage_ms": {"wearable": w, "up": up, "handheld": h, "down": down},
                 // The tensors alone on the air (what the stages were before
                 // whole messages were counted).
-                "tensors_air_ms": {
-                    "up": air(mean(pipe_frames, |f| f.up_bytes as f64), profile.up_bps),
-                    "down": air(mean(pipe_frames, |f| f.down_bytes as f64), profile.down_bps),
-                },
+                "tensors_air_ms": {"up": tensors_up, "down": tensors_down},
                 "frames": frames,
                 // Whole run: frames / (first start → last delivery), fill included.
                 "sequential_fps": seq.summary.throughput_fps,
@@ -399,6 +434,8 @@ pub fn pipeline(
                 "ideal_fps": ideal_fps,
                 "pipelined_over_ideal": pipe.summary.throughput_fps / ideal_fps,
                 "steady_over_ideal": pipe.steady_fps / ideal_fps,
+                // Every pipelined run's, in the order run.
+                "steady_over_ideal_runs": every_run,
                 "pipelined_over_sequential": pipe.summary.throughput_fps / seq.summary.throughput_fps,
                 "offloaded": pipe.summary.offloaded,
                 // Why the others ran on the watch, and how many of them

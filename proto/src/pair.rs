@@ -304,6 +304,12 @@ impl Pair {
                     self.handheld_acts(out);
                 }
             }
+            if self.handheld.holds_messages() {
+                moved = true;
+                let has = self.has_model;
+                let out = self.handheld.handle_held(self.now, |_| has);
+                self.handheld_acts(out);
+            }
             if self.handheld.poll_timeout().is_some_and(|t| t <= self.now) {
                 moved = true;
                 let out = self.handheld.handle_timeout(self.now);

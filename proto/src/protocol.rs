@@ -749,6 +749,12 @@ impl FrameDecoder {
         }
     }
 
+    /// Whole messages decoded and not yet taken by
+    /// [`Self::next_message`].
+    pub fn ready(&self) -> usize {
+        self.ready.len()
+    }
+
     /// Bytes received of the frame not yet whole.
     pub fn pending(&self) -> usize {
         self.head.len() + self.current.as_ref().map_or(0, |(_, b)| b.len())

@@ -442,9 +442,17 @@ impl HandheldSession {
     }
 
     /// Whether the shell should read the link: not while the run queue is
-    /// full (backpressure on the peer), nor once closed.
+    /// full (backpressure on the peer), nor while messages read before it
+    /// filled wait ([`Self::handle_held`]), nor once closed.
     pub fn wants_bytes(&self) -> bool {
-        !self.is_closed() && self.queue.len() < self.limits.max_queued
+        !self.is_closed() && self.queue.len() < self.limits.max_queued && self.decoder.ready() == 0
+    }
+
+    /// Whether messages read before the run queue filled wait for room:
+    /// the shell hands them in with [`Self::handle_held`] once
+    /// [`Self::wants_bytes`]'s queue has room again (after a frame is done).
+    pub fn holds_messages(&self) -> bool {
+        !self.is_closed() && self.decoder.ready() > 0 && self.queue.len() < self.limits.max_queued
     }
 
     /// Frames queued or running on this connection.
@@ -518,16 +526,24 @@ impl HandheldSession {
             return vec![];
         }
         self.heard = now;
-        let (messages, failed) = self.decoder.push_and_decode(bytes);
+        self.decoder.push(bytes);
+        self.handle_held(now, has_model)
+    }
+
+    /// Handles the messages received whole, in order, while the run queue
+    /// has room. One read can hold more frames than the queue has room
+    /// for (a pipelined peer's small frames, sent while this side was not
+    /// reading, arrive together): the rest wait here, and nothing more is
+    /// read, until frames are done. So a peer that the link holds back is
+    /// never refused for it, and what waits is at most one read.
+    pub fn handle_held(&mut self, _now: Instant, has_model: impl Fn(&Digest) -> bool) -> Vec<Action> {
         let mut out = vec![];
-        for m in messages {
-            out.extend(self.on_message(m, &has_model));
-            if self.is_closed() {
-                return out;
+        while !self.is_closed() && self.queue.len() < self.limits.max_queued {
+            match self.decoder.next_message() {
+                Ok(Some(m)) => out.extend(self.on_message(m, &has_model)),
+                Ok(None) => break,
+                Err(e) => out.extend(self.on_decode_error(&e)),
             }
-        }
-        if let Some(e) = failed {
-            out.extend(self.on_decode_error(&e));
         }
         out
     }

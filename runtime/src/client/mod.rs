@@ -1104,11 +1104,16 @@ impl Session {
             built,
             dvfs: line,
         };
-        // The frame keeps its inputs (to run here if it comes back).
-        let (inputs, encodings) = (offload.inputs.clone(), offload.encodings.clone());
-        let job = prefix_runner::Job { frame, plan, inputs, dilation, scale, encodings };
         // Pipelined: on the runner, unless this thread holds a cluster for real.
-        if self.use_runner && pinned.is_none() {
+        let on_runner = self.use_runner && pinned.is_none();
+        // The frame keeps its inputs (to run here if it comes back): the
+        // runner gets copies, a prefix run here borrows them.
+        let (inputs, encodings) = match on_runner {
+            true => (offload.inputs.clone(), offload.encodings.clone()),
+            false => (std::mem::take(&mut offload.inputs), std::mem::take(&mut offload.encodings)),
+        };
+        let job = prefix_runner::Job { frame, plan, inputs, dilation, scale, encodings };
+        if on_runner {
             if !pipe.start_running(frame) {
                 return Err(Error::FrameStarted(frame));
             }
@@ -1118,6 +1123,7 @@ impl Session {
         }
         self.settle(pipe);
         let prefix = prefix_runner::run(self.model.model.graph(), &self.packing, &job);
+        (offload.inputs, offload.encodings) = (job.inputs, job.encodings);
         if let Some(pinned) = pinned {
             offload.dvfs = offload.dvfs.map(|l| format!("{l} (ran on cpu {})", pinned.cpu()));
         }

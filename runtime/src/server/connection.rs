@@ -409,6 +409,11 @@ pub(super) async fn connection(
             _ = stop.changed() => session.shutdown(),
         };
         d.carry(&mut session, actions);
+        // Messages read before the run queue filled, handled as it drains.
+        if session.holds_messages() {
+            let actions = session.handle_held(now(), |digest| shared.has_model(digest));
+            d.carry(&mut session, actions);
+        }
     }
     match session.close_reason() {
         Some(CloseReason::Refused { code, reason }) => warn!(conn = id, ?code, "refused the peer: {reason}"),
