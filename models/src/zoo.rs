@@ -45,6 +45,16 @@ pub enum ZooSpec {
     WaveNet,
     /// DeepEar-like CNN over log-mel frames: input 1×1×40×100; output 1×10.
     DeepEar,
+    /// DeepWear's WaveNet at the paper's size: speech recognition on MFCC
+    /// features, 3.8 GFLOPs an inference (its Table 2; the paper gives
+    /// only FLOPs and the input's kind). Shaped like the public
+    /// speech-to-text WaveNet for TensorFlow: 20 MFCCs × 512 frames in
+    /// (1×20×512), a 1×1 convolution to 128 channels, three stacks of
+    /// five non-causal gated residual blocks (kernel 7, dilations 1–16),
+    /// two 1×1 convolutions to 28 characters' scores per frame; output
+    /// 1×512×28. Not in the default zoo (every test walks that): built
+    /// by name, `tandem-models gen wavenet_s2t`.
+    WaveNetS2t,
     /// A channel-pruned copy of a CNN: every hidden layer keeps
     /// `keep_percent`% of its channels (inputs and outputs are unchanged).
     Pruned {
@@ -156,6 +166,7 @@ impl ZooSpec {
             ZooSpec::TextRnnLstm => "text_rnn_lstm".into(),
             ZooSpec::WaveNet => "wavenet".into(),
             ZooSpec::DeepEar => "deepear".into(),
+            ZooSpec::WaveNetS2t => "wavenet_s2t".into(),
             ZooSpec::Pruned { base, keep_percent } => format!("{}_p{keep_percent}", base.unpruned().name()),
         }
     }
@@ -170,6 +181,7 @@ impl ZooSpec {
             ZooSpec::TextRnnLstm,
             ZooSpec::WaveNet,
             ZooSpec::DeepEar,
+            ZooSpec::WaveNetS2t,
         ];
         if let Some(s) = simple.into_iter().find(|s| s.name() == name) {
             return Some(s);
@@ -206,6 +218,7 @@ impl ZooSpec {
             ZooSpec::TextRnn | ZooSpec::TextRnnLstm => vec![50, 1],
             ZooSpec::WaveNet => vec![1, 1, WAVENET_T as usize],
             ZooSpec::DeepEar => vec![1, 1, 40, 100],
+            ZooSpec::WaveNetS2t => vec![1, S2T_MFCC as usize, S2T_T as usize],
             ZooSpec::Pruned { base, .. } => base.unpruned().input_shape(),
         }
     }
@@ -219,6 +232,7 @@ impl ZooSpec {
             ZooSpec::TextRnn | ZooSpec::TextRnnLstm => vec![1, TEXT_CLASSES as usize],
             ZooSpec::WaveNet => vec![1, WAVENET_T as usize, 256],
             ZooSpec::DeepEar => vec![1, 10],
+            ZooSpec::WaveNetS2t => vec![1, S2T_T as usize, S2T_CHARS as usize],
             ZooSpec::Pruned { base, .. } => base.unpruned().output_shape(),
         }
     }
@@ -245,6 +259,7 @@ impl ZooSpec {
             ZooSpec::TextRnnLstm => text_rnn(seed, &name, true),
             ZooSpec::WaveNet => wavenet(seed, 100),
             ZooSpec::DeepEar => deepear(seed, 100),
+            ZooSpec::WaveNetS2t => wavenet_s2t(seed),
             ZooSpec::Pruned { base: PrunedBase::Mnist, keep_percent } => mnist(seed, keep_percent),
             ZooSpec::Pruned { base: PrunedBase::WaveNet, keep_percent } => wavenet(seed, keep_percent),
             ZooSpec::Pruned { base: PrunedBase::DeepEar, keep_percent } => deepear(seed, keep_percent),
@@ -455,6 +470,49 @@ fn wavenet(seed: u64, keep_percent: u32) -> Result<Vec<u8>> {
     let y = b.node("Transpose", "transpose", &[&y], vec![attr_ints("perm", &[0, 2, 1])])?;
     b.softmax_output("softmax", &y)?;
     finish_float(b, pruned_spec(PrunedBase::WaveNet, keep_percent), &[])
+}
+
+/// [`ZooSpec::WaveNetS2t`]'s frames, MFCCs and output characters.
+const S2T_T: i64 = 512;
+const S2T_MFCC: i64 = 20;
+const S2T_CHARS: i64 = 28;
+
+/// [`ZooSpec::WaveNetS2t`]: about 7.4 MFLOPs a frame (each block 2 × 7 ×
+/// 128² multiply-adds for the filter and gate and 128² for its 1×1
+/// output), 3.8 GFLOPs over 512 frames.
+fn wavenet_s2t(seed: u64) -> Result<Vec<u8>> {
+    const C: i64 = 128;
+    let mut b = GraphBuilder::new(seed);
+    let x = b.conv1d("front", "input", S2T_MFCC, C, 1, 1, [0, 0], 1.0)?;
+    let mut x = b.unary("Tanh", "front_tanh", &x)?;
+    let mut skip_sum: Option<String> = None;
+    for stack in 0..3 {
+        for l in 0..5 {
+            let d = 1i64 << l;
+            let p = format!("s{stack}_l{l}");
+            // Kernel 7, "same" padding: 3 dilated steps each side.
+            let f = b.conv1d(&format!("{p}_filter"), &x, C, C, 7, d, [3 * d, 3 * d], 1.0)?;
+            let g = b.conv1d(&format!("{p}_gate"), &x, C, C, 7, d, [3 * d, 3 * d], 1.0)?;
+            let f = b.unary("Tanh", &format!("{p}_tanh"), &f)?;
+            let g = b.unary("Sigmoid", &format!("{p}_sigmoid"), &g)?;
+            let z = b.binary("Mul", &format!("{p}_mul"), &f, &g)?;
+            let out = b.conv1d(&format!("{p}_out"), &z, C, C, 1, 1, [0, 0], 1.0)?;
+            let out = b.unary("Tanh", &format!("{p}_out_tanh"), &out)?;
+            x = b.binary("Add", &format!("{p}_res_add"), &out, &x)?;
+            skip_sum = Some(match skip_sum {
+                None => out,
+                Some(s) => b.binary("Add", &format!("{p}_skip_add"), &s, &out)?,
+            });
+        }
+    }
+    let s = skip_sum.context("wavenet_s2t has no blocks")?;
+    let y = b.conv1d("post_conv1", &s, C, C, 1, 1, [0, 0], 1.0)?;
+    let y = b.unary("Tanh", "post_tanh", &y)?;
+    let y = b.conv1d("post_conv2", &y, C, S2T_CHARS, 1, 1, [0, 0], 1.0)?;
+    // [1, 28, T] -> [1, T, 28]
+    let y = b.node("Transpose", "transpose", &[&y], vec![attr_ints("perm", &[0, 2, 1])])?;
+    b.softmax_output("softmax", &y)?;
+    finish_float(b, ZooSpec::WaveNetS2t, &[])
 }
 
 fn deepear(seed: u64, keep_percent: u32) -> Result<Vec<u8>> {

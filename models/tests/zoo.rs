@@ -183,3 +183,16 @@ fn gen_writes_the_named_models_only() -> Result<()> {
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
+
+/// DeepWear's WaveNet at the paper's size (not in the default zoo): it
+/// runs, and tandem-core counts the 3.8 GFLOPs the paper gives (within 5%).
+#[test]
+fn wavenet_s2t_runs_at_the_papers_size() -> Result<()> {
+    let spec = ZooSpec::from_name("wavenet_s2t").context("wavenet_s2t by name")?;
+    assert!(!zoo_specs().contains(&spec), "not in the default zoo");
+    check_runs(spec)?;
+    let model = tandem_core::Model::from_bytes(&spec.build(DEFAULT_SEED)?, &Default::default())?;
+    let gflops = model.graph().total_flops() as f64 / 1e9;
+    assert!((gflops / 3.8 - 1.0).abs() < 0.05, "{gflops:.2} GFLOPs, the paper's WaveNet 3.8");
+    Ok(())
+}
