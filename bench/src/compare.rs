@@ -1201,9 +1201,12 @@ pub fn compare(
             }
             _ => None,
         };
+        // The phone computes at its profile's speed in every cell (until
+        // the thirteenth session only the edge cells said so, and the
+        // others ran every phone at this host's speed).
         let extra = match (&edge_run, link) {
             (Some(e), Some(l)) => crate::tiers::handheld_args(&l, e.url, slowdown),
-            _ => vec![],
+            _ => vec!["--slowdown".to_string(), slowdown.to_string()],
         };
         let handheld = Handheld::start(&runs, phone, cell.load, battery, &subject.models_dir, &extra)?;
         let mut cell_rows = vec![];
