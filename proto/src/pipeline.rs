@@ -66,18 +66,43 @@ impl<P, R> FramePipeline<P, R> {
 
     /// The deadline of a frame about to be sent at `now` whose answer alone
     /// takes about `remote` (the link both ways and the handheld): `factor`
-    /// times the wait for its answer, and never sooner than `floor`. The
-    /// link and the handheld serve the frames in flight in order, so its
-    /// answer is expected `remote` after the answer of the frame sent
-    /// before it (or after `now`, when none is in flight): a frame queued
-    /// behind others is not late for the queue's length. Without the
-    /// queue, a link-bound stream with many frames in flight missed
-    /// deadlines by the dozen, was taken as stalled, and ran those frames
-    /// again on the wearable. A stalled handheld is still seen by the
-    /// oldest frame's deadline.
-    pub fn deadline(&mut self, now: Duration, remote: Duration, factor: f64, floor: Duration) -> Duration {
-        let start = if self.in_flight() == 0 { now } else { self.expected.max(now) };
-        self.expected = start.saturating_add(remote);
+    /// times the wait for its answer, and never sooner than `floor`.
+    ///
+    /// The link and the handheld serve the frames in flight in order, one
+    /// stage after another, so answers follow each other by the slowest
+    /// stage's time, `service` (the most any one of the uplink, the handheld
+    /// and the downlink holds a frame). A frame's answer is expected `remote`
+    /// after `now`, or `service` after the answer expected for the frame
+    /// sent before it, whichever is later: a frame queued behind others is
+    /// not late for the queue's length (without that, a link-bound stream
+    /// with many frames in flight missed deadlines by the dozen, was taken
+    /// as stalled, and ran those frames again on the wearable).
+    ///
+    /// With `service` unknown (`None`), each frame is taken to hold the
+    /// pipeline for its whole `remote`, and the wait is never more than
+    /// `remote` for each frame in flight and this one: no answer can take
+    /// longer unless the handheld stalled. Both keep the expected times
+    /// from drifting away from the answers over a long stream, which
+    /// counting `remote` per frame did (about 13 ms more wait per frame
+    /// over BLE), until a stalled handheld went unseen for seconds. A
+    /// stalled handheld is seen by the oldest frame's deadline.
+    pub fn deadline(
+        &mut self,
+        now: Duration,
+        remote: Duration,
+        service: Option<Duration>,
+        factor: f64,
+        floor: Duration,
+    ) -> Duration {
+        let alone = now.saturating_add(remote);
+        let in_flight = self.in_flight();
+        self.expected = if in_flight == 0 {
+            alone
+        } else {
+            let queued = self.expected.saturating_add(service.unwrap_or(remote).min(remote)).max(alone);
+            let most = u32::try_from(in_flight + 1).map_or(Duration::MAX, |n| remote.saturating_mul(n));
+            queued.min(now.saturating_add(most))
+        };
         let wait = self.expected.saturating_sub(now).as_secs_f64() * factor;
         let budget = Duration::try_from_secs_f64(wait.max(0.0)).unwrap_or(Duration::MAX).max(floor);
         now.saturating_add(budget)

@@ -72,25 +72,95 @@ fn a_missed_deadline_runs_the_frame_here_and_its_late_answer_is_dropped() {
 fn deadlines_count_the_frames_queued_before_them() {
     let mut p = Pipe::new(8, true);
     // Alone: 4 × 100 ms, above the 300 ms floor.
-    let d1 = p.deadline(ms(1000), ms(100), 4.0, ms(300));
+    let d1 = p.deadline(ms(1000), ms(100), None, 4.0, ms(300));
     assert_eq!(d1, ms(1400));
     p.start_offloaded(1, 1, d1).expect("starts");
     // Sent 10 ms later behind frame 1: expected at 1200 ms, so 4 × 190 ms.
-    let d2 = p.deadline(ms(1010), ms(100), 4.0, ms(300));
+    let d2 = p.deadline(ms(1010), ms(100), None, 4.0, ms(300));
     assert_eq!(d2, ms(1010 + 760));
     p.start_offloaded(2, 2, d2).expect("starts");
     // A third, long after the second was expected: nothing queued before it.
-    let d3 = p.deadline(ms(5000), ms(100), 4.0, ms(300));
+    let d3 = p.deadline(ms(5000), ms(100), None, 4.0, ms(300));
     assert_eq!(d3, ms(5400));
     p.start_offloaded(3, 3, d3).expect("starts");
     // Everything answered: the next one starts afresh, and the floor holds.
     for f in 1..=3 {
         assert!(answer(&mut p, f));
     }
-    assert_eq!(p.deadline(ms(5010), ms(10), 4.0, ms(300)), ms(5310));
+    assert_eq!(p.deadline(ms(5010), ms(10), None, 4.0, ms(300)), ms(5310));
     // At the end of time, no overflow.
     let far = Duration::MAX - ms(1);
-    assert_eq!(p.deadline(far, ms(100), 4.0, ms(300)), Duration::MAX);
+    assert_eq!(p.deadline(far, ms(100), None, 4.0, ms(300)), Duration::MAX);
+}
+
+/// A long stream through a pipeline whose slowest stage holds each frame
+/// for `service` of its `remote` round trip: a frame is sent whenever an
+/// answer frees a place, and answers leave the bottleneck `service` apart.
+/// Returns, for each frame, its send time, its answer's time and its
+/// deadline.
+fn long_stream(service: Option<Duration>, frames: u64) -> Vec<(Duration, Duration, Duration)> {
+    let (remote, bottleneck, in_flight) = (ms(60), ms(20), 8);
+    let mut p = Pipe::new(in_flight, true);
+    let mut answers: std::collections::VecDeque<(u64, Duration)> = Default::default();
+    let (mut now, mut last_answer, mut out) = (Duration::ZERO, Duration::ZERO, Vec::new());
+    for f in 1..=frames {
+        if !p.can_start() {
+            let (g, at) = answers.pop_front().expect("a frame is in flight");
+            now = now.max(at);
+            assert!(p.tick(now).is_empty(), "frame {g}: a deadline passed before its answer at {now:?}");
+            assert!(answer(&mut p, g));
+            deliver_all(&mut p);
+        }
+        let d = p.deadline(now, remote, service, 4.0, ms(100));
+        // The answer: its own round trip, or one bottleneck after the one before.
+        let at = (now + remote).max(last_answer + bottleneck);
+        last_answer = at;
+        p.start_offloaded(f, f, d).expect("starts");
+        answers.push_back((f, at));
+        out.push((now, at, d));
+    }
+    out
+}
+
+/// Over thousands of frames the expected answers keep pace with the real
+/// ones: no deadline passes before its answer, and none drifts away from
+/// it (counting each frame's whole round trip per frame in the queue let
+/// the wait grow by 40 ms a frame here, without bound, so a stalled
+/// handheld went unseen longer and longer).
+#[test]
+fn deadlines_keep_pace_with_a_long_pipelined_stream() {
+    let bottleneck = ms(20);
+    let known = long_stream(Some(bottleneck), 3000);
+    let worst = known.iter().map(|(now, _, d)| *d - *now).max().expect("frames");
+    // 8 in flight: the answer is at most 60 + 7 × 20 ms away, times 4.
+    assert!(worst <= ms(4 * (60 + 7 * 20)), "the deadlines drifted: {worst:?} from the send");
+    for (now, at, d) in &known {
+        assert!(d >= at, "sent at {now:?}, answered at {at:?}, deadline {d:?}");
+    }
+    // The steady state is reached and holds: the last frames' waits are
+    // the queue's, 8 bottlenecks, not the first frames'.
+    let (now, at, d) = known[known.len() - 1];
+    assert_eq!(at - now, ms(8 * 20));
+    assert_eq!(d - now, ms(4 * 8 * 20));
+    // The service unknown: each frame counted whole, but never more than
+    // the round trip for each frame in flight and itself.
+    let unknown = long_stream(None, 3000);
+    let worst = unknown.iter().map(|(now, _, d)| *d - *now).max().expect("frames");
+    assert!(worst <= ms(4 * 8 * 60), "the deadlines drifted: {worst:?} from the send");
+    assert!(unknown.iter().all(|(_, at, d)| d >= at));
+}
+
+/// A service longer than the round trip it is part of is taken as the round trip.
+#[test]
+fn a_service_is_never_more_than_its_round_trip() {
+    let mut p = Pipe::new(8, true);
+    let d1 = p.deadline(ms(0), ms(50), Some(ms(500)), 2.0, ms(0));
+    assert_eq!(d1, ms(100));
+    p.start_offloaded(1, 1, d1).expect("starts");
+    // Sent at 40 ms behind frame 1 (expected at 50 ms): expected 50 ms
+    // after it, at 100 ms, so twice 60 ms from now; not at 140 ms, the
+    // most a round trip for each frame could take.
+    assert_eq!(p.deadline(ms(40), ms(50), Some(ms(500)), 2.0, ms(0)), ms(160));
 }
 
 #[test]

@@ -91,6 +91,10 @@ pub enum Verdict {
     Offload {
         /// The decision's predicted latency (ms).
         predicted_ms: f64,
+        /// The most time one remote stage (the uplink, the handheld, the
+        /// downlink) holds a frame (ms): how far apart answers follow each
+        /// other when frames are pipelined.
+        service_ms: f64,
     },
     /// Run alone instead: predicted this latency (ms), and why.
     Local {
@@ -152,7 +156,9 @@ impl OffloadCheck {
         };
         let there_ms = decision.evaluation.latency_s * 1e3;
         let verdict = if beats(&bounded(&decision.evaluation), &bounded(&local), c.hint, mode, self.margin) {
-            Verdict::Offload { predicted_ms: there_ms }
+            let e = &decision.evaluation;
+            let service_ms = e.t_up.max(e.t_handheld).max(e.t_down) * 1e3;
+            Verdict::Offload { predicted_ms: there_ms, service_ms }
         } else {
             let here_ms = local.latency_s * 1e3;
             let why = format!(
@@ -307,11 +313,16 @@ mod tests {
         let fast = link(1e9, 1);
         let d = offload_decision(&model, w, h, fast);
         let mut check = OffloadCheck::new(0.1, 1);
-        let Verdict::Offload { predicted_ms } = check.check(g, &d, w, h, &conditions(fast), Mode::Single)
+        let Verdict::Offload { predicted_ms, service_ms } =
+            check.check(g, &d, w, h, &conditions(fast), Mode::Single)
         else {
             panic!("a 10× faster handheld one fast millisecond away wins");
         };
         assert!((predicted_ms - d.evaluation.latency_s * 1e3).abs() < 1e-9);
+        // Every layer on a handheld 10x faster: it holds a frame longest.
+        let e = &d.evaluation;
+        assert!(e.t_handheld > e.t_up && e.t_handheld > e.t_down, "{e:?}");
+        assert!((service_ms - e.t_handheld * 1e3).abs() < 1e-9, "{service_ms} vs {e:?}");
         // A round trip that eats the gain: local wins, with its numbers.
         let slow = link(1e9, 1000);
         let d = offload_decision(&model, w, h, slow);

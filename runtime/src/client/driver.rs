@@ -34,6 +34,9 @@ use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
 pub(super) struct Next {
     pub cut: Cut,
     pub predicted_ms: Option<f64>,
+    /// How far apart the answers of pipelined frames follow each other
+    /// (ms), when the planner priced the cut's stages.
+    pub service_ms: Option<f64>,
     pub local_reason: Option<String>,
     pub waited: Option<Duration>,
     /// The engine of each half, when chosen with the cut (`None`: each
@@ -47,6 +50,7 @@ impl Next {
         Next {
             cut: Cut::wearable_only(graph),
             predicted_ms: None,
+            service_ms: None,
             local_reason: Some(reason.into()),
             waited: None,
             engines: None,
@@ -55,7 +59,7 @@ impl Next {
 
     /// `cut`, predicted at `predicted_ms`.
     pub fn at(cut: Cut, predicted_ms: Option<f64>) -> Next {
-        Next { cut, predicted_ms, local_reason: None, waited: None, engines: None }
+        Next { cut, predicted_ms, service_ms: None, local_reason: None, waited: None, engines: None }
     }
 
     /// The same, on `engines`.
@@ -513,8 +517,9 @@ impl Driver {
             return (false, Next::here(graph, "the planner chose an engine it was not given"));
         };
         match self.offload.check(graph, d, wearable, handheld, &conditions, mode) {
-            Verdict::Offload { predicted_ms } => {
-                (true, Next::at(d.chosen.clone(), Some(predicted_ms)).on(engines))
+            Verdict::Offload { predicted_ms, service_ms } => {
+                let next = Next::at(d.chosen.clone(), Some(predicted_ms)).on(engines);
+                (true, Next { service_ms: Some(service_ms), ..next })
             }
             Verdict::Local { predicted_ms, why } => {
                 let next = Next::at(Cut::wearable_only(graph), Some(predicted_ms)).on(engines);

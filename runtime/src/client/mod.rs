@@ -109,6 +109,8 @@ struct Offload {
     inputs: Values,
     started: Instant,
     predicted_ms: Option<f64>,
+    /// How far apart pipelined answers follow each other (ms), when known.
+    service_ms: Option<f64>,
     engines: crate::engine::Engines,
     /// Relayed: S2, the cut whose suffix the edge runs.
     near: Option<Cut>,
@@ -1074,7 +1076,7 @@ impl Session {
             let whole = Whole { frame, account, cut: next.cut, started, engines, how: WholeFrame::New };
             return self.run_whole(pipe, whole, &inputs, next.engines);
         }
-        let Next { cut, predicted_ms, engines, .. } = next;
+        let Next { cut, predicted_ms, service_ms, engines, .. } = next;
         // A relayed frame runs on each side's own engines, as the three
         // tiers were priced.
         let engines = match near {
@@ -1097,6 +1099,7 @@ impl Session {
             inputs,
             started,
             predicted_ms,
+            service_ms,
             engines,
             near,
             encodings,
@@ -1184,6 +1187,7 @@ impl Session {
             inputs,
             started,
             predicted_ms,
+            service_ms,
             engines,
             near,
             encodings,
@@ -1207,8 +1211,10 @@ impl Session {
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
         let now = self.now();
-        let deadline =
-            pipe.deadline(now, secs(remote_s), self.config.deadline_factor, self.config.deadline_floor);
+        // A relayed frame's stages were priced for three tiers: its service is not known.
+        let service = service_ms.filter(|_| near.is_none()).map(|ms| secs(ms / 1e3));
+        let (factor, floor) = (self.config.deadline_factor, self.config.deadline_floor);
+        let deadline = pipe.deadline(now, secs(remote_s), service, factor, floor);
         debug!(
             frame,
             prefix = cut.prefix_len(),
