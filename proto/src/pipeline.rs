@@ -70,8 +70,8 @@ impl<P, R> FramePipeline<P, R> {
     ///
     /// The link and the handheld serve the frames in flight in order, one
     /// stage after another, so answers follow each other by the slowest
-    /// stage's time, `service` (the most any one of the uplink, the handheld
-    /// and the downlink holds a frame). A frame's answer is expected `remote`
+    /// stage's time, `service` (the link, both ways, or the handheld,
+    /// whichever holds a frame longer). A frame's answer is expected `remote`
     /// after `now`, or `service` after the answer expected for the frame
     /// sent before it, whichever is later: a frame queued behind others is
     /// not late for the queue's length (without that, a link-bound stream

@@ -230,6 +230,14 @@ impl Evaluation {
             Mode::Stream => self.stream_period_s,
         }
     }
+
+    /// Per-frame time of the remote stages of a pipelined stream: the
+    /// link (both ways: one radio) or the handheld, whichever is slower
+    /// (s). The stream's period without the wearable's stage, so how far
+    /// apart the answers of frames in flight follow each other.
+    pub fn remote_period_s(&self) -> f64 {
+        (self.t_up + self.t_down).max(self.t_handheld)
+    }
 }
 
 /// Prices a cut under the full formulas (fixed run costs and RTT included).

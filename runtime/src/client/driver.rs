@@ -35,7 +35,8 @@ pub(super) struct Next {
     pub cut: Cut,
     pub predicted_ms: Option<f64>,
     /// How far apart the answers of pipelined frames follow each other
-    /// (ms), when the planner priced the cut's stages.
+    /// (ms), when the planner priced the cut's stages
+    /// (`Evaluation::remote_period_s`).
     pub service_ms: Option<f64>,
     pub local_reason: Option<String>,
     pub waited: Option<Duration>,

@@ -1048,6 +1048,8 @@ impl Session {
                     next.cut = watch;
                     next.local_reason = None;
                     next.predicted_ms = ms.or(next.predicted_ms);
+                    // Its stages were priced for three tiers: its service is not known.
+                    next.service_ms = None;
                     near = Some(s2);
                 }
                 Some(edge::EdgePlan::Direct { ms }) => {
@@ -1211,8 +1213,7 @@ impl Session {
         let remote_s = predicted_ms.map_or(0.0, |p| p / 1e3 - wearable.as_secs_f64()).max(0.0);
         let sent_at = Instant::now();
         let now = self.now();
-        // A relayed frame's stages were priced for three tiers: its service is not known.
-        let service = service_ms.filter(|_| near.is_none()).map(|ms| secs(ms / 1e3));
+        let service = service_ms.map(|ms| secs(ms / 1e3));
         let (factor, floor) = (self.config.deadline_factor, self.config.deadline_floor);
         let deadline = pipe.deadline(now, secs(remote_s), service, factor, floor);
         debug!(
