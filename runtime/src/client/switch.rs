@@ -75,6 +75,9 @@ pub(super) struct SwitchGate {
     /// Cut keys whose plans failed to build, by side and engine (`None`:
     /// the side's own), and why.
     failed: HashMap<(Sides, CutKey, Option<Engine>), String>,
+    /// Whether a handheld has been connected before (the next connection
+    /// is a reconnect).
+    connected_before: bool,
 }
 
 impl SwitchGate {
@@ -151,13 +154,20 @@ impl SwitchGate {
     }
 
     /// A new connection (perhaps a restarted handheld): nothing is known
-    /// to be built there, and nothing is pending or in force.
+    /// to be built there, and nothing is pending. On the first connection
+    /// nothing is in force either, so the first offloading cut is built in
+    /// its frame. On a reconnect, a stream that ran every layer here while
+    /// the link was down (a cut always ready) keeps doing so until the next
+    /// cut's plans are built on both sides, as for any switch: a frame
+    /// that built them itself would stall the stream.
     pub(super) fn reconnected(&mut self) {
         self.handheld_ready.clear();
         self.requested.clear();
         self.failed.clear();
         self.pending = None;
-        self.running = None;
+        let here = self.running.take().filter(|(cut, _)| self.connected_before && cut.is_wearable_only());
+        self.running = here;
+        self.connected_before = true;
     }
 }
 
@@ -283,6 +293,30 @@ mod tests {
         // A new handheld: nothing is in force, so the next cut goes inline.
         gate.reconnected();
         assert_eq!(gate.choose(&(mid.clone(), None), false, 3 * S), Gate::Go { waited: None });
+    }
+
+    /// A link lost mid-stream: its frames ran here, and once a handheld
+    /// is back the decided cut waits for its plans there, as any switch.
+    #[test]
+    fn after_a_reconnect_a_stream_running_here_waits_for_the_next_cut_s_plans() {
+        let (here, _, mid) = cuts();
+        let mut gate = SwitchGate::default();
+        // The first connection: the first offloading cut goes inline.
+        gate.reconnected();
+        assert_eq!(gate.choose(&(mid.clone(), None), true, S), Gate::Go { waited: None });
+        // The link is lost: frames run every layer here.
+        assert_eq!(gate.choose(&(here.clone(), None), true, 2 * S), Gate::Go { waited: None });
+        gate.reconnected();
+        // Built here, but not on the new connection: held here, built there.
+        assert_eq!(
+            gate.choose(&(mid.clone(), None), true, 3 * S),
+            Gate::Hold { cut: here.clone(), engines: None, build: Some((mid.clone(), None)) }
+        );
+        gate.handheld_prepared(mid.key(), None, None);
+        assert_eq!(gate.choose(&(mid.clone(), None), true, 4 * S), Gate::Go { waited: Some(S) });
+        // A reconnect while a split cut was in force: nothing to hold, so inline.
+        gate.reconnected();
+        assert_eq!(gate.choose(&(mid.clone(), None), true, 5 * S), Gate::Go { waited: None });
     }
 
     #[test]
