@@ -19,7 +19,6 @@ import json
 import subprocess
 import sys
 import tomllib
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,13 +52,12 @@ def build_only() -> list[str]:
     def proc_macro(pid: str) -> bool:
         return any("proc-macro" in t["kind"] for t in packages[pid]["targets"])
 
-    run_time, seen, build_roots = set(), set(), []
+    run_time, build_roots = set(), []
     stack = list(members)
     while stack:
         pid = stack.pop()
-        if pid in seen:
+        if pid in run_time:
             continue
-        seen.add(pid)
         run_time.add(pid)
         for dep in nodes[pid]["deps"]:
             kinds = {k["kind"] for k in dep["dep_kinds"]}
@@ -76,16 +74,14 @@ def build_only() -> list[str]:
             continue
         build.add(pid)
         stack.extend(dep["pkg"] for dep in nodes[pid]["deps"])
-    versions = Counter(packages[pid]["name"] for pid in nodes)
-    only = build - run_time - members
-    names = {packages[pid]["name"] for pid in only}
+    only = build - run_time
+    assert only, "no build-only crate found"
     specs = set()
     for pid in only:
         name, version = packages[pid]["name"], packages[pid]["version"]
-        # A name alone where every version of it is build-only.
-        every = all(pid2 in only for pid2 in nodes if packages[pid2]["name"] == name)
-        specs.add(name if versions[name] == 1 or every else f"{name}@{version}")
-    assert names, "no build-only crate found"
+        # A name alone where every version of it resolved is build-only.
+        every = all(other in only for other in nodes if packages[other]["name"] == name)
+        specs.add(name if every else f"{name}@{version}")
     return sorted(specs, key=str.lower)
 
 
