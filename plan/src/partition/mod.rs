@@ -236,8 +236,14 @@ impl Evaluation {
     /// (s). The stream's period without the wearable's stage, so how far
     /// apart the answers of frames in flight follow each other.
     pub fn remote_period_s(&self) -> f64 {
-        (self.t_up + self.t_down).max(self.t_handheld)
+        remote_period(self.t_up, self.t_down, self.t_handheld)
     }
+}
+
+/// [`Evaluation::remote_period_s`] of these stages (s): the link, both
+/// ways on one radio, or the handheld, whichever is slower.
+fn remote_period(t_up: f64, t_down: f64, t_handheld: f64) -> f64 {
+    (t_up + t_down).max(t_handheld)
 }
 
 /// Prices a cut under the full formulas (fixed run costs and RTT included).
@@ -289,7 +295,7 @@ pub fn evaluate_stages(prices: &NodePrices, cut: &Cut, tw: f64, tp: f64, rtt: Du
         t_rtt,
         latency_s: tw + t_up + t_rtt + tp + t_down,
         // Pipelined, the link's stage is its transfer time; RTT adds latency, not period.
-        stream_period_s: tw.max(t_up + t_down).max(tp),
+        stream_period_s: tw.max(remote_period(t_up, t_down, tp)),
         energy_j,
     }
 }

@@ -91,7 +91,22 @@ struct Indexed {
     coefficients: Vec<[f64; 2]>,
     reference_s: Vec<f64>,
     /// Each record's (key index, T_i), in `records` order.
-    terms: std::collections::VecDeque<Vec<(usize, f64)>>,
+    terms: std::collections::VecDeque<Terms>,
+}
+
+/// One record's terms by key index, and the sum of their squares (the
+/// normalized step's divisor: the same every pass, so summed once).
+#[derive(Clone, Debug)]
+struct Terms {
+    by_index: Vec<(usize, f64)>,
+    squares: f64,
+}
+
+impl Terms {
+    fn new(by_index: Vec<(usize, f64)>) -> Terms {
+        let squares = by_index.iter().map(|(_, t)| t * t).sum::<f64>().max(1e-18);
+        Terms { by_index, squares }
+    }
 }
 
 impl Indexed {
@@ -140,7 +155,7 @@ impl EvolutionMatrix {
             terms.push((id, *t));
         }
         self.records.push(record);
-        self.fast.terms.push_back(terms);
+        self.fast.terms.push_back(Terms::new(terms));
         if self.records.len() > self.config.max_records {
             let excess = self.records.len() - self.config.max_records;
             self.records.drain(..excess);
@@ -163,7 +178,7 @@ impl EvolutionMatrix {
         fast.terms = self
             .records
             .iter()
-            .map(|r| r.terms.iter().filter_map(|(k, t)| Some((*fast.ids.get(k)?, *t))).collect())
+            .map(|r| Terms::new(r.terms.iter().filter_map(|(k, t)| Some((*fast.ids.get(k)?, *t))).collect()))
             .collect();
         self.fast = fast;
     }
@@ -218,21 +233,23 @@ impl EvolutionMatrix {
         let normalized = self.config.normalized;
         let Indexed { keys, coefficients, reference_s, terms: records_terms, .. } = &mut self.fast;
         for _ in 0..self.config.epochs {
-            for (terms, r) in records_terms.iter().zip(&self.records) {
+            for (Terms { by_index, squares }, r) in records_terms.iter().zip(&self.records) {
                 if r.measured_s <= 0.0 {
                     continue;
                 }
                 let predicted: f64 = r.overhead_s
-                    + terms.iter().map(|&(i, t)| corrected(&coefficients[i], reference_s[i], t)).sum::<f64>();
+                    + by_index
+                        .iter()
+                        .map(|&(i, t)| corrected(&coefficients[i], reference_s[i], t))
+                        .sum::<f64>();
                 let rel = (predicted - r.measured_s) / r.measured_s;
                 let g = if normalized {
                     // NLMS: the step that would fit this record exactly at lr = 1.
-                    let norm: f64 = terms.iter().map(|(_, t)| t * t).sum::<f64>().max(1e-18);
-                    (predicted - r.measured_s) / norm
+                    (predicted - r.measured_s) / squares
                 } else {
                     2.0 * rel / r.measured_s
                 };
-                for &(i, t) in terms {
+                for &(i, t) in by_index {
                     let s = reference_s[i];
                     let c = &mut coefficients[i];
                     if corrected(c, s, t) <= 0.0 {
