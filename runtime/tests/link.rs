@@ -12,6 +12,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Reads until `n` bytes arrived; returns them and when the first and last came.
+/// The last chunk may hold more than `n`: for one message per link only.
 async fn read_n(link: &mut Link, n: usize) -> (Vec<u8>, Instant, Instant) {
     let mut got = Vec::with_capacity(n);
     let mut first = None;
@@ -127,10 +128,22 @@ fn a_schedule_changes_the_rate_during_a_run_and_the_transport_emulates_every_lin
             client.tx.send(pattern(n)).await.expect("send");
             client.tx.send(pattern(n)).await.expect("send");
         };
+        // One chunk may hold the first message's end and the second's
+        // start (the delay line merges what is due, TCP coalesces): read
+        // both as one stream and note when each was whole. Reading them
+        // apart (`read_n` twice) dropped the second's start into the first
+        // and waited forever for it (a hung CI run, 2026-12-06).
         let receive = async {
-            let (_, _, first_done) = read_n(&mut server, n).await;
-            let (_, _, second_done) = read_n(&mut server, n).await;
-            (first_done, second_done)
+            let (mut got, mut first_done) = (0, None);
+            while got < 2 * n {
+                let chunk = server.rx.recv().await.expect("recv").expect("not closed early");
+                got += chunk.len();
+                if got >= n {
+                    first_done.get_or_insert_with(Instant::now);
+                }
+            }
+            assert_eq!(got, 2 * n, "more bytes than were sent");
+            (first_done.unwrap_or_else(Instant::now), Instant::now())
         };
         let ((), (a, b)) = tokio::join!(send, receive);
         let first = a.duration_since(start).as_secs_f64();
