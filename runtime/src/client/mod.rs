@@ -716,7 +716,7 @@ impl Session {
                 );
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
-                self.switch.reconnected();
+                self.switch.reconnected(Cut::wearable_only(self.model.model.graph()));
             }
             Event::Status(first) => {
                 // The latest status since this event was queued.

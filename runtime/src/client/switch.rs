@@ -156,17 +156,20 @@ impl SwitchGate {
     /// A new connection (perhaps a restarted handheld): nothing is known
     /// to be built there, and nothing is pending. On the first connection
     /// nothing is in force either, so the first offloading cut is built in
-    /// its frame. On a reconnect, a stream that ran every layer here while
-    /// the link was down (a cut always ready) keeps doing so until the next
-    /// cut's plans are built on both sides, as for any switch: a frame
-    /// that built them itself would stall the stream.
-    pub(super) fn reconnected(&mut self) {
+    /// its frame. On a reconnect, a stream keeps running every layer here
+    /// (`here`, a cut always ready; on the engines of the cut in force)
+    /// until the next cut's plans are built on both sides, as for any
+    /// switch: a frame that built them itself would stall the stream. That
+    /// holds whether the stream ran here while the link was down or a split
+    /// cut was in force, whose suffix the new connection may not have.
+    pub(super) fn reconnected(&mut self, here: Cut) {
         self.handheld_ready.clear();
         self.requested.clear();
         self.failed.clear();
         self.pending = None;
-        let here = self.running.take().filter(|(cut, _)| self.connected_before && cut.is_wearable_only());
-        self.running = here;
+        debug_assert!(here.is_wearable_only(), "held here: every layer on the wearable");
+        let running = self.running.take().filter(|_| self.connected_before);
+        self.running = running.map(|(_, engines)| (here, engines));
         self.connected_before = true;
     }
 }
@@ -268,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_cut_that_cannot_be_built_is_never_switched_to_and_a_reconnect_forgets() {
-        let (_, all_there, mid) = cuts();
+        let (here, all_there, mid) = cuts();
         let mut gate = SwitchGate::default();
         assert_eq!(gate.choose(&(all_there.clone(), None), false, S), Gate::Go { waited: None });
         assert_eq!(
@@ -290,8 +293,9 @@ mod tests {
             patient.choose(&(other.clone(), None), true, 2 * S + PATIENCE),
             Gate::Go { waited: Some(S + PATIENCE) }
         );
-        // A new handheld: nothing is in force, so the next cut goes inline.
-        gate.reconnected();
+        // The gate's first connection forgets the failure: nothing is in
+        // force, so the next cut goes inline.
+        gate.reconnected(here);
         assert_eq!(gate.choose(&(mid.clone(), None), false, 3 * S), Gate::Go { waited: None });
     }
 
@@ -302,11 +306,11 @@ mod tests {
         let (here, _, mid) = cuts();
         let mut gate = SwitchGate::default();
         // The first connection: the first offloading cut goes inline.
-        gate.reconnected();
+        gate.reconnected(here.clone());
         assert_eq!(gate.choose(&(mid.clone(), None), true, S), Gate::Go { waited: None });
         // The link is lost: frames run every layer here.
         assert_eq!(gate.choose(&(here.clone(), None), true, 2 * S), Gate::Go { waited: None });
-        gate.reconnected();
+        gate.reconnected(here.clone());
         // Built here, but not on the new connection: held here, built there.
         assert_eq!(
             gate.choose(&(mid.clone(), None), true, 3 * S),
@@ -314,9 +318,35 @@ mod tests {
         );
         gate.handheld_prepared(mid.key(), None, None);
         assert_eq!(gate.choose(&(mid.clone(), None), true, 4 * S), Gate::Go { waited: Some(S) });
-        // A reconnect while a split cut was in force: nothing to hold, so inline.
-        gate.reconnected();
-        assert_eq!(gate.choose(&(mid.clone(), None), true, 5 * S), Gate::Go { waited: None });
+    }
+
+    /// A reconnect while a split cut was in force (a stall taken as a lost
+    /// link, say): the new connection may not have its suffix, so frames
+    /// run here, on the engines in force, until the decided cut is built on
+    /// both sides. It was built in a frame before (the walk-away run of
+    /// 2026-12-06 built the handheld-only cut's empty prefix inline).
+    #[test]
+    fn after_a_reconnect_at_a_split_cut_frames_run_here_until_the_next_cut_is_built() {
+        let (here, all_there, mid) = cuts();
+        let tract = Some(Engines::TRACT);
+        let mut gate = SwitchGate::default();
+        gate.reconnected(here.clone());
+        assert_eq!(gate.choose(&(mid.clone(), tract), true, S), Gate::Go { waited: None });
+        gate.answered(&mid, Some(Engine::Tract));
+        gate.reconnected(here.clone());
+        // The handheld-only cut, its empty prefix not built here yet.
+        assert_eq!(
+            gate.choose(&(all_there.clone(), tract), false, 2 * S),
+            Gate::Hold { cut: here.clone(), engines: tract, build: Some((all_there.clone(), tract)) }
+        );
+        // Built on the handheld but not here: still held.
+        gate.handheld_prepared(all_there.key(), Some(Engine::Tract), None);
+        assert!(matches!(gate.choose(&(all_there.clone(), tract), false, 3 * S), Gate::Hold { .. }));
+        assert_eq!(gate.choose(&(all_there.clone(), tract), true, 4 * S), Gate::Go { waited: Some(2 * S) });
+        // Even the cut in force before the reconnect waits for the new
+        // connection's answer.
+        gate.reconnected(here.clone());
+        assert!(matches!(gate.choose(&(all_there.clone(), tract), true, 5 * S), Gate::Hold { .. }));
     }
 
     #[test]
