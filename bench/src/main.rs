@@ -274,6 +274,11 @@ enum Command {
         /// one run of a sub-millisecond stage lasts a quarter of a second.
         #[arg(long, default_value_t = 1)]
         repeats: usize,
+        /// Run at this cut (its key, as the output's `cut_key` gives it)
+        /// instead of the planner's stream choice: a cut to measure that
+        /// the planner does not choose today.
+        #[arg(long, value_name = "KEY")]
+        cut: Option<String>,
     },
 }
 
@@ -339,8 +344,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Encodings { model, shapes, runs } => encodings::encodings(model, &shapes.shapes()?, runs),
         Command::Emulation { seconds } => paired::emulation(seconds),
-        Command::Pipeline { model, link, dilation, frames, max_in_flight, repeats } => {
-            paired::pipeline(model, &link, dilation, frames, max_in_flight, repeats)
+        Command::Pipeline { model, link, dilation, frames, max_in_flight, repeats, cut } => {
+            let runs = paired::PipelineRuns { frames, max_in_flight, repeats, cut };
+            paired::pipeline(model, &link, dilation, runs)
         }
     }
 }

@@ -353,16 +353,22 @@ impl Piped {
     }
 }
 
+/// How `pipeline` runs each model.
+pub struct PipelineRuns {
+    /// Frames per run.
+    pub frames: usize,
+    /// Most frames in flight.
+    pub max_in_flight: usize,
+    /// Pipelined runs per model (the row is the median run's).
+    pub repeats: usize,
+    /// The cut to run at (its key), instead of the planner's stream choice.
+    pub cut: Option<String>,
+}
+
 /// Pipelined vs sequential vs the ideal 1 / max(stage), per model, with an
 /// in-process handheld over an emulated link.
-pub fn pipeline(
-    models: Vec<PathBuf>,
-    link: &str,
-    dilation: f64,
-    frames: usize,
-    max_in_flight: usize,
-    repeats: usize,
-) -> anyhow::Result<()> {
+pub fn pipeline(models: Vec<PathBuf>, link: &str, dilation: f64, runs: PipelineRuns) -> anyhow::Result<()> {
+    let PipelineRuns { frames, max_in_flight, repeats, cut: pinned } = runs;
     let models = if models.is_empty() {
         tandem_models::ensure_models()?.zoo.iter().map(|e| e.path.clone()).collect()
     } else {
@@ -393,8 +399,13 @@ pub fn pipeline(
         config.dilation = dilation;
         config.max_in_flight = max_in_flight.max(1);
         config.link_default = profile.nominal_estimate();
-        // The planner's stream choice, then that cut fixed for both runs.
-        let cut = run_stream(&model, transport(), config.clone(), true, 4)?.cut.context("no decision")?;
+        // The planner's stream choice (or the cut asked for), then that
+        // cut fixed for both runs.
+        let cut = match &pinned {
+            Some(key) => tandem::Cut::from_key(model.model.graph(), key)
+                .with_context(|| format!("--cut {key} for {}", path.display()))?,
+            None => run_stream(&model, transport(), config.clone(), true, 4)?.cut.context("no decision")?,
+        };
         config.placement = Placement::Fixed(cut.clone());
         let seq = run_stream(&model, transport(), config.clone(), false, frames)?;
         // The pipelined runs, each with its stages and ideal; the median
@@ -419,6 +430,8 @@ pub fn pipeline(
                 "link": link,
                 "wearable_dilation": dilation,
                 "cut_prefix_layers": cut.prefix_len(),
+                "cut_key": cut.key().to_string(),
+                "cut_pinned": pinned.is_some(),
                 "layers": model.model.graph().nodes().len(),
                 "stage_ms": {"wearable": w, "up": up, "handheld": h, "down": down},
                 // The tensors alone on the air (what the stages were before
