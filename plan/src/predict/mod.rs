@@ -338,10 +338,75 @@ impl ProfiledLatency {
         Ok((chosen, measured))
     }
 
+    /// [`ProfiledLatency::measure_all_runs`], each engine's profile then
+    /// scaled to a served frame's time ([`ProfiledLatency::served`]): the
+    /// profile a session predicts its first frames with. Each profile comes
+    /// with its scale.
+    #[allow(clippy::type_complexity)]
+    pub fn measure_all_served(
+        model: &tandem_core::Model,
+        choice: tandem_core::EngineChoice,
+        inputs: &tandem_core::Values,
+        runs: (usize, usize),
+        spacing: Spacing,
+    ) -> tandem_core::Result<(
+        (tandem_core::Engine, ProfiledLatency, f64),
+        Vec<(tandem_core::Engine, ProfiledLatency, f64)>,
+    )> {
+        let served = |(engine, p): (tandem_core::Engine, ProfiledLatency)| {
+            let whole = tandem_core::profile::spaced_runs(model, engine, inputs, spacing.gap, spacing.runs)?;
+            let (p, scale) = p.served(whole.as_secs_f64());
+            Ok((engine, p, scale))
+        };
+        let (chosen, others) = Self::measure_all_runs(model, choice, inputs, runs)?;
+        Ok((served(chosen)?, others.into_iter().map(served).collect::<tandem_core::Result<_>>()?))
+    }
+
     /// The whole model's predicted time: every node and the overhead.
     pub fn total_s(&self) -> f64 {
         self.per_node_s.iter().sum::<f64>() + self.overhead_s
     }
+
+    /// This profile (runs back to back) scaled so that the whole model
+    /// takes `spaced_s`, a run after the idle a served frame follows, and
+    /// the scale: never below 1 (a spaced run faster than back-to-back
+    /// ones is noise) nor above [`MAX_SERVED_SCALE`] (one slow spaced run
+    /// is not a machine). Its shape (each layer's share) stays.
+    pub fn served(self, spaced_s: f64) -> (ProfiledLatency, f64) {
+        let total = self.total_s();
+        let k = if total > 0.0 && spaced_s.is_finite() {
+            (spaced_s / total).clamp(1.0, MAX_SERVED_SCALE)
+        } else {
+            1.0
+        };
+        let p = ProfiledLatency {
+            per_node_s: self.per_node_s.iter().map(|s| s * k).collect(),
+            overhead_s: self.overhead_s * k,
+        };
+        (p, k)
+    }
+}
+
+/// The most a profile is scaled to a served frame's time: on this host
+/// spaced runs took 1.6-1.9x back-to-back ones, and a loaded host's
+/// spaced runs must not make a side look slower than that (a side never
+/// chosen is never measured, so never corrected).
+pub const MAX_SERVED_SCALE: f64 = 2.0;
+
+/// How a session times a served frame before it has served one: whole runs,
+/// each after an idle `gap`, the median of `runs`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spacing {
+    /// Idle before each run.
+    pub gap: Duration,
+    /// Runs timed (one more first, not counted).
+    pub runs: usize,
+}
+
+impl Spacing {
+    /// What sessions use: 30 ms idle (a frame's round trip over Wi-Fi or
+    /// BLE is 20-100 ms) before each of 3 runs.
+    pub const SERVED: Spacing = Spacing { gap: Duration::from_millis(30), runs: 3 };
 }
 
 impl LatencyModel for ProfiledLatency {
@@ -359,6 +424,23 @@ impl LatencyModel for ProfiledLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A served frame's time scales every layer and the overhead alike,
+    /// within [1, MAX_SERVED_SCALE].
+    #[test]
+    fn a_profile_is_scaled_to_a_served_frame_within_bounds() {
+        let p = ProfiledLatency { per_node_s: vec![1e-3, 3e-3], overhead_s: 1e-3 };
+        let (slower, k) = p.clone().served(7.5e-3);
+        assert!((k - 1.5).abs() < 1e-12, "{k}");
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-15;
+        assert!(close(slower.per_node_s[0], 1.5e-3) && close(slower.per_node_s[1], 4.5e-3), "{slower:?}");
+        assert!(close(slower.overhead_s, 1.5e-3) && (slower.total_s() - 7.5e-3).abs() < 1e-12);
+        assert_eq!(p.clone().served(1e-3).1, 1.0, "faster spaced runs are noise");
+        assert_eq!(p.clone().served(1.0).1, MAX_SERVED_SCALE);
+        assert_eq!(p.clone().served(f64::NAN).1, 1.0);
+        let none = ProfiledLatency { per_node_s: vec![0.0], overhead_s: 0.0 };
+        assert_eq!(none.served(1e-3).1, 1.0);
+    }
 
     #[test]
     fn a_dataset_skips_blank_lines_and_names_a_bad_one() {

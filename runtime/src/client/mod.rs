@@ -46,7 +46,7 @@ use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
 use crate::{Cut, Error, Model, ModelError, Result, Sides, SplitExecutor, Tensor, Values};
 use tandem_plan::partition::{Decision, HandheldStatus, LatencyHint, LinkEstimate, Mode};
-use tandem_plan::predict::{OnlineLatency, ProfiledLatency};
+use tandem_plan::predict::{OnlineLatency, ProfiledLatency, Spacing};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
@@ -244,10 +244,18 @@ impl Session {
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
         let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
         // Every engine `auto` allows is profiled: the planner chooses each
-        // cut's prefix engine from them (the fastest whole model's is the default).
-        let ((engine, host), others) =
-            ProfiledLatency::measure_all_runs(&model.model, config.engine, &inputs, (2, 7))?;
-        info!(%engine, choice = %config.engine, "the wearable's layers run on this engine unless the planner says");
+        // cut's prefix engine from them (the fastest whole model's is the
+        // default). Each profile is scaled to a served frame's time, so
+        // that the first decisions do not take this side for faster than
+        // its frames will find it.
+        let ((engine, host, served), others) = ProfiledLatency::measure_all_served(
+            &model.model,
+            config.engine,
+            &inputs,
+            (2, 7),
+            Spacing::SERVED,
+        )?;
+        info!(%engine, choice = %config.engine, served = format!("{served:.2}x back-to-back runs"), "the wearable's layers run on this engine unless the planner says");
         let engines = crate::engine::Engines { prefix: engine, suffix: crate::engine::Engine::Tract };
         let executor = Arc::new(SplitExecutor::new(model.model.clone()).with_engines(engines));
         let builder = match config.prepare_ahead {
@@ -265,7 +273,7 @@ impl Session {
             };
             OnlineLatency::new(model.model.graph(), dilated)
         };
-        let others = others.iter().map(|(e, p)| (*e, online(p))).collect();
+        let others = others.iter().map(|(e, p, _)| (*e, online(p))).collect();
         let driver = Driver::new(&config, ((engine, online(&host)), others))?;
         let settings = link_task::LinkSettings {
             chunk_bytes: config.chunk_bytes,
