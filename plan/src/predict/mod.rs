@@ -442,6 +442,31 @@ mod tests {
         assert_eq!(none.served(1e-3).1, 1.0);
     }
 
+    /// Spaced runs wait their gap before every run (the uncounted first
+    /// too) and time the run alone; a session's first profile on tract
+    /// comes with a scale within [1, MAX_SERVED_SCALE].
+    #[test]
+    fn spaced_runs_wait_their_gaps_and_a_served_profile_is_scaled_within_bounds() {
+        use tandem_core::{Engine, EngineChoice, InputShapes, Model};
+        let model = Model::from_bytes(&tandem_models::tiny::tiny_mlp_onnx(), &InputShapes::none())
+            .expect("tiny model");
+        let inputs = tandem_core::check::random_inputs(&model, 1).expect("inputs");
+        let gap = Duration::from_millis(40);
+        let started = std::time::Instant::now();
+        let spaced = tandem_core::profile::spaced_runs(&model, Engine::Tract, &inputs, gap, 3).expect("runs");
+        let wall = started.elapsed();
+        assert!(wall >= gap * 4, "four gaps: {wall:?}");
+        assert!(spaced > Duration::ZERO && spaced < gap, "the run alone is timed: {spaced:?}");
+        let choice = EngineChoice::One(Engine::Tract);
+        let ((engine, p, k), others) =
+            ProfiledLatency::measure_all_served(&model, choice, &inputs, (1, 3), Spacing::SERVED)
+                .expect("profiled");
+        assert_eq!(engine, Engine::Tract);
+        assert!(others.is_empty(), "a named engine profiles no other");
+        assert!((1.0..=MAX_SERVED_SCALE).contains(&k), "{k}");
+        assert!(p.total_s() > 0.0 && p.per_node_s.len() == model.graph().nodes().len(), "{p:?}");
+    }
+
     #[test]
     fn a_dataset_skips_blank_lines_and_names_a_bad_one() {
         let features = LayerFeatures {
