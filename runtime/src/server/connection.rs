@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -14,7 +14,7 @@ use tracing::{debug, info, warn};
 use super::admission::Admission;
 use super::runner::{self, Job};
 use super::store::{LoadError, Loaded, Shared};
-use super::{MAX_PREPARED_PER_CONNECTION, MAX_QUEUED_JOBS, MAX_UNSENT, WRITE_TIMEOUT};
+use super::{MAX_PREPARED_PER_CONNECTION, MAX_QUEUED_JOBS, MAX_UNSENT, RUN_AHEAD, WRITE_TIMEOUT};
 use crate::emulate::{self, Role};
 use crate::error::EdgeError;
 use crate::link::Link;
@@ -37,10 +37,11 @@ type Skipped = Arc<std::sync::Mutex<std::collections::HashSet<u64>>>;
 
 /// The connection's runner: one thread that runs the frames handed to it
 /// one at a time, in order (the session hands out the next before one
-/// finishes, so no round trip through this task sits between two runs).
-/// It ends when the connection drops its sender; once the peer is gone,
-/// frames still waiting are answered with an error, not run, and so are
-/// frames cancelled before they started.
+/// finishes, so no round trip through this task sits between two runs),
+/// and sends their answers on as [`runner::Batch`] says. It ends when the
+/// connection drops its sender; once the peer is gone, frames still
+/// waiting are answered with an error, not run, and so are frames
+/// cancelled before they started.
 fn spawn_runner(
     id: u64,
     shared: Arc<Shared>,
@@ -52,8 +53,17 @@ fn spawn_runner(
     let handle = tokio::runtime::Handle::current();
     std::thread::Builder::new().name(format!("tandem-runner-{id}")).spawn(move || {
         let mut last = runner::LastPlan::default();
-        for job in queue {
-            let frame = job.frame;
+        let (mut batch, mut held) = (runner::Batch::default(), Vec::with_capacity(runner::Batch::MAX));
+        let mut next = None;
+        loop {
+            let job = match next.take() {
+                Some(job) => job,
+                None => match queue.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                },
+            };
+            let (frame, started) = (job.frame, Instant::now());
             let skip = {
                 let mut s = skipped.lock().unwrap_or_else(|p| p.into_inner());
                 let skip = s.remove(&frame);
@@ -74,8 +84,17 @@ fn spawn_runner(
                     (frame, Err(format!("the suffix panicked: {why}").into()))
                 })
             };
-            if done.send(ran).is_err() {
-                return;
+            held.push(ran);
+            next = queue.try_recv().ok();
+            if batch.hold(started.elapsed(), next.is_some()) {
+                continue;
+            }
+            // The first send wakes the connection's task; the rest find it
+            // awake.
+            for ran in held.drain(..) {
+                if done.send(ran).is_err() {
+                    return;
+                }
             }
         }
     })?;
@@ -342,7 +361,7 @@ pub(super) async fn connection(
         max_queued: MAX_QUEUED_JOBS,
         max_prepared: MAX_PREPARED_PER_CONNECTION,
         max_frame: config.max_frame,
-        ..HandheldLimits::default()
+        run_ahead: RUN_AHEAD,
     };
     let mut session = HandheldSession::new(config.device.clone(), shared.status(), now())
         .engines(offered_engines(config.engine))
