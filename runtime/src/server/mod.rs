@@ -243,8 +243,8 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most frames queued to run per connection; beyond it the link is not read.
 pub const MAX_QUEUED_JOBS: usize = 32;
 /// Most frames handed to a connection's runner at once: with answers sent
-/// in pairs ([`runner::Batch`]), a runner that sends two still finds a
-/// frame waiting while the session hands out the next two.
+/// up to four at a time ([`runner::Batch`]), a runner that sends four
+/// still finds a frame waiting while the session hands out the next four.
 const RUN_AHEAD: usize = runner::Batch::MAX + 2;
 /// Most messages waiting to be written to one peer; beyond it the peer is
 /// not reading, and its connection closes.
