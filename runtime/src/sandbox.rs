@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::EngineChoice;
 use crate::{InputShapes, Model, ModelLimits};
-use tandem_plan::predict::{ProfiledLatency, Spacing};
+use tandem_plan::predict::{EngineProfile, ProfiledLatency, Spacing};
 use tandem_proto::protocol::LatencySummary;
 
 /// How to run a load in a child process, and its limits.
@@ -271,21 +271,22 @@ fn child() -> Result<Report, ChildError> {
 /// names (`auto`: each engine it has is profiled, and the faster whole
 /// model kept): each layer's seconds and the per-run overhead from one
 /// warm-up and three measured runs on random inputs, scaled to a served
-/// frame's time ([`ProfiledLatency::measure_all_served`]), then multiplied
+/// frame's time ([`ProfiledLatency::measure_all`]), then multiplied
 /// by `scale`.
 pub fn profile(model: &Model, scale: f64, engine: EngineChoice) -> tandem_core::Result<LatencySummary> {
     let inputs = tandem_core::check::random_inputs(model, 1)?;
-    let ((engine, p, served), others) =
-        ProfiledLatency::measure_all_served(model, engine, &inputs, (1, 3), Spacing::SERVED)?;
-    tracing::debug!(%engine, served = format!("{served:.2}x back-to-back runs"), "profiled as served");
+    let (chosen, others) =
+        ProfiledLatency::measure_all(model, engine, &inputs, (1, 3), Some(Spacing::SERVED))?;
+    let EngineProfile { engine, latency: p, served_scale } = chosen;
+    tracing::debug!(%engine, served = format!("{served_scale:.2}x back-to-back runs"), "profiled as served");
     let scaled =
         |p: &ProfiledLatency| (p.per_node_s.iter().map(|s| s * scale).collect(), p.overhead_s * scale);
     let (per_layer_s, overhead_s) = scaled(&p);
     let others = others
         .iter()
-        .map(|(engine, p, _)| {
-            let (per_layer_s, overhead_s) = scaled(p);
-            tandem_proto::protocol::EngineLatency { engine: *engine, per_layer_s, overhead_s }
+        .map(|other| {
+            let (per_layer_s, overhead_s) = scaled(&other.latency);
+            tandem_proto::protocol::EngineLatency { engine: other.engine, per_layer_s, overhead_s }
         })
         .collect();
     Ok(LatencySummary { per_layer_s, overhead_s, engine, others })

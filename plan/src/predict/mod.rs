@@ -313,17 +313,17 @@ impl ProfiledLatency {
     /// The model's profile on the engine `choice` resolves to (the fastest
     /// whole model for `auto`), and on each other engine it allows (for
     /// `auto`, every other available one; none for a named engine): what a
-    /// planner choosing each half's engine with its cut needs.
-    #[allow(clippy::type_complexity)]
-    pub fn measure_all_runs(
+    /// planner choosing each half's engine with its cut needs. With a
+    /// `spacing`, each profile is then scaled to a served frame's time
+    /// ([`ProfiledLatency::served`]): the profile a side predicts its
+    /// first frames with.
+    pub fn measure_all(
         model: &tandem_core::Model,
         choice: tandem_core::EngineChoice,
         inputs: &tandem_core::Values,
         runs: (usize, usize),
-    ) -> tandem_core::Result<(
-        (tandem_core::Engine, ProfiledLatency),
-        Vec<(tandem_core::Engine, ProfiledLatency)>,
-    )> {
+        spacing: Option<Spacing>,
+    ) -> tandem_core::Result<(EngineProfile, Vec<EngineProfile>)> {
         let mut measured = vec![];
         let engine = tandem_core::engine::resolve(choice, |e| {
             let p = Self::measure_runs(model, e, inputs, runs)?;
@@ -335,31 +335,15 @@ impl ProfiledLatency {
             Some(i) => measured.remove(i),
             None => (engine, Self::measure_runs(model, engine, inputs, runs)?),
         };
-        Ok((chosen, measured))
-    }
-
-    /// [`ProfiledLatency::measure_all_runs`], each engine's profile then
-    /// scaled to a served frame's time ([`ProfiledLatency::served`]): the
-    /// profile a session predicts its first frames with. Each profile comes
-    /// with its scale.
-    #[allow(clippy::type_complexity)]
-    pub fn measure_all_served(
-        model: &tandem_core::Model,
-        choice: tandem_core::EngineChoice,
-        inputs: &tandem_core::Values,
-        runs: (usize, usize),
-        spacing: Spacing,
-    ) -> tandem_core::Result<(
-        (tandem_core::Engine, ProfiledLatency, f64),
-        Vec<(tandem_core::Engine, ProfiledLatency, f64)>,
-    )> {
-        let served = |(engine, p): (tandem_core::Engine, ProfiledLatency)| {
+        let profile = |(engine, latency): (tandem_core::Engine, ProfiledLatency)| {
+            let Some(spacing) = spacing else {
+                return Ok(EngineProfile { engine, latency, served_scale: 1.0 });
+            };
             let whole = tandem_core::profile::spaced_runs(model, engine, inputs, spacing.gap, spacing.runs)?;
-            let (p, scale) = p.served(whole.as_secs_f64());
-            Ok((engine, p, scale))
+            let (latency, served_scale) = latency.served(whole.as_secs_f64());
+            Ok(EngineProfile { engine, latency, served_scale })
         };
-        let (chosen, others) = Self::measure_all_runs(model, choice, inputs, runs)?;
-        Ok((served(chosen)?, others.into_iter().map(served).collect::<tandem_core::Result<_>>()?))
+        Ok((profile(chosen)?, measured.into_iter().map(profile).collect::<tandem_core::Result<_>>()?))
     }
 
     /// The whole model's predicted time: every node and the overhead.
@@ -392,6 +376,18 @@ impl ProfiledLatency {
 /// spaced runs must not make a side look slower than that (a side never
 /// chosen is never measured, so never corrected).
 pub const MAX_SERVED_SCALE: f64 = 2.0;
+
+/// One engine's profile of a model ([`ProfiledLatency::measure_all`]).
+#[derive(Clone, Debug)]
+pub struct EngineProfile {
+    /// The engine.
+    pub engine: tandem_core::Engine,
+    /// Its profile.
+    pub latency: ProfiledLatency,
+    /// How much the back-to-back profile was scaled to a served frame's
+    /// time (1 when not asked).
+    pub served_scale: f64,
+}
 
 /// How a session times a served frame before it has served one: whole runs,
 /// each after an idle `gap`, the median of `runs`.
@@ -458,13 +454,18 @@ mod tests {
         assert!(wall >= gap * 4, "four gaps: {wall:?}");
         assert!(spaced > Duration::ZERO && spaced < gap, "the run alone is timed: {spaced:?}");
         let choice = EngineChoice::One(Engine::Tract);
-        let ((engine, p, k), others) =
-            ProfiledLatency::measure_all_served(&model, choice, &inputs, (1, 3), Spacing::SERVED)
+        let (chosen, others) =
+            ProfiledLatency::measure_all(&model, choice, &inputs, (1, 3), Some(Spacing::SERVED))
                 .expect("profiled");
+        let EngineProfile { engine, latency: p, served_scale: k } = chosen;
         assert_eq!(engine, Engine::Tract);
         assert!(others.is_empty(), "a named engine profiles no other");
         assert!((1.0..=MAX_SERVED_SCALE).contains(&k), "{k}");
         assert!(p.total_s() > 0.0 && p.per_node_s.len() == model.graph().nodes().len(), "{p:?}");
+        // Not asked to scale: back to back, scale 1.
+        let (plain, _) =
+            ProfiledLatency::measure_all(&model, choice, &inputs, (1, 3), None).expect("profiled");
+        assert_eq!(plain.served_scale, 1.0);
     }
 
     #[test]

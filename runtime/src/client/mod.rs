@@ -46,7 +46,7 @@ use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
 use crate::{Cut, Error, Model, ModelError, Result, Sides, SplitExecutor, Tensor, Values};
 use tandem_plan::partition::{Decision, HandheldStatus, LatencyHint, LinkEstimate, Mode};
-use tandem_plan::predict::{OnlineLatency, ProfiledLatency, Spacing};
+use tandem_plan::predict::{EngineProfile, OnlineLatency, ProfiledLatency, Spacing};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::pipeline::FramePipeline;
 use tandem_proto::profiler::LinkProfiler;
@@ -252,20 +252,13 @@ impl Session {
         // runs here keeps this side busy, frame after frame: its
         // back-to-back profile stands. (The handheld scales its own profile
         // at load, not knowing how it will be streamed to.)
-        let ((engine, host), others) = match config.pipeline {
-            true => ProfiledLatency::measure_all_runs(&model.model, config.engine, &inputs, (2, 7))?,
-            false => {
-                let ((engine, host, served), others) = ProfiledLatency::measure_all_served(
-                    &model.model,
-                    config.engine,
-                    &inputs,
-                    (2, 7),
-                    Spacing::SERVED,
-                )?;
-                info!(%engine, served = format!("{served:.2}x back-to-back runs"), "frames one at a time: the wearable's profile scaled to a served frame");
-                ((engine, host), others.into_iter().map(|(e, p, _)| (e, p)).collect())
-            }
-        };
+        let spacing = (!config.pipeline).then_some(Spacing::SERVED);
+        let (chosen, others) =
+            ProfiledLatency::measure_all(&model.model, config.engine, &inputs, (2, 7), spacing)?;
+        let EngineProfile { engine, latency: host, served_scale } = chosen;
+        if spacing.is_some() {
+            info!(%engine, served = format!("{served_scale:.2}x back-to-back runs"), "frames one at a time: the wearable's profile scaled to a served frame");
+        }
         info!(%engine, choice = %config.engine, "the wearable's layers run on this engine unless the planner says");
         let engines = crate::engine::Engines { prefix: engine, suffix: crate::engine::Engine::Tract };
         let executor = Arc::new(SplitExecutor::new(model.model.clone()).with_engines(engines));
@@ -284,7 +277,7 @@ impl Session {
             };
             OnlineLatency::new(model.model.graph(), dilated)
         };
-        let others = others.iter().map(|(e, p)| (*e, online(p))).collect();
+        let others = others.iter().map(|o| (o.engine, online(&o.latency))).collect();
         let driver = Driver::new(&config, ((engine, online(&host)), others))?;
         let settings = link_task::LinkSettings {
             chunk_bytes: config.chunk_bytes,
