@@ -71,6 +71,18 @@ pub fn profile_on(
     warmup: usize,
     runs: usize,
 ) -> Result<Profile> {
+    Ok(profile_spaced_on(model, engine, inputs, (warmup, runs), None)?.0)
+}
+
+/// [`profile_on`] with `(warmup, runs)`, then, given `spacing` (an idle
+/// gap and a count), [`spaced_runs`] on the same plan: one build for both.
+pub fn profile_spaced_on(
+    model: &Model,
+    engine: Engine,
+    inputs: &Values,
+    (warmup, runs): (usize, usize),
+    spacing: Option<(Duration, usize)>,
+) -> Result<(Profile, Option<Duration>)> {
     let g = model.graph();
     let half = full_plan_on(model, engine)?;
     let feed = half.feed(g, inputs)?;
@@ -79,7 +91,8 @@ pub fn profile_on(
         || "profiling".into(),
         || half.runner().profile(&feed, warmup, runs),
     )?;
-    Ok(attribute(g, measured))
+    let spaced = spacing.map(|(gap, runs)| spaced_on(&half, &feed, engine, gap, runs)).transpose()?;
+    Ok((attribute(g, measured), spaced))
 }
 
 /// The median of `runs` whole runs of the unsplit model on `engine`, each
@@ -94,9 +107,19 @@ pub fn spaced_runs(
     gap: Duration,
     runs: usize,
 ) -> Result<Duration> {
-    let g = model.graph();
     let half = full_plan_on(model, engine)?;
-    let feed = half.feed(g, inputs)?;
+    let feed = half.feed(model.graph(), inputs)?;
+    spaced_on(&half, &feed, engine, gap, runs)
+}
+
+/// [`spaced_runs`] on a built plan and its feed.
+fn spaced_on(
+    half: &crate::split::Half,
+    feed: &tract_onnx::prelude::TVec<tract_onnx::prelude::TValue>,
+    engine: Engine,
+    gap: Duration,
+    runs: usize,
+) -> Result<Duration> {
     let mut times = Vec::with_capacity(runs.max(1));
     for i in 0..=runs.max(1) {
         std::thread::sleep(gap);

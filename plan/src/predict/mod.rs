@@ -324,26 +324,31 @@ impl ProfiledLatency {
         runs: (usize, usize),
         spacing: Option<Spacing>,
     ) -> tandem_core::Result<(EngineProfile, Vec<EngineProfile>)> {
-        let mut measured = vec![];
-        let engine = tandem_core::engine::resolve(choice, |e| {
-            let p = Self::measure_runs(model, e, inputs, runs)?;
-            let total = p.total_s();
-            measured.push((e, p));
-            Ok(total)
-        })?;
-        let chosen = match measured.iter().position(|(e, _)| *e == engine) {
-            Some(i) => measured.remove(i),
-            None => (engine, Self::measure_runs(model, engine, inputs, runs)?),
-        };
-        let profile = |(engine, latency): (tandem_core::Engine, ProfiledLatency)| {
-            let Some(spacing) = spacing else {
-                return Ok(EngineProfile { engine, latency, served_scale: 1.0 });
+        // Each engine profiled (and timed spaced) on one plan build.
+        let measure = |engine| -> tandem_core::Result<EngineProfile> {
+            let spacing = spacing.map(|s| (s.gap, s.runs));
+            let (profile, spaced) =
+                tandem_core::profile::profile_spaced_on(model, engine, inputs, runs, spacing)?;
+            let latency = Self::from_profile(&profile);
+            let (latency, served_scale) = match spaced {
+                Some(whole) => latency.served(whole.as_secs_f64()),
+                None => (latency, 1.0),
             };
-            let whole = tandem_core::profile::spaced_runs(model, engine, inputs, spacing.gap, spacing.runs)?;
-            let (latency, served_scale) = latency.served(whole.as_secs_f64());
             Ok(EngineProfile { engine, latency, served_scale })
         };
-        Ok((profile(chosen)?, measured.into_iter().map(profile).collect::<tandem_core::Result<_>>()?))
+        let mut measured: Vec<EngineProfile> = vec![];
+        // The fastest whole model back to back chooses, as before.
+        let engine = tandem_core::engine::resolve(choice, |e| {
+            let p = measure(e)?;
+            let total = p.latency.total_s() / p.served_scale;
+            measured.push(p);
+            Ok(total)
+        })?;
+        let chosen = match measured.iter().position(|p| p.engine == engine) {
+            Some(i) => measured.remove(i),
+            None => measure(engine)?,
+        };
+        Ok((chosen, measured))
     }
 
     /// The whole model's predicted time: every node and the overhead.
