@@ -63,7 +63,7 @@ fn spawn_runner(
                     Err(_) => return,
                 },
             };
-            let (frame, started) = (job.frame, Instant::now());
+            let (frame, work, started) = (job.frame, runner::Work::of(&job), Instant::now());
             let skip = {
                 let mut s = skipped.lock().unwrap_or_else(|p| p.into_inner());
                 let skip = s.remove(&frame);
@@ -86,7 +86,8 @@ fn spawn_runner(
             };
             held.push(ran);
             next = queue.try_recv().ok();
-            if batch.hold(started.elapsed(), next.is_some()) {
+            let like = next.as_ref().is_some_and(|n| work.like(n));
+            if batch.hold(started.elapsed(), like) {
                 continue;
             }
             // The first send wakes the connection's task; the rest find it

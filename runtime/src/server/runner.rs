@@ -23,10 +23,12 @@ use tandem_proto::session::{HandheldSession, RunError};
 /// phone runs most of the model. So while it is backlogged (the next frame
 /// already waits) on short suffixes, an answer waits for the next ones',
 /// and one wake carries them all (the sends after the first took 2-4 µs):
-/// at most [`Batch::MAX`] answers, each run under [`Batch::SHORT`], so an
-/// answer waits at most three more such runs, and only when frames queue
-/// behind it anyway. A runner with nothing waiting sends at once: paced
-/// and one-at-a-time streams are unchanged.
+/// at most [`Batch::MAX`] answers, each run under [`Batch::SHORT`]. The
+/// frame waiting must be [`Work::like`] the one just run (its suffix plan
+/// already built, not relayed, its tensors decoded), so an answer waits
+/// only for runs like those that took under 2 ms, at most three, and only
+/// when frames queue behind it anyway. A runner with nothing waiting sends
+/// at once: paced and one-at-a-time streams are unchanged.
 #[derive(Debug, Default)]
 pub(super) struct Batch {
     held: usize,
@@ -46,6 +48,32 @@ impl Batch {
         let hold = waiting && ran < Self::SHORT && self.held + 1 < Self::MAX;
         self.held = if hold { self.held + 1 } else { 0 };
         hold
+    }
+}
+
+/// What a frame's run needs besides its tensors: the model, the cut and the
+/// engine (so the suffix plan), taken before it runs.
+pub(super) struct Work {
+    loaded: Arc<Loaded>,
+    cut: crate::CutKey,
+    engine: Option<crate::engine::Engine>,
+}
+
+impl Work {
+    /// What `job` runs on.
+    pub(super) fn of(job: &Job) -> Work {
+        Work { loaded: job.loaded.clone(), cut: job.cut.clone(), engine: job.engine }
+    }
+
+    /// Whether `next` runs like this work did: the same plan (not built in
+    /// its run), here (not relayed to an edge, which may take seconds),
+    /// on tensors the connection's task decoded.
+    pub(super) fn like(&self, next: &Job) -> bool {
+        Arc::ptr_eq(&self.loaded, &next.loaded)
+            && self.cut == next.cut
+            && self.engine == next.engine
+            && next.edge.is_none()
+            && matches!(next.received, crate::encoding::Received::Decoded { .. })
     }
 }
 
