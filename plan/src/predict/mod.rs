@@ -325,28 +325,28 @@ impl ProfiledLatency {
         spacing: Option<Spacing>,
     ) -> tandem_core::Result<(EngineProfile, Vec<EngineProfile>)> {
         // Each engine profiled (and timed spaced) on one plan build.
-        let measure = |engine| -> tandem_core::Result<EngineProfile> {
+        // With its whole model's time back to back, which chooses.
+        let measure = |engine| -> tandem_core::Result<(EngineProfile, f64)> {
             let spacing = spacing.map(|s| (s.gap, s.runs));
             let (profile, spaced) =
                 tandem_core::profile::profile_spaced_on(model, engine, inputs, runs, spacing)?;
             let latency = Self::from_profile(&profile);
+            let back_to_back_s = latency.total_s();
             let (latency, served_scale) = match spaced {
                 Some(whole) => latency.served(whole.as_secs_f64()),
                 None => (latency, 1.0),
             };
-            Ok(EngineProfile { engine, latency, served_scale })
+            Ok((EngineProfile { engine, latency, served_scale }, back_to_back_s))
         };
         let mut measured: Vec<EngineProfile> = vec![];
-        // The fastest whole model back to back chooses, as before.
         let engine = tandem_core::engine::resolve(choice, |e| {
-            let p = measure(e)?;
-            let total = p.latency.total_s() / p.served_scale;
+            let (p, total) = measure(e)?;
             measured.push(p);
             Ok(total)
         })?;
         let chosen = match measured.iter().position(|p| p.engine == engine) {
             Some(i) => measured.remove(i),
-            None => measure(engine)?,
+            None => measure(engine)?.0,
         };
         Ok((chosen, measured))
     }

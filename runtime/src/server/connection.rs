@@ -63,7 +63,7 @@ fn spawn_runner(
                     Err(_) => return,
                 },
             };
-            let (frame, work, started) = (job.frame, runner::Work::of(&job), Instant::now());
+            let (frame, started) = (job.frame, Instant::now());
             let skip = {
                 let mut s = skipped.lock().unwrap_or_else(|p| p.into_inner());
                 let skip = s.remove(&frame);
@@ -86,7 +86,7 @@ fn spawn_runner(
             };
             held.push(ran);
             next = queue.try_recv().ok();
-            let like = next.as_ref().is_some_and(|n| work.like(n));
+            let like = next.as_ref().is_some_and(|n| last.runs_as_built(n));
             if batch.hold(started.elapsed(), like) {
                 continue;
             }

@@ -24,7 +24,7 @@ use tandem_proto::session::{HandheldSession, RunError};
 /// already waits) on short suffixes, an answer waits for the next ones',
 /// and one wake carries them all (the sends after the first took 2-4 µs):
 /// at most [`Batch::MAX`] answers, each run under [`Batch::SHORT`]. The
-/// frame waiting must be [`Work::like`] the one just run (its suffix plan
+/// frame waiting must be one [`LastPlan::runs_as_built`] (its suffix plan
 /// already built, not relayed, its tensors decoded), so an answer waits
 /// only for runs like those that took under 2 ms, at most three, and only
 /// when frames queue behind it anyway. A runner with nothing waiting sends
@@ -48,32 +48,6 @@ impl Batch {
         let hold = waiting && ran < Self::SHORT && self.held + 1 < Self::MAX;
         self.held = if hold { self.held + 1 } else { 0 };
         hold
-    }
-}
-
-/// What a frame's run needs besides its tensors: the model, the cut and the
-/// engine (so the suffix plan), taken before it runs.
-pub(super) struct Work {
-    loaded: Arc<Loaded>,
-    cut: crate::CutKey,
-    engine: Option<crate::engine::Engine>,
-}
-
-impl Work {
-    /// What `job` runs on.
-    pub(super) fn of(job: &Job) -> Work {
-        Work { loaded: job.loaded.clone(), cut: job.cut.clone(), engine: job.engine }
-    }
-
-    /// Whether `next` runs like this work did: the same plan (not built in
-    /// its run), here (not relayed to an edge, which may take seconds),
-    /// on tensors the connection's task decoded.
-    pub(super) fn like(&self, next: &Job) -> bool {
-        Arc::ptr_eq(&self.loaded, &next.loaded)
-            && self.cut == next.cut
-            && self.engine == next.engine
-            && next.edge.is_none()
-            && matches!(next.received, crate::encoding::Received::Decoded { .. })
     }
 }
 
@@ -115,18 +89,31 @@ type Suffix = Arc<(Cut, Arc<SplitPlan>)>;
 pub(super) struct LastPlan(Option<(Arc<Loaded>, crate::CutKey, Option<crate::engine::Engine>, Suffix)>);
 
 impl LastPlan {
+    /// The suffix plan held, when it is `job`'s.
+    fn held(&self, job: &Job) -> Option<&Suffix> {
+        let (loaded, key, engine, found) = self.0.as_ref()?;
+        (Arc::ptr_eq(loaded, &job.loaded) && *key == job.cut && *engine == job.engine).then_some(found)
+    }
+
     /// The cut and suffix plan of `job`.
     fn get(&mut self, job: &Job) -> crate::Result<Suffix> {
-        if let Some((loaded, key, engine, found)) = &self.0 {
-            if Arc::ptr_eq(loaded, &job.loaded) && *key == job.cut && *engine == job.engine {
-                return Ok(found.clone());
-            }
+        if let Some(found) = self.held(job) {
+            return Ok(found.clone());
         }
         let cut = Cut::from_key(job.loaded.model.graph(), job.cut.as_str())?;
         let plan = suffix_plan(&job.loaded, &cut, job.engine)?;
         let found = Arc::new((cut, plan));
         self.0 = Some((job.loaded.clone(), job.cut.clone(), job.engine, found.clone()));
         Ok(found)
+    }
+
+    /// Whether `job` runs as the frames before it did: on the plan held
+    /// (none built in its run), here (not relayed to an edge, which may
+    /// take seconds), on tensors the connection's task decoded.
+    pub(super) fn runs_as_built(&self, job: &Job) -> bool {
+        self.held(job).is_some()
+            && job.edge.is_none()
+            && matches!(job.received, crate::encoding::Received::Decoded { .. })
     }
 }
 
