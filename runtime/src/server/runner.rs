@@ -208,8 +208,50 @@ pub(super) fn prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
+    use crate::{InputShapes, Model, SplitExecutor};
+    use tandem_proto::protocol::LatencySummary;
 
     const FAST: Duration = Duration::from_micros(650);
+
+    /// MNIST from the zoo, loaded as the store loads a model.
+    fn loaded() -> Arc<Loaded> {
+        let bytes = tandem_models::ZooSpec::Mnist.build(1).expect("builds");
+        let model = Model::from_bytes(&bytes, &InputShapes::none()).expect("loads");
+        let latency =
+            LatencySummary { per_layer_s: vec![], overhead_s: 0.0, engine: Engine::Tract, others: vec![] };
+        Arc::new(Loaded { digest: [0; 32], executor: SplitExecutor::new(model.clone()), model, latency })
+    }
+
+    fn job(loaded: &Arc<Loaded>, fraction: f64, engine: Option<Engine>) -> Job {
+        let cut = Cut::at_flops_fraction(loaded.model.graph(), fraction);
+        let tensors = Ok(vec![]);
+        Job {
+            frame: 1,
+            cut: cut.key(),
+            received: crate::encoding::Received::Decoded { tensors, took: Duration::ZERO },
+            answer: vec![],
+            loaded: loaded.clone(),
+            edge: None,
+            engine,
+        }
+    }
+
+    #[test]
+    fn only_a_frame_on_the_plan_held_runs_as_built() {
+        let (model, other_model) = (loaded(), loaded());
+        let (half, phone) = (job(&model, 0.5, None), job(&model, 0.0, None));
+        assert_ne!(half.cut, phone.cut, "two cuts");
+        let mut last = LastPlan::default();
+        assert!(!last.runs_as_built(&half), "no plan held yet");
+        last.get(&half).expect("builds");
+        assert!(last.runs_as_built(&half));
+        assert!(!last.runs_as_built(&phone), "another cut builds its plan in its run");
+        assert!(!last.runs_as_built(&job(&other_model, 0.5, None)), "another model's plan");
+        assert!(!last.runs_as_built(&job(&model, 0.5, Some(Engine::OnnxRuntime))), "another engine's plan");
+        last.get(&phone).expect("builds");
+        assert!(last.runs_as_built(&phone) && !last.runs_as_built(&half), "one plan held");
+    }
 
     #[test]
     fn a_backlogged_runner_sends_short_answers_four_at_a_time_and_anything_else_at_once() {
