@@ -287,6 +287,9 @@ impl Session {
             edge: config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()).ask()),
         };
         let alone = matches!(config.placement, Placement::WearableOnly | Placement::EdgeOnly);
+        if let Some(b) = builder.as_ref().filter(|_| !alone) {
+            b.build_whole(Cut::wearable_only(model.model.graph()), engines);
+        }
         let direct = match (&config.placement, &config.edge) {
             (Placement::EdgeOnly, Some(e)) => Some(direct::Direct::open(e, &model.model)?),
             (Placement::EdgeOnly, None) => return Err(Error::NoEdge),
@@ -929,6 +932,13 @@ impl Session {
     ) -> Result<()> {
         let local = Cut::wearable_only(self.model.model.graph());
         whole.engines = self.prefix_engines(self.frame_engines(engines));
+        // Its plan, built here when nothing built it before: this frame's
+        // plan building, as a switch's is.
+        let building = (!self.executor.is_cached_on(&local, Sides::Both, whole.engines)).then(Instant::now);
+        let plan = self.executor.plan_on(&local, Sides::Both, whole.engines)?;
+        if let Some(t) = building {
+            whole.account.plan_build_ms += t.elapsed().as_secs_f64() * 1e3;
+        }
         let pins = self.cpufreq.is_ok() && self.driver.setting_for(&local).is_some();
         if !self.use_runner || pins {
             self.settle(pipe);
@@ -938,7 +948,6 @@ impl Session {
             });
             return self.finish_whole(pipe, whole, ran);
         }
-        let plan = self.executor.plan_on(&local, Sides::Both, whole.engines)?;
         let PrefixSetting { dilation, scale, line, .. } = self.prefix_setting(&local);
         whole.account.dvfs = line;
         let frame = whole.frame;

@@ -177,20 +177,20 @@ impl SwitchGate {
 /// The wearable's background plan builder: one thread, one cut at a time,
 /// so that builds ahead leave the other cores to the frames.
 pub(super) struct Builder {
-    jobs: cb::Sender<(Cut, Engines)>,
+    jobs: cb::Sender<(Cut, Sides, Engines)>,
     failures: cb::Receiver<(CutKey, Engine, String)>,
 }
 
 impl Builder {
     /// Starts the thread; it ends when the builder is dropped.
     pub(super) fn start(executor: Arc<SplitExecutor>) -> std::io::Result<Builder> {
-        let (jobs, queue) = cb::unbounded::<(Cut, Engines)>();
+        let (jobs, queue) = cb::unbounded::<(Cut, Sides, Engines)>();
         let (fail_tx, failures) = cb::unbounded();
         std::thread::Builder::new().name("tandem-plans".into()).spawn(move || {
-            for (cut, engines) in queue {
+            for (cut, sides, engines) in queue {
                 let started = std::time::Instant::now();
-                match executor.plan_on(&cut, Sides::Prefix, engines) {
-                    Ok(_) => debug!(cut = %cut.key(), took = ?started.elapsed(), "prefix built ahead"),
+                match executor.plan_on(&cut, sides, engines) {
+                    Ok(_) => debug!(cut = %cut.key(), ?sides, took = ?started.elapsed(), "plan built ahead"),
                     Err(e) => {
                         let _ = fail_tx.send((cut.key(), engines.prefix, e.to_string()));
                     }
@@ -203,7 +203,18 @@ impl Builder {
     /// Queues `cut`'s prefix on `engines` (its prefix engine; the executor's
     /// own for the rest, as [`SplitExecutor::plan_on`] keys it).
     pub(super) fn build(&self, cut: Cut, engines: Engines) {
-        let _ = self.jobs.send((cut, engines));
+        let _ = self.jobs.send((cut, Sides::Prefix, engines));
+    }
+
+    /// Queues the plan of every layer here on `engines` (`whole`: the
+    /// wearable-only cut), as a frame run whole asks for it: the plan every
+    /// fallback and every choice of the watch alone needs, which the planner
+    /// never lists among the cuts to build ahead. Else a stream's first
+    /// frame run whole built it: PP-OCR's classifier at 15 frames/s started
+    /// 155 ms behind its clock on this VM and was late on half its frames.
+    pub(super) fn build_whole(&self, whole: Cut, engines: Engines) {
+        debug_assert!(whole.is_wearable_only());
+        let _ = self.jobs.send((whole, Sides::Both, engines));
     }
 
     /// Builds that failed since the last call: (cut key, prefix engine, why).
@@ -227,6 +238,27 @@ mod tests {
     }
 
     const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn the_builder_makes_a_frame_run_whole_find_its_plan_and_a_cut_its_prefix() {
+        let bytes = tandem_models::ZooSpec::Mnist.build(1).expect("builds");
+        let model = Model::from_bytes(&bytes, &InputShapes::none()).expect("loads");
+        let (whole, mid) = (Cut::wearable_only(model.graph()), Cut::at_flops_fraction(model.graph(), 0.5));
+        let executor = Arc::new(SplitExecutor::new(model));
+        let engines = executor.engines();
+        let builder = Builder::start(executor.clone()).expect("starts");
+        builder.build(mid.clone(), engines);
+        builder.build_whole(whole.clone(), engines);
+        let started = std::time::Instant::now();
+        while !executor.is_cached_on(&whole, Sides::Both, engines) {
+            assert!(started.elapsed() < 30 * S, "the whole plan was never built");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // One thread, in order: the cut's prefix was built before.
+        assert!(executor.is_cached_on(&mid, Sides::Prefix, engines));
+        assert!(!executor.is_cached_on(&mid, Sides::Both, engines), "a cut's prefix only");
+        assert!(builder.failures().is_empty());
+    }
 
     #[test]
     fn the_first_cut_goes_at_once_and_a_new_one_waits_for_both_sides() {
