@@ -178,6 +178,12 @@ fn complete(pipe: &mut Pipe, frame: u64, done: Result<(FrameReport, Values)>) {
 
 /// What prices a cut now: the link estimate, the handheld's status, the
 /// link encodings (of the session's parts, borrowed apart from the driver).
+/// What `executor` keys a prefix plan on `prefix` by: that engine for the
+/// prefix, the executor's own suffix engine (a prefix plan has no suffix).
+fn prefix_key(executor: &SplitExecutor, prefix: crate::engine::Engine) -> crate::engine::Engines {
+    crate::engine::Engines { prefix, ..executor.engines() }
+}
+
 fn now_of<'a>(profiler: &LinkProfiler, encodings: &'a encodings::LinkEncodings) -> driver::Now<'a> {
     driver::Now {
         link: profiler.estimate(),
@@ -277,6 +283,7 @@ impl Session {
             };
             OnlineLatency::new(model.model.graph(), dilated)
         };
+        let profiled: Vec<_> = std::iter::once(engine).chain(others.iter().map(|o| o.engine)).collect();
         let others = others.iter().map(|o| (o.engine, online(&o.latency))).collect();
         let driver = Driver::new(&config, ((engine, online(&host)), others))?;
         let settings = link_task::LinkSettings {
@@ -288,7 +295,10 @@ impl Session {
         };
         let alone = matches!(config.placement, Placement::WearableOnly | Placement::EdgeOnly);
         if let Some(b) = builder.as_ref().filter(|_| !alone) {
-            b.build_whole(Cut::wearable_only(model.model.graph()), engines);
+            // Each engine profiled here, the one chosen first.
+            for e in profiled {
+                b.build_whole(Cut::wearable_only(model.model.graph()), prefix_key(&executor, e));
+            }
         }
         let direct = match (&config.placement, &config.edge) {
             (Placement::EdgeOnly, Some(e)) => Some(direct::Direct::open(e, &model.model)?),
@@ -657,10 +667,9 @@ impl Session {
         chosen.unwrap_or_else(|| self.engines())
     }
 
-    /// What the executor keys a prefix plan on `engines` by: their prefix
-    /// engine, the executor's own suffix engine (a prefix plan has no suffix).
+    /// What the executor keys a prefix plan on `engines` by ([`prefix_key`]).
     fn prefix_engines(&self, engines: crate::engine::Engines) -> crate::engine::Engines {
-        crate::engine::Engines { prefix: engines.prefix, ..self.executor.engines() }
+        prefix_key(&self.executor, engines.prefix)
     }
 
     /// Runs one frame on the edge over the wearable's own link
@@ -932,16 +941,20 @@ impl Session {
     ) -> Result<()> {
         let local = Cut::wearable_only(self.model.model.graph());
         whole.engines = self.prefix_engines(self.frame_engines(engines));
-        // Its plan, built here when nothing built it before: this frame's
-        // plan building, as a switch's is.
+        let pins = self.cpufreq.is_ok() && self.driver.setting_for(&local).is_some();
+        let here = !self.use_runner || pins;
+        if here {
+            self.settle(pipe);
+        }
+        // Its plan, built here when nothing built it before (the session
+        // builds the wearable's own engine's at open): this frame's plan
+        // building, as a switch's is.
         let building = (!self.executor.is_cached_on(&local, Sides::Both, whole.engines)).then(Instant::now);
         let plan = self.executor.plan_on(&local, Sides::Both, whole.engines)?;
         if let Some(t) = building {
             whole.account.plan_build_ms += t.elapsed().as_secs_f64() * 1e3;
         }
-        let pins = self.cpufreq.is_ok() && self.driver.setting_for(&local).is_some();
-        if !self.use_runner || pins {
-            self.settle(pipe);
+        if here {
             let ran = self.run_local(inputs, engines).map(|(outputs, took, line)| {
                 whole.account.dvfs = line;
                 (outputs, took)
