@@ -176,14 +176,14 @@ fn complete(pipe: &mut Pipe, frame: u64, done: Result<(FrameReport, Values)>) {
     }
 }
 
-/// What prices a cut now: the link estimate, the handheld's status, the
-/// link encodings (of the session's parts, borrowed apart from the driver).
 /// What `executor` keys a prefix plan on `prefix` by: that engine for the
 /// prefix, the executor's own suffix engine (a prefix plan has no suffix).
 fn prefix_key(executor: &SplitExecutor, prefix: crate::engine::Engine) -> crate::engine::Engines {
     crate::engine::Engines { prefix, ..executor.engines() }
 }
 
+/// What prices a cut now: the link estimate, the handheld's status, the
+/// link encodings (of the session's parts, borrowed apart from the driver).
 fn now_of<'a>(profiler: &LinkProfiler, encodings: &'a encodings::LinkEncodings) -> driver::Now<'a> {
     driver::Now {
         link: profiler.estimate(),
@@ -667,6 +667,19 @@ impl Session {
         chosen.unwrap_or_else(|| self.engines())
     }
 
+    /// `cut`'s plan of `sides` on `engines`, and how long building it took
+    /// here (zero when it was built before, ahead or by an earlier frame).
+    fn plan_timed(
+        &self,
+        cut: &Cut,
+        sides: Sides,
+        engines: crate::engine::Engines,
+    ) -> Result<(Arc<crate::SplitPlan>, Duration)> {
+        let building = (!self.executor.is_cached_on(cut, sides, engines)).then(Instant::now);
+        let plan = self.executor.plan_on(cut, sides, engines)?;
+        Ok((plan, building.map_or(Duration::ZERO, |t| t.elapsed())))
+    }
+
     /// What the executor keys a prefix plan on `engines` by ([`prefix_key`]).
     fn prefix_engines(&self, engines: crate::engine::Engines) -> crate::engine::Engines {
         prefix_key(&self.executor, engines.prefix)
@@ -949,11 +962,8 @@ impl Session {
         // Its plan, built here when nothing built it before (the session
         // builds the wearable's own engine's at open): this frame's plan
         // building, as a switch's is.
-        let building = (!self.executor.is_cached_on(&local, Sides::Both, whole.engines)).then(Instant::now);
-        let plan = self.executor.plan_on(&local, Sides::Both, whole.engines)?;
-        if let Some(t) = building {
-            whole.account.plan_build_ms += t.elapsed().as_secs_f64() * 1e3;
-        }
+        let (plan, built) = self.plan_timed(&local, Sides::Both, whole.engines)?;
+        whole.account.plan_build_ms += built.as_secs_f64() * 1e3;
         if here {
             let ran = self.run_local(inputs, engines).map(|(outputs, took, line)| {
                 whole.account.dvfs = line;
@@ -1124,10 +1134,7 @@ impl Session {
             encodings::Context { model: &self.model.model, executor: &self.executor, config: &self.config };
         let encodings = self.encodings.for_cut(cx, &cut, decided, pricing);
         self.sync_codecs();
-        let building = Instant::now();
-        let inline = !self.executor.is_cached_on(&cut, Sides::Prefix, self.prefix_engines(engines));
-        let plan = self.executor.plan_on(&cut, Sides::Prefix, self.prefix_engines(engines))?;
-        let built = if inline { building.elapsed() } else { Duration::ZERO };
+        let (plan, built) = self.plan_timed(&cut, Sides::Prefix, self.prefix_engines(engines))?;
         let PrefixSetting { pinned, dilation, scale, line } = self.prefix_setting(&cut);
         let mut offload = Offload {
             frame,
