@@ -463,11 +463,7 @@ pub fn pipelining_gains<'a>(rows: &'a [Row], strategy: &str) -> Vec<(&'a str, f6
 /// counted from each frame's arrival) are reported apart ([`walk_report`],
 /// [`rate_report`]).
 pub fn summarize(rows: &[Row]) -> Vec<Headline> {
-    let rows: Vec<Row> = rows
-        .iter()
-        .filter(|r| !is_trace(&r.cell.link) && r.cell.edge.is_empty() && rate_of(&r.cell).is_none())
-        .cloned()
-        .collect();
+    let rows = headline_rows(rows);
     let rows = rows.as_slice();
     let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
@@ -549,6 +545,91 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
         .collect()
 }
 
+/// The rows the headline is figured over: neither a trace's, an edge
+/// cell's nor a source rate's.
+fn headline_rows(rows: &[Row]) -> Vec<Row> {
+    rows.iter()
+        .filter(|r| !is_trace(&r.cell.link) && r.cell.edge.is_empty() && rate_of(&r.cell).is_none())
+        .cloned()
+        .collect()
+}
+
+/// Tandem against one other strategy, cell by cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeadToHead {
+    /// The other strategy.
+    pub strategy: String,
+    /// Cells both ran in (every strategy's, as the headline's).
+    pub cells: usize,
+    /// Geometric mean over the cells of its latency over Tandem's (above
+    /// 1: Tandem faster), and the 95% bootstrap interval.
+    pub latency: (f64, Option<(f64, f64)>),
+    /// The same of each cell's objective ([`score`], per run).
+    pub objective: (f64, Option<(f64, f64)>),
+}
+
+/// Tandem against each other strategy, paired by cell over the headline's
+/// cells: the ratio of the two in each cell, so that the noise the cells
+/// share (a model's, a pair's) cancels, which separate intervals of each
+/// strategy's speedup over wearable-only keep. An interval wholly above 1
+/// is a win, one that holds 1 a tie.
+pub fn head_to_head(rows: &[Row]) -> Vec<HeadToHead> {
+    let rows = headline_rows(rows);
+    let by = by_cell(&rows);
+    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    let complete: Vec<_> = by.iter().filter(|(_, s)| names.iter().all(|n| s.contains_key(n))).collect();
+    let tandem = Strategy::Tandem.name();
+    names
+        .iter()
+        .filter(|&&n| n != tandem)
+        .map(|&name| {
+            let paired = |figure: &dyn Fn(&Cell, &Row) -> f64| -> Vec<crate::interval::Paired> {
+                complete
+                    .iter()
+                    .map(|(c, cell)| crate::interval::Paired {
+                        baseline: cell[name].iter().map(|r| figure(c, r)).collect(),
+                        strategy: cell[tandem].iter().map(|r| figure(c, r)).collect(),
+                    })
+                    .collect()
+            };
+            let figured = |figure: &dyn Fn(&Cell, &Row) -> f64| {
+                let cells = paired(figure);
+                let point = crate::interval::geomean_ratio(&cells).unwrap_or(f64::NAN);
+                (point, crate::interval::geomean_ratio_interval(&cells, 31))
+            };
+            HeadToHead {
+                strategy: name.into(),
+                cells: complete.len(),
+                latency: figured(&|_, r| r.latency_ms),
+                objective: figured(&|c, r| score(c, &[r])),
+            }
+        })
+        .collect()
+}
+
+/// The table of [`head_to_head`].
+fn head_to_head_table(rows: &[Row]) -> String {
+    let with = |(g, i): (f64, Option<(f64, f64)>)| match i {
+        Some((lo, hi)) => format!("{g:.2}× ({lo:.2}–{hi:.2})"),
+        None => format!("{g:.2}×"),
+    };
+    let mut out = String::from(
+        "\nTandem against each strategy, paired by cell (geometric mean over the cells of the strategy's \
+         figure over Tandem's, above 1: Tandem ahead; 95% bootstrap interval, cells and runs resampled). \
+         The objective is each cell's: latency at PropT 0, both devices' weighted energy (model-based) \
+         at PropT ∞, that energy at PropT 200 ms when the bound is met.\n\n\
+         | Tandem against | cells | latency | objective |\n|---|---:|---:|---:|\n",
+    );
+    let all = head_to_head(rows);
+    if all.iter().all(|h| h.cells == 0) {
+        return String::new();
+    }
+    for h in all {
+        out += &format!("| {} | {} | {} | {} |\n", h.strategy, h.cells, with(h.latency), with(h.objective));
+    }
+    out
+}
+
 /// The headline table of `rows`.
 fn headline_table(rows: &[Row]) -> String {
     let mut out = String::from(
@@ -600,7 +681,7 @@ pub fn rate_report(rows: &[Row]) -> String {
     out += "\n|---|---:|";
     out += &"---:|".repeat(Strategy::ALL.len());
     out += "\n";
-    let (mut held, mut judged) = (0usize, 0usize);
+    let (mut held, mut judged, mut held_pooled) = (0usize, 0usize, 0usize);
     for (c, s) in &cells {
         out += &format!("| {} | {} Hz |", c.model, rate_of(c).unwrap_or(0.0));
         let late = |name: &str| {
@@ -621,12 +702,28 @@ pub fn rate_report(rows: &[Row]) -> String {
         {
             judged += 1;
             held += usize::from(own <= best + 1e-9);
+            held_pooled += usize::from(holds_pooled(s));
         }
     }
     out += &format!(
-        "\nTandem missed no more deadlines than the best other strategy in {held} of {judged} cells.\n"
+        "\nTandem missed no more deadlines than the best other strategy in {held} of {judged} cells; \
+         with the runs at one placement pooled (as the headline's pooled count: runs of every strategy \
+         at Tandem's placement are samples of one thing), in {held_pooled} of {judged}.\n"
     );
     out
+}
+
+/// Whether Tandem's late share in a rate cell, pooled by placement
+/// ([`pooled`]), is no more than every other strategy's, pooled alike.
+fn holds_pooled(cell: &BTreeMap<&str, Vec<&Row>>) -> bool {
+    let late = |name: &str| {
+        let runs = pooled(cell, name);
+        let all = !runs.is_empty() && runs.iter().all(|r| r.deadline_miss_share.is_some());
+        all.then(|| mean(&runs, |r| r.deadline_miss_share.unwrap_or(0.0)))
+    };
+    let tandem = Strategy::Tandem.name();
+    let Some(own) = cell.contains_key(tandem).then(|| late(tandem)).flatten() else { return false };
+    cell.keys().filter(|&&n| n != tandem).filter_map(|n| late(n)).all(|other| own <= other + 1e-9)
 }
 
 /// The lossy cells: per cell, each strategy's p50 and the worst accuracy
@@ -725,6 +822,7 @@ pub fn report(rows: &[Row]) -> String {
         return crate::tiers::deepwear_cloud_report(all);
     }
     let mut out = headline_table(rows);
+    out += &head_to_head_table(rows);
     for pair in std::iter::once(DEEPWEAR_PAIR).chain(MEASURED_PAIRS) {
         let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == pair).cloned().collect();
         if era.is_empty() {
@@ -1068,6 +1166,8 @@ pub struct Settings {
     pub base_only: bool,
     /// Only the cells on DeepWear's pairs ([`is_era`]).
     pub era_only: bool,
+    /// Only the cells at a source rate ([`rate_of`]).
+    pub rate_only: bool,
     /// Which edge cells run.
     pub edge: EdgeGrid,
     /// The input shapes of models given as files (for the edge's suffixes).
@@ -1081,7 +1181,7 @@ pub fn compare(
     quick: bool,
     models: Vec<String>,
     file_args: &[String],
-    Settings { frames, dvfs, engine, base_only, era_only, edge, shapes, traces }: Settings,
+    Settings { frames, dvfs, engine, base_only, era_only, rate_only, edge, shapes, traces }: Settings,
     resume: bool,
 ) -> anyhow::Result<()> {
     let ort_lib = match engine {
@@ -1155,6 +1255,9 @@ pub fn compare(
     }
     if era_only {
         cells.retain(is_era);
+    }
+    if rate_only {
+        cells.retain(|c| rate_of(c).is_some());
     }
     // Two interleaved runs per strategy and cell; one for the quick grid
     // (CI's smoke of the harness: its figures are not reported).
@@ -1331,6 +1434,48 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("| 2.00× | 2.00× | -75% | -50% | 50% | 50% | – | 22% |"), "{line}");
+    }
+
+    /// Tandem paired with each strategy by cell: a latency cell and an
+    /// energy cell (PropT ∞), hand-computed ratios on both figures.
+    #[test]
+    fn head_to_head_pairs_by_cell_on_latency_and_on_the_objective() {
+        let mut rows = vec![];
+        // (model, hint, Tandem's latency and watch energy, DADS's); the others as Tandem.
+        for (model, hint, tandem, dads) in
+            [("a", "0", (50.0, 1.0), (60.0, 1.0)), ("b", "inf", (80.0, 0.5), (40.0, 1.0))]
+        {
+            for run in 1..=2 {
+                for s in Strategy::ALL {
+                    let (latency, joules) = if s == Strategy::Dads { dads } else { tandem };
+                    let mut r = row(s.name(), model, run, latency, joules);
+                    r.cell.hint = hint.into();
+                    rows.push(r);
+                }
+            }
+        }
+        let h = head_to_head(&rows);
+        assert_eq!(h.len(), Strategy::ALL.len() - 1);
+        assert!(h.iter().all(|h| h.strategy != "tandem" && h.cells == 2), "{h:?}");
+        let dads = h.iter().find(|h| h.strategy == "dads").expect("dads");
+        // Latency: 60/50 and 40/80; the objective: 60/50 and (1.0/2)/(0.5/2).
+        assert!((dads.latency.0 - (1.2f64 * 0.5).sqrt()).abs() < 1e-9, "{dads:?}");
+        assert!((dads.objective.0 - (1.2f64 * 2.0).sqrt()).abs() < 1e-9, "{dads:?}");
+        // Runs agree, so the interval spans what drawing the two cells can give.
+        let (lo, hi) = dads.objective.1.expect("interval");
+        assert!(
+            1.2 - 1e-9 <= lo && lo < dads.objective.0 && dads.objective.0 < hi && hi <= 2.0 + 1e-9,
+            "{dads:?}"
+        );
+        let same = h.iter().find(|h| h.strategy == "neurosurgeon").expect("neurosurgeon");
+        assert_eq!((same.latency, same.objective), ((1.0, Some((1.0, 1.0))), (1.0, Some((1.0, 1.0)))));
+        let text = report(&rows);
+        let line = format!(
+            "| dads | 2 | 0.77× ({:.2}–{:.2}) |",
+            dads.latency.1.expect("interval").0,
+            dads.latency.1.expect("interval").1
+        );
+        assert!(text.contains(&line), "{text}");
     }
 
     /// Edge cells leave the headline and the per-cell table as they were,
@@ -1580,12 +1725,27 @@ mod tests {
                 rows.push(r);
             }
         }
+        // At 45 Hz Tandem ran on the watch like wearable-only, later on more
+        // frames: pooled, their runs are one placement's samples, and the
+        // others, offloaded, were later still.
+        for s in Strategy::ALL {
+            let mut r = row(s.name(), "m", 1, 50.0, 0.01);
+            r.cell = Cell { mode: rate_mode(45.0), ..Cell::base("m") };
+            let (placement, late) = match s {
+                Strategy::Tandem => ("watch", 0.4),
+                Strategy::WearableOnly => ("watch", 0.2),
+                _ => ("a split", 0.5),
+            };
+            (r.placement, r.deadline_miss_share) = (Some(placement.into()), Some(late));
+            rows.push(r);
+        }
         let text = rate_report(&rows);
         assert!(text.contains("| m | 15 Hz | 20% / 50 |"), "{text}");
         assert!(
-            text.contains("missed no more deadlines than the best other strategy in 1 of 2 cells"),
+            text.contains("missed no more deadlines than the best other strategy in 1 of 3 cells; "),
             "{text}"
         );
+        assert!(text.contains("at Tandem's placement are samples of one thing), in 2 of 3."), "{text}");
         assert!(summarize(&rows).iter().all(|h| h.cells == 0));
         assert_eq!(rate_of(&Cell::base("m")), None);
     }

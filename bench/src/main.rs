@@ -222,6 +222,11 @@ enum Command {
         /// classic and Wi-Fi, lossless and, where the model has a budget, lossy.
         #[arg(long, conflicts_with_all = ["quick", "base_only", "edge_only"])]
         era_only: bool,
+        /// Only the cells streamed at a source rate (each model's camera or
+        /// microphone rates, on the base pair and link): the deadline-miss
+        /// table alone.
+        #[arg(long, conflicts_with_all = ["quick", "base_only", "era_only", "edge_only"])]
+        rate_only: bool,
         /// Also the edge grid (issue 31, DeepWear's cloud comparison): an
         /// edge server (KServe on loopback, serving the suffixes) behind
         /// 100 kbit/s, 5 Mbit/s and 50 Mbit/s links, the phone idle,
@@ -312,6 +317,7 @@ fn main() -> anyhow::Result<()> {
             engine,
             base_only,
             era_only,
+            rate_only,
             edge,
             edge_only,
         } => {
@@ -333,6 +339,7 @@ fn main() -> anyhow::Result<()> {
                 engine,
                 base_only,
                 era_only,
+                rate_only,
                 edge,
                 shapes,
                 traces: trace,
