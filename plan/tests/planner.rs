@@ -250,6 +250,58 @@ fn at_a_source_rate_a_stream_is_planned_for_its_deadline() {
     assert_eq!(decide(link, Mode::Stream, None).chosen, stream.chosen);
 }
 
+/// At a source rate the cut chosen for meeting the period keeps that
+/// standing while its prediction is within the planner's margin past the
+/// period and no cut meets it (a few slow frames at a busy start move a
+/// prediction that far), and loses it past the margin; a cut that meets
+/// the period replaces one that misses it outright.
+#[test]
+fn at_a_source_rate_the_cut_that_met_the_period_stays_within_the_margin() {
+    let pair = Pair::mnist();
+    let (w, h) = pair.sides();
+    let margin = PlannerConfig::default().margin;
+    let stream =
+        |link: LinkEstimate| Conditions { mode: Mode::Stream, ..conditions(link, LatencyHint::Fastest) };
+    let decide = |link: LinkEstimate, mode: Mode, rate: Option<Duration>| {
+        let mut p = Planner::new(PlannerConfig::default(), Conditions { mode, ..stream(link) });
+        p.handle_rate(rate);
+        p.poll_decision(pair.graph(), w, h).expect("decides");
+        p.current().expect("a decision").clone()
+    };
+    // A link where the fastest single frame runs every layer here and the best period offloads.
+    let link = (10..=30)
+        .map(|k| kbps(f64::from(k) * 100.0))
+        .find(|&l| {
+            let (single, stream) = (decide(l, Mode::Single, None), decide(l, Mode::Stream, None));
+            single.chosen.is_wearable_only()
+                && stream.evaluation.stream_period_s < single.evaluation.latency_s * (1.0 - margin)
+        })
+        .expect("a link where the watch alone is fastest and a split keeps a period shorter by the margin");
+    let here = decide(link, Mode::Single, None);
+    let for_period = decide(link, Mode::Stream, None);
+    let latency = here.evaluation.latency_s;
+    let at = |k: f64| Some(Duration::from_secs_f64(latency * k));
+    let mut p = Planner::new(PlannerConfig::default(), stream(link));
+    p.handle_rate(at(1.02));
+    p.poll_decision(pair.graph(), w, h).expect("decides");
+    assert!(p.current().expect("a decision").chosen.is_wearable_only(), "it meets the period");
+    // The period just under its latency, within the margin: it stays, where a
+    // planner without the standing chooses for the period.
+    let within = 1.0 / (1.0 + margin / 2.0);
+    p.handle_rate(at(within));
+    assert!(p.poll_decision(pair.graph(), w, h).expect("decides").is_none(), "kept within the margin");
+    assert!(p.current().expect("a decision").chosen.is_wearable_only());
+    assert_eq!(decide(link, Mode::Stream, at(within)).chosen, for_period.chosen);
+    // Past the margin it leaves for the period's cut, and loses the standing.
+    p.handle_rate(at(1.0 / (1.0 + 2.0 * margin)));
+    let left = p.poll_decision(pair.graph(), w, h).expect("decides").expect("a switch past the margin");
+    assert_eq!(left.chosen, for_period.chosen);
+    // A period it meets again: back to every layer here, whatever the margin says of the speeds.
+    p.handle_rate(at(1.02));
+    let back = p.poll_decision(pair.graph(), w, h).expect("decides").expect("a switch to meet the period");
+    assert!(back.chosen.is_wearable_only(), "{}", back.reason);
+}
+
 /// A second engine on each side whose layer times are `tract`'s scaled by
 /// `early` on the layers (in the DAG's order) that hold the first half of
 /// the work, and by `late` on the rest.

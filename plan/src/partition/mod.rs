@@ -657,6 +657,9 @@ pub struct Planner {
     dvfs: Option<std::sync::Arc<crate::device::DeviceProfile>>,
     /// Frames arrive every this long (a source rate), when they do.
     rate: Option<Duration>,
+    /// The decision in force was chosen for meeting the rate's period, and
+    /// its prediction has stayed within the margin past it since.
+    meets_period: bool,
 }
 
 impl Planner {
@@ -671,6 +674,7 @@ impl Planner {
             codecs: None,
             dvfs: None,
             rate: None,
+            meets_period: false,
         }
     }
 
@@ -735,6 +739,23 @@ impl Planner {
     /// The source rate's period in force.
     pub fn rate(&self) -> Option<Duration> {
         self.rate
+    }
+
+    /// The period the rate rule plans for: a stream at a source rate, its
+    /// hint not energy first, the wearable's setting not chosen with the cut.
+    pub fn rate_rule(&self) -> Option<Duration> {
+        let c = &self.conditions;
+        let applies = self.dvfs.is_none() && c.mode == Mode::Stream && c.hint != LatencyHint::EnergyFirst;
+        self.rate.filter(|_| applies)
+    }
+
+    /// Whether the decision in force, predicted at `latency_s` now, keeps
+    /// its standing for meeting the period: it met it when chosen, and it
+    /// is still within the margin past it (predictions jitter by about that
+    /// much; a few slow frames, a busy start, move them that far).
+    fn keeps_period(&self, latency_s: f64) -> bool {
+        let within = |p: Duration| latency_s <= p.as_secs_f64() * (1.0 + self.config.margin);
+        self.meets_period && self.rate_rule().is_some_and(within)
     }
 
     /// New link encodings per tensor (predicted ratios and speeds), or none.
@@ -815,10 +836,11 @@ impl Planner {
             }
         }
         self.simplified = Some(simplified);
-        let Judged { decision: best, hint, mode, .. } =
+        let Judged { decision: best, hint, mode, meets_period } =
             best.unwrap_or_else(|| Err(Error::InvalidCut("the planner was given no engines".into())))?;
         let Some(current) = &self.current else {
             self.current = Some(best.clone());
+            self.meets_period = meets_period;
             return Ok(Some(best));
         };
         if current.chosen.key() == best.chosen.key()
@@ -826,6 +848,7 @@ impl Planner {
             && current.engines == best.engines
         {
             // Same cut: keep it, with its price under the new conditions.
+            self.meets_period = meets_period || self.keeps_period(best.evaluation.latency_s);
             self.current = Some(best);
             return Ok(None);
         }
@@ -836,6 +859,7 @@ impl Planner {
         ) else {
             // Its engine is no longer offered: it cannot stay.
             self.current = Some(best.clone());
+            self.meets_period = meets_period;
             return Ok(Some(best));
         };
         let (scaled, energy);
@@ -858,10 +882,23 @@ impl Planner {
             prices = prices.with_codecs(graph, codecs, &c.status);
         }
         let now = evaluate(graph, &prices, &current.chosen, c.link.rtt);
-        if beats(&best.evaluation, &now, hint, mode, self.config.margin) {
+        // At a source rate meeting the period decides first: a cut that
+        // meets it replaces one that misses it outright (as meeting PropT
+        // does), and when no cut is predicted to meet it, the cut in force
+        // that met it stays while within the margin past it, where a cut
+        // chosen for the period alone would be late on every frame.
+        let missed = self.rate_rule().is_some_and(|p| now.latency_s > p.as_secs_f64());
+        let switch = match (meets_period, missed) {
+            (true, true) => true,
+            (false, _) if self.keeps_period(now.latency_s) => false,
+            _ => beats(&best.evaluation, &now, hint, mode, self.config.margin),
+        };
+        if switch {
             self.current = Some(best.clone());
+            self.meets_period = meets_period;
             Ok(Some(best))
         } else {
+            self.meets_period = self.keeps_period(now.latency_s);
             if let Some(cur) = &mut self.current {
                 cur.evaluation = now;
             }
@@ -911,10 +948,7 @@ impl Planner {
         };
         let judged = Judged { decision: best, hint: c.hint, mode: c.mode, meets_period: false };
         // At a source rate: the frame's latency first, when a cut fits the period.
-        let Some(period) = self.rate else { return Ok(judged) };
-        if self.dvfs.is_some() || c.mode != Mode::Stream || c.hint == LatencyHint::EnergyFirst {
-            return Ok(judged);
-        }
+        let Some(period) = self.rate_rule() else { return Ok(judged) };
         let single_hint = match c.hint {
             LatencyHint::Within(d) => LatencyHint::Within(d.min(period)),
             _ => LatencyHint::Fastest,

@@ -1,8 +1,12 @@
 //! The rules a session applies around its [`Planner`] between frames, pure
 //! and with time passed in: when a moved link estimate or moved predictions
 //! call for a new decision ([`ChangeGate`]), whether an offloading decision
-//! beats running alone by the margin ([`OffloadCheck`]), and when missed
-//! deadlines mean the handheld has stalled ([`StallPolicy`]).
+//! beats running alone by the margin ([`OffloadCheck`]), when missed
+//! deadlines mean the handheld has stalled ([`StallPolicy`]), and when a
+//! stream at a source rate runs a frame here to measure it again
+//! ([`Revisit`]).
+
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -214,6 +218,58 @@ impl StallPolicy {
     }
 }
 
+/// Frames offloaded between two [`Revisit`]s.
+pub const REVISIT_EVERY: u32 = 8;
+
+/// At a source rate, a frame now and then runs every layer here while the
+/// cut in force offloads and misses the period. A cut that does not run is
+/// never measured again, so a few slow frames (a busy start) that moved the
+/// whole model's prediction past the period would keep the stream off it
+/// for good, late on every frame. A revisit costs little: the frame it
+/// takes would be late offloaded too, and the whole model here must be
+/// predicted within two periods (so it holds up the next frame by less
+/// than one).
+#[derive(Clone, Debug)]
+pub struct Revisit {
+    every: u32,
+    offloaded: u32,
+    pending: bool,
+}
+
+impl Revisit {
+    /// A revisit after `every` frames offloaded (at least 1).
+    pub fn new(every: u32) -> Revisit {
+        Revisit { every: every.max(1), offloaded: 0, pending: false }
+    }
+
+    /// The next frame would offload, predicted at `offload_s`, while the
+    /// whole model here is predicted at `here_s` and frames arrive every
+    /// `period` (`None`: no source rate): whether it runs here instead.
+    pub fn due(&mut self, period: Option<Duration>, offload_s: f64, here_s: f64) -> bool {
+        self.offloaded = self.offloaded.saturating_add(1);
+        let Some(p) = period.map(|p| p.as_secs_f64()) else { return false };
+        let due = self.offloaded > self.every && offload_s > p && here_s < 2.0 * p;
+        if due {
+            self.offloaded = 0;
+            self.pending = true;
+        }
+        due
+    }
+
+    /// Every layer ran here and was measured: the count starts again.
+    /// Whether that frame was a revisit (its measure then re-decides, even
+    /// when the prediction moved less than the margin).
+    pub fn ran_here(&mut self) -> bool {
+        self.offloaded = 0;
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Frames offloaded since every layer last ran here.
+    pub fn offloaded(&self) -> u32 {
+        self.offloaded
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -227,6 +283,31 @@ mod tests {
 
     fn link(up: f64, rtt_ms: u64) -> LinkEstimate {
         LinkEstimate { up_bytes_per_s: up, down_bytes_per_s: up, rtt: Duration::from_millis(rtt_ms) }
+    }
+
+    #[test]
+    fn a_revisit_comes_after_its_frames_offloaded_and_only_where_the_offload_is_late_anyway() {
+        let p = Some(Duration::from_millis(66));
+        let mut r = Revisit::new(3);
+        for _ in 0..3 {
+            assert!(!r.due(p, 0.072, 0.070));
+        }
+        assert!(r.due(p, 0.072, 0.070), "the fourth frame offloaded late runs here");
+        assert!(r.ran_here(), "its measure re-decides");
+        assert!(!r.ran_here(), "once");
+        // An offload that meets the period, a whole model past two periods, no source rate.
+        for (period, offload_s, here_s) in [(p, 0.060, 0.070), (p, 0.072, 0.140), (None, 0.072, 0.070)] {
+            for _ in 0..10 {
+                assert!(!r.due(period, offload_s, here_s), "{period:?} {offload_s} {here_s}");
+            }
+            assert_eq!(r.offloaded(), 10);
+            assert!(!r.ran_here(), "a frame run here for any other reason");
+        }
+        // That frame started the count again.
+        for _ in 0..3 {
+            assert!(!r.due(p, 0.072, 0.070));
+        }
+        assert!(r.due(p, 0.072, 0.070));
     }
 
     #[test]

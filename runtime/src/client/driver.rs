@@ -16,7 +16,9 @@ use crate::{Cut, Error, LayerGraph, Result};
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
 use tandem_plan::partition::dvfs::Setting;
-use tandem_plan::partition::rules::{ChangeGate, OffloadCheck, StallPolicy, Verdict, LINK_CHANGE};
+use tandem_plan::partition::rules::{
+    ChangeGate, OffloadCheck, Revisit, StallPolicy, Verdict, LINK_CHANGE, REVISIT_EVERY,
+};
 use tandem_plan::partition::tiers::{
     decide_tiers_served, evaluate_placement, EdgeLink, EdgePrices, Placement as TierPlacement, Route, Tier,
     TierDecision, TierPrices,
@@ -115,6 +117,8 @@ pub(super) struct Driver {
     handheld_energy: ClusterEnergy,
     /// Deadlines missed in a row.
     stall: StallPolicy,
+    /// At a source rate, when a frame runs here to measure the whole model again.
+    revisit: Revisit,
 }
 
 impl Driver {
@@ -153,6 +157,7 @@ impl Driver {
             wearable_energy: energy(&config.wearable)?,
             handheld_energy: energy(&config.handheld_fallback)?,
             stall: StallPolicy::new(config.max_missed_deadlines),
+            revisit: Revisit::new(REVISIT_EVERY),
         })
     }
 
@@ -264,9 +269,10 @@ impl Driver {
             let suffix: Vec<bool> = prefix.iter().map(|&p| !p).collect();
             online.observe(&suffix, h.as_secs_f64() / handheld_dilation);
         }
+        let revisited = prefix.iter().all(|&p| p) && self.revisit.ran_here();
         let now = self.whole_model_s(prefix.len());
-        if self.totals.update(now).is_some() {
-            debug!(?now, "the predictions moved: re-deciding");
+        if self.totals.update(now).is_some() || revisited {
+            debug!(?now, revisited, "the predictions moved: re-deciding");
             self.offload.forget();
             self.planner.handle_predictor_update();
         }
@@ -519,6 +525,20 @@ impl Driver {
         };
         match self.offload.check(graph, d, wearable, handheld, &conditions, mode) {
             Verdict::Offload { predicted_ms, service_ms } => {
+                let all = vec![true; graph.nodes().len()];
+                let here_s =
+                    pick(&self.wearable_latency, engines.map(|e| e.prefix)).map(|l| l.predict_s(&all));
+                let period = self.planner.rate_rule();
+                if let Some(here_s) = here_s.filter(|&h| self.revisit.due(period, predicted_ms / 1e3, h)) {
+                    let why = format!(
+                        "a revisit: every layer here, predicted {:.1} ms, while the offload's {predicted_ms:.1} ms \
+                         misses the {:.1} ms period (measured again every {REVISIT_EVERY} frames offloaded)",
+                        here_s * 1e3,
+                        period.unwrap_or_default().as_secs_f64() * 1e3,
+                    );
+                    let next = Next::at(Cut::wearable_only(graph), Some(here_s * 1e3)).on(engines);
+                    return (true, Next { local_reason: Some(why), ..next });
+                }
                 let next = Next::at(d.chosen.clone(), Some(predicted_ms)).on(engines);
                 (true, Next { service_ms: Some(service_ms), ..next })
             }
@@ -660,6 +680,52 @@ mod tests {
         }
         let next = d.next(g, &Placement::Auto, None, Mode::Single, now(5));
         assert!(next.cut.is_wearable_only(), "{next:?}");
+    }
+
+    /// At a source rate where no cut meets the period, the stream offloads
+    /// for the period and every layer here is run again after
+    /// [`REVISIT_EVERY`] frames offloaded; once such a frame is measured
+    /// fast enough, the stream comes back here to meet the period.
+    #[test]
+    fn at_a_source_rate_a_late_offload_revisits_every_layer_here() {
+        let m = model();
+        let g = m.graph();
+        let mut d = driver(g, true);
+        d.handheld_ready(g, "phone", ((Engine::Tract, layers(g, 0.0001)), vec![]));
+        let all = vec![true; g.nodes().len()];
+        let here_s = 0.005 * g.nodes().len() as f64;
+        // Offloaded, a frame takes longer than here (the round trip), but the stream's period is short.
+        let rtt = now((here_s * 1.3 * 1e3).ceil() as u64);
+        d.handle_rate(Some(Duration::from_secs_f64(here_s * 0.96)));
+        let mut revisits = vec![];
+        for frame in 0..2 * (REVISIT_EVERY + 1) {
+            let n = d.next(g, &Placement::Auto, None, Mode::Stream, rtt);
+            if n.cut.is_wearable_only() {
+                let why = n.local_reason.unwrap_or_default();
+                assert!(why.starts_with("a revisit"), "frame {frame}: {why}");
+                revisits.push(frame);
+                // Measured as predicted: it re-decides, and the offload stays.
+                d.learn(&all, (Duration::from_secs_f64(here_s), None), 1.0, None);
+            }
+        }
+        let every = REVISIT_EVERY;
+        assert_eq!(revisits, [every, 2 * every + 1], "one frame in {} after the first {every}", every + 1);
+        // The whole model here measured 8% under its prediction (less than
+        // the margin that moves predictions enough to re-decide by
+        // themselves): within the period, the stream comes back here.
+        let mut back = None;
+        for frame in 0..4 * (REVISIT_EVERY + 1) {
+            let n = d.next(g, &Placement::Auto, None, Mode::Stream, rtt);
+            let why = n.local_reason.clone().unwrap_or_default();
+            if n.cut.is_wearable_only() && why.starts_with("a revisit") {
+                d.learn(&all, (Duration::from_secs_f64(here_s * 0.92), None), 1.0, None);
+            } else if n.cut.is_wearable_only() {
+                back = Some((frame, why));
+                break;
+            }
+        }
+        let (frame, why) = back.expect("the stream came back here");
+        assert!(why.contains("frames arrive every"), "frame {frame}: {why}");
     }
 
     #[test]
