@@ -189,6 +189,9 @@ enum Command {
         /// Measured frames per run, after one warm-up.
         #[arg(long, default_value_t = 5)]
         frames: usize,
+        /// Runs of each strategy in each cell, interleaved (`--quick`: 1).
+        #[arg(long, default_value_t = 2, conflicts_with = "quick")]
+        runs: usize,
         /// Keep the cells results.jsonl already has.
         #[arg(long)]
         resume: bool,
@@ -225,7 +228,7 @@ enum Command {
         /// Only the cells streamed at a source rate (each model's camera or
         /// microphone rates, on the base pair and link): the deadline-miss
         /// table alone.
-        #[arg(long, conflicts_with_all = ["quick", "base_only", "era_only", "edge_only"])]
+        #[arg(long, conflicts_with_all = ["quick", "base_only", "era_only", "edge", "edge_only"])]
         rate_only: bool,
         /// Also the edge grid (issue 31, DeepWear's cloud comparison): an
         /// edge server (KServe on loopback, serving the suffixes) behind
@@ -310,6 +313,7 @@ fn main() -> anyhow::Result<()> {
             model,
             shapes,
             frames,
+            runs,
             resume,
             report_only,
             trace,
@@ -335,6 +339,7 @@ fn main() -> anyhow::Result<()> {
             let shapes = shapes.shapes()?;
             let settings = compare::Settings {
                 frames: frames.max(1),
+                runs: runs.max(1),
                 dvfs,
                 engine,
                 base_only,

@@ -642,7 +642,8 @@ impl Default for PlannerConfig {
 }
 
 /// Re-decides the partition as conditions change, switching only when the
-/// gain beats the margin. No I/O: feed it `handle_*`, call `poll_decision`.
+/// gain beats the margin (at a source rate, meeting the period wins
+/// outright: [`Planner::handle_rate`]). No I/O: feed it `handle_*`, call `poll_decision`.
 /// A planner serves one model: the simplified DAG is computed once.
 #[derive(Clone, Debug)]
 pub struct Planner {
@@ -657,8 +658,8 @@ pub struct Planner {
     dvfs: Option<std::sync::Arc<crate::device::DeviceProfile>>,
     /// Frames arrive every this long (a source rate), when they do.
     rate: Option<Duration>,
-    /// The decision in force was chosen for meeting the rate's period, and
-    /// its prediction has stayed within the margin past it since.
+    /// The decision in force met the period in force when it was chosen
+    /// or kept, and its prediction has stayed within the margin past it since.
     meets_period: bool,
 }
 
@@ -730,7 +731,9 @@ impl Planner {
     /// is on time when delivered before the next one arrives, so at a
     /// source rate a stream is planned for each frame's latency when some
     /// cut's latency fits the period (it then also keeps up: no stage is
-    /// longer than the whole), and for the period only when none does.
+    /// longer than the whole), and for the period only when none does; a
+    /// cut that meets the period replaces one that misses it outright, and
+    /// the one chosen for meeting it stays while within the margin past it.
     pub fn handle_rate(&mut self, period: Option<Duration>) {
         self.dirty |= self.rate != period;
         self.rate = period;
@@ -743,19 +746,20 @@ impl Planner {
 
     /// The period the rate rule plans for: a stream at a source rate, its
     /// hint not energy first, the wearable's setting not chosen with the cut.
-    pub fn rate_rule(&self) -> Option<Duration> {
+    pub fn planned_period(&self) -> Option<Duration> {
         let c = &self.conditions;
         let applies = self.dvfs.is_none() && c.mode == Mode::Stream && c.hint != LatencyHint::EnergyFirst;
         self.rate.filter(|_| applies)
     }
 
     /// Whether the decision in force, predicted at `latency_s` now, keeps
-    /// its standing for meeting the period: it met it when chosen, and it
-    /// is still within the margin past it (predictions jitter by about that
-    /// much; a few slow frames, a busy start, move them that far).
+    /// its standing for meeting the period: it met it when chosen or kept,
+    /// and it is within the margin past the period in force (predictions
+    /// jitter by about that much; a few slow frames, a busy start, move
+    /// them that far).
     fn keeps_period(&self, latency_s: f64) -> bool {
         let within = |p: Duration| latency_s <= p.as_secs_f64() * (1.0 + self.config.margin);
-        self.meets_period && self.rate_rule().is_some_and(within)
+        self.meets_period && self.planned_period().is_some_and(within)
     }
 
     /// New link encodings per tensor (predicted ratios and speeds), or none.
@@ -887,7 +891,7 @@ impl Planner {
         // does), and when no cut is predicted to meet it, the cut in force
         // that met it stays while within the margin past it, where a cut
         // chosen for the period alone would be late on every frame.
-        let missed = self.rate_rule().is_some_and(|p| now.latency_s > p.as_secs_f64());
+        let missed = self.planned_period().is_some_and(|p| now.latency_s > p.as_secs_f64());
         let switch = match (meets_period, missed) {
             (true, true) => true,
             (false, _) if self.keeps_period(now.latency_s) => false,
@@ -898,7 +902,7 @@ impl Planner {
             self.meets_period = meets_period;
             Ok(Some(best))
         } else {
-            self.meets_period = self.keeps_period(now.latency_s);
+            self.meets_period = (meets_period && !missed) || self.keeps_period(now.latency_s);
             if let Some(cur) = &mut self.current {
                 cur.evaluation = now;
             }
@@ -948,7 +952,7 @@ impl Planner {
         };
         let judged = Judged { decision: best, hint: c.hint, mode: c.mode, meets_period: false };
         // At a source rate: the frame's latency first, when a cut fits the period.
-        let Some(period) = self.rate_rule() else { return Ok(judged) };
+        let Some(period) = self.planned_period() else { return Ok(judged) };
         let single_hint = match c.hint {
             LatencyHint::Within(d) => LatencyHint::Within(d.min(period)),
             _ => LatencyHint::Fastest,

@@ -218,7 +218,7 @@ impl StallPolicy {
     }
 }
 
-/// Frames offloaded between two [`Revisit`]s.
+/// Frames offloaded late (by prediction) before a [`Revisit`].
 pub const REVISIT_EVERY: u32 = 8;
 
 /// At a source rate, a frame now and then runs every layer here while the
@@ -228,10 +228,13 @@ pub const REVISIT_EVERY: u32 = 8;
 /// for good, late on every frame. A revisit costs little: the frame it
 /// takes would be late offloaded too, and the whole model here must be
 /// predicted within two periods (so it holds up the next frame by less
-/// than one).
+/// than one). The count is of frames started, so with frames in flight a
+/// revisit's measure comes back a few frames later: at least `every`
+/// frames apart.
 #[derive(Clone, Debug)]
 pub struct Revisit {
     every: u32,
+    /// Frames offloaded late since every layer last ran here.
     offloaded: u32,
     pending: bool,
 }
@@ -246,9 +249,9 @@ impl Revisit {
     /// whole model here is predicted at `here_s` and frames arrive every
     /// `period` (`None`: no source rate): whether it runs here instead.
     pub fn due(&mut self, period: Option<Duration>, offload_s: f64, here_s: f64) -> bool {
+        let Some(p) = period.map(|p| p.as_secs_f64()).filter(|&p| offload_s > p) else { return false };
         self.offloaded = self.offloaded.saturating_add(1);
-        let Some(p) = period.map(|p| p.as_secs_f64()) else { return false };
-        let due = self.offloaded > self.every && offload_s > p && here_s < 2.0 * p;
+        let due = self.offloaded > self.every && here_s < 2.0 * p;
         if due {
             self.offloaded = 0;
             self.pending = true;
@@ -257,16 +260,12 @@ impl Revisit {
     }
 
     /// Every layer ran here and was measured: the count starts again.
-    /// Whether that frame was a revisit (its measure then re-decides, even
-    /// when the prediction moved less than the margin).
+    /// Whether a revisit was due (its measure then re-decides, even when
+    /// the prediction moved less than the margin; a revisit frame that the
+    /// edge took instead leaves that to the next frame run here).
     pub fn ran_here(&mut self) -> bool {
         self.offloaded = 0;
         std::mem::take(&mut self.pending)
-    }
-
-    /// Frames offloaded since every layer last ran here.
-    pub fn offloaded(&self) -> u32 {
-        self.offloaded
     }
 }
 
@@ -295,14 +294,20 @@ mod tests {
         assert!(r.due(p, 0.072, 0.070), "the fourth frame offloaded late runs here");
         assert!(r.ran_here(), "its measure re-decides");
         assert!(!r.ran_here(), "once");
-        // An offload that meets the period, a whole model past two periods, no source rate.
-        for (period, offload_s, here_s) in [(p, 0.060, 0.070), (p, 0.072, 0.140), (None, 0.072, 0.070)] {
+        // An offload that meets the period, no source rate: not counted.
+        for (period, offload_s) in [(p, 0.060), (None, 0.072)] {
             for _ in 0..10 {
-                assert!(!r.due(period, offload_s, here_s), "{period:?} {offload_s} {here_s}");
+                assert!(!r.due(period, offload_s, 0.070), "{period:?} {offload_s}");
             }
-            assert_eq!(r.offloaded(), 10);
-            assert!(!r.ran_here(), "a frame run here for any other reason");
         }
+        assert!(!r.due(p, 0.072, 0.070), "the first frame offloaded late since");
+        assert!(!r.ran_here(), "a frame run here for any other reason");
+        // A whole model past two periods: counted, never revisited.
+        for _ in 0..10 {
+            assert!(!r.due(p, 0.072, 0.140));
+        }
+        assert!(r.due(p, 0.072, 0.070), "its prediction back under two periods");
+        r.ran_here();
         // That frame started the count again.
         for _ in 0..3 {
             assert!(!r.due(p, 0.072, 0.070));

@@ -45,6 +45,10 @@ pub(super) struct Next {
     /// The engine of each half, when chosen with the cut (`None`: each
     /// side's own, the faster whole model under `auto`).
     pub engines: Option<Engines>,
+    /// Every layer here to measure the whole model again ([`Revisit`]),
+    /// not a decision: the cut in force, or one waiting for its plans,
+    /// stays where the next frame goes.
+    pub revisit: bool,
 }
 
 impl Next {
@@ -57,12 +61,21 @@ impl Next {
             local_reason: Some(reason.into()),
             waited: None,
             engines: None,
+            revisit: false,
         }
     }
 
     /// `cut`, predicted at `predicted_ms`.
     pub fn at(cut: Cut, predicted_ms: Option<f64>) -> Next {
-        Next { cut, predicted_ms, service_ms: None, local_reason: None, waited: None, engines: None }
+        Next {
+            cut,
+            predicted_ms,
+            service_ms: None,
+            local_reason: None,
+            waited: None,
+            engines: None,
+            revisit: false,
+        }
     }
 
     /// The same, on `engines`.
@@ -528,16 +541,16 @@ impl Driver {
                 let all = vec![true; graph.nodes().len()];
                 let here_s =
                     pick(&self.wearable_latency, engines.map(|e| e.prefix)).map(|l| l.predict_s(&all));
-                let period = self.planner.rate_rule();
+                let period = self.planner.planned_period();
                 if let Some(here_s) = here_s.filter(|&h| self.revisit.due(period, predicted_ms / 1e3, h)) {
                     let why = format!(
                         "a revisit: every layer here, predicted {:.1} ms, while the offload's {predicted_ms:.1} ms \
-                         misses the {:.1} ms period (measured again every {REVISIT_EVERY} frames offloaded)",
+                         misses the {:.1} ms period (measured again after {REVISIT_EVERY} frames offloaded late)",
                         here_s * 1e3,
                         period.unwrap_or_default().as_secs_f64() * 1e3,
                     );
                     let next = Next::at(Cut::wearable_only(graph), Some(here_s * 1e3)).on(engines);
-                    return (true, Next { local_reason: Some(why), ..next });
+                    return (true, Next { local_reason: Some(why), revisit: true, ..next });
                 }
                 let next = Next::at(d.chosen.clone(), Some(predicted_ms)).on(engines);
                 (true, Next { service_ms: Some(service_ms), ..next })
@@ -714,7 +727,7 @@ mod tests {
         // the margin that moves predictions enough to re-decide by
         // themselves): within the period, the stream comes back here.
         let mut back = None;
-        for frame in 0..4 * (REVISIT_EVERY + 1) {
+        for frame in 0..8 * (REVISIT_EVERY + 1) {
             let n = d.next(g, &Placement::Auto, None, Mode::Stream, rtt);
             let why = n.local_reason.clone().unwrap_or_default();
             if n.cut.is_wearable_only() && why.starts_with("a revisit") {

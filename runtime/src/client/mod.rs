@@ -627,6 +627,11 @@ impl Session {
         let ahead = self.switch.unasked(ahead, Some(ahead_on));
         self.prepare(ahead, ahead_on);
         let engines = self.frame_engines(decided.engines);
+        if decided.revisit {
+            // Measured here without moving the switch: the cut in force, or
+            // one waiting for its plans, is still where later frames go.
+            return driver::Next { engines: Some(engines), ..decided };
+        }
         let local_ready =
             self.executor.is_cached_on(&decided.cut, Sides::Prefix, self.prefix_engines(engines));
         match self.switch.choose(&(decided.cut.clone(), Some(engines)), local_ready, self.now()) {
