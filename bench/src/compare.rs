@@ -835,7 +835,9 @@ pub fn report(rows: &[Row]) -> String {
     if rows.is_empty() {
         return crate::tiers::deepwear_cloud_report(all);
     }
-    let mut out = headline_table(rows);
+    // A run of the rate cells alone (`--rate-only`) has no headline.
+    let headlined = summarize(rows).iter().any(|h| h.cells > 0);
+    let mut out = if headlined { headline_table(rows) } else { String::new() };
     out += &head_to_head_table(rows);
     for pair in std::iter::once(DEEPWEAR_PAIR).chain(MEASURED_PAIRS) {
         let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == pair).cloned().collect();
