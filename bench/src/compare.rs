@@ -393,6 +393,16 @@ pub fn by_cell(rows: &[Row]) -> BTreeMap<&Cell, BTreeMap<&str, Vec<&Row>>> {
     by
 }
 
+/// A cell's runs by strategy, as [`by_cell`] gives them.
+type CellRuns<'a> = BTreeMap<&'a str, Vec<&'a Row>>;
+
+/// The cells of `by` where every strategy has a result: those the headline
+/// and the head-to-head are figured over.
+fn complete_cells<'a, 'b>(by: &'b BTreeMap<&'a Cell, CellRuns<'a>>) -> Vec<(&'b &'a Cell, &'b CellRuns<'a>)> {
+    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    by.iter().filter(|(_, s)| names.iter().all(|n| s.contains_key(n))).collect()
+}
+
 /// The mean of `value` over `runs`.
 pub fn mean(runs: &[&Row], value: fn(&Row) -> f64) -> f64 {
     runs.iter().map(|r| value(r)).sum::<f64>() / runs.len().max(1) as f64
@@ -467,7 +477,7 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
     let rows = rows.as_slice();
     let by = by_cell(rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-    let complete: Vec<_> = by.iter().filter(|(_, s)| names.iter().all(|n| s.contains_key(n))).collect();
+    let complete = complete_cells(&by);
     names
         .iter()
         .map(|&name| {
@@ -582,7 +592,7 @@ pub fn head_to_head(rows: &[Row]) -> Vec<HeadToHead> {
     let rows = headline_rows(rows);
     let by = by_cell(&rows);
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-    let complete: Vec<_> = by.iter().filter(|(_, s)| names.iter().all(|n| s.contains_key(n))).collect();
+    let complete = complete_cells(&by);
     let one_figure: Vec<_> = complete.iter().copied().filter(|(c, _)| c.hint != "mid").collect();
     let tandem = Strategy::Tandem.name();
     names
@@ -590,8 +600,7 @@ pub fn head_to_head(rows: &[Row]) -> Vec<HeadToHead> {
         .filter(|&&n| n != tandem)
         .map(|&name| {
             // The geometric mean of `name`'s figure over Tandem's in `cells`, and its interval.
-            let figured = |cells: &[(&&Cell, &BTreeMap<&str, Vec<&Row>>)],
-                           figure: &dyn Fn(&Cell, &Row) -> f64| {
+            let figured = |cells: &[(&&Cell, &CellRuns)], figure: &dyn Fn(&Cell, &Row) -> f64| {
                 let paired: Vec<_> = cells
                     .iter()
                     .map(|(c, cell)| crate::interval::Paired {
@@ -645,8 +654,13 @@ fn head_to_head_table(rows: &[Row]) -> String {
     out
 }
 
-/// The headline table of `rows`.
+/// The headline table of `rows`; nothing where no cell has every
+/// strategy's result (a run of the rate cells alone).
 fn headline_table(rows: &[Row]) -> String {
+    let headlines = summarize(rows);
+    if headlines.iter().all(|h| h.cells == 0) {
+        return String::new();
+    }
     let mut out = String::from(
         "| strategy | cells | speedup vs wearable-only (geomean, 95% bootstrap interval) | speedup vs handheld-only (geomean, interval) | \
          pooled, latency cells: vs wearable-only | vs handheld-only | \
@@ -658,7 +672,7 @@ fn headline_table(rows: &[Row]) -> String {
         Some((lo, hi)) => format!("{g:.2}× ({lo:.2}–{hi:.2})"),
         None => format!("{g:.2}×"),
     };
-    for h in summarize(rows) {
+    for h in headlines {
         out += &format!(
             "| {} | {} | {} | {} | {} | {} | {:+.0}% | {:+.0}% | {:.0}% | {:.0}% | {} | {:.0}% |\n",
             h.strategy,
@@ -835,9 +849,7 @@ pub fn report(rows: &[Row]) -> String {
     if rows.is_empty() {
         return crate::tiers::deepwear_cloud_report(all);
     }
-    // A run of the rate cells alone (`--rate-only`) has no headline.
-    let headlined = summarize(rows).iter().any(|h| h.cells > 0);
-    let mut out = if headlined { headline_table(rows) } else { String::new() };
+    let mut out = headline_table(rows);
     out += &head_to_head_table(rows);
     for pair in std::iter::once(DEEPWEAR_PAIR).chain(MEASURED_PAIRS) {
         let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == pair).cloned().collect();

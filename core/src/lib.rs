@@ -11,6 +11,7 @@
 //! - `workaround`: exact rewrites of ONNX patterns tract runs wrongly (a softmax between int8 dequantize and quantize).
 //! - [`graph`]: the layer DAG (kinds, parameters, FLOPs, tensor sizes).
 //! - [`cut`]: valid cuts, their crossing tensors, enumeration and sampling.
+//! - [`device_clock`]: an emulated device's clock (its thread's CPU time, stretched).
 //! - [`engine`]: the backend trait a half is loaded, run and profiled behind; tract, and onnxruntime (feature `onnxruntime`).
 //! - [`split`]: prefix and suffix plans per cut, cached (bounded in weight bytes).
 //! - [`tier`]: three-part execution (watch, phone, edge server): the phone's middle part, the edge's suffix as ONNX.
@@ -47,6 +48,7 @@ pub mod card;
 pub mod check;
 mod concretize;
 pub mod cut;
+pub mod device_clock;
 pub mod engine;
 pub mod error;
 pub mod graph;

@@ -23,6 +23,7 @@ use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
 use super::{median, Backend, Engine, EngineNode, EngineProfile, Runner, ONNXRUNTIME_HOW_TO};
+use crate::device_clock::DeviceClock;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
@@ -94,14 +95,6 @@ fn version_of(build_info: &str) -> String {
         .find_map(|part| part.strip_prefix("git-branch=rel-"))
         .unwrap_or("unknown")
         .to_string()
-}
-
-/// Sleeps what a device `factor` times slower would have taken beyond
-/// `took` (onnxruntime runs a session whole, so it is dilated whole).
-fn dilate(took: Duration, factor: f64) {
-    if factor > 1.0 {
-        std::thread::sleep(took.mul_f64(factor - 1.0));
-    }
 }
 
 impl Error {
@@ -211,9 +204,11 @@ impl Runner for OrtRunner {
     }
 
     fn run(&self, feed: TVec<TValue>, factor: f64) -> Result<TVec<TValue>> {
-        let started = Instant::now();
+        // onnxruntime runs a session whole (on this thread: one intra-op
+        // thread), so it is stretched whole.
+        let clock = DeviceClock::start(factor);
         let out = self.run_on(&self.session, &feed)?;
-        dilate(started.elapsed(), factor);
+        clock.finish();
         Ok(out)
     }
 

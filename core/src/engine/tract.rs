@@ -10,6 +10,7 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::plan::{eval, SimpleState};
 
 use super::{median, Backend, Engine, EngineNode, EngineProfile, Runner};
+use crate::device_clock::DeviceClock;
 use crate::error::{Result, TractContext};
 use crate::model::Model;
 
@@ -41,31 +42,23 @@ impl Runner for TractRunner {
         Engine::Tract
     }
 
-    /// With `factor` > 1, after each executed node the thread sleeps
-    /// `(factor − 1)` × the node's time (owed time is slept once it reaches
-    /// 1 ms, and the rest at the end).
+    /// With `factor` > 1, the run takes `factor` times its thread's CPU
+    /// time ([`DeviceClock`]), slept between nodes once 1 ms is owed.
     fn run(&self, feed: TVec<TValue>, factor: f64) -> Result<TVec<TValue>> {
         if factor <= 1.0 {
             return self.plan.run(feed).tract(|| "running a plan".into());
         }
         let mut state = SimpleState::new(&self.plan).tract(|| "creating a plan state".into())?;
-        let mut owed = 0.0f64;
+        let mut clock = DeviceClock::start(factor);
         let out = state
             .run_plan_with_eval(feed, |ctx, op_state, node, input| {
                 let started = Instant::now();
                 let r = eval(ctx, op_state, node, input);
-                owed += started.elapsed().as_secs_f64() * (factor - 1.0);
-                if owed >= 1e-3 {
-                    let slept = Instant::now();
-                    std::thread::sleep(Duration::from_secs_f64(owed));
-                    owed -= slept.elapsed().as_secs_f64();
-                }
+                clock.step(started.elapsed());
                 r
             })
             .tract(|| "running a plan".into())?;
-        if owed > 0.0 {
-            std::thread::sleep(Duration::from_secs_f64(owed));
-        }
+        clock.finish();
         Ok(out)
     }
 

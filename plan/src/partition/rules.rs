@@ -236,9 +236,9 @@ pub const REVISIT_WITHIN: f64 = 1.25;
 /// for good, late on every frame. A revisit costs little: the frame it
 /// takes would be late offloaded too, and the whole model here must be
 /// predicted within [`REVISIT_WITHIN`] of the period (so it holds up the
-/// next frame by less than a quarter of one). The count is of frames started, so with frames in flight a
-/// revisit's measure comes back a few frames later: at least `every`
-/// frames apart.
+/// next frame by less than a quarter of one). The count is of frames
+/// started, so with frames in flight a revisit's measure comes back a few
+/// frames later: at least `every` frames apart.
 #[derive(Clone, Debug)]
 pub struct Revisit {
     every: u32,
@@ -253,18 +253,25 @@ impl Revisit {
         Revisit { every: every.max(1), offloaded: 0, pending: false }
     }
 
-    /// The next frame would offload, predicted at `offload_s`, while the
-    /// whole model here is predicted at `here_s` and frames arrive every
-    /// `period` (`None`: no source rate): whether it runs here instead.
-    pub fn due(&mut self, period: Option<Duration>, offload_s: f64, here_s: f64) -> bool {
-        let Some(p) = period.map(|p| p.as_secs_f64()).filter(|&p| offload_s > p) else { return false };
+    /// The next frame would offload, predicted at `offload_s`, and frames
+    /// arrive every `period` (`None`: no source rate): the whole model's
+    /// prediction here, `here_s` (asked only of an offload that misses the
+    /// period), where the frame runs every layer here instead.
+    pub fn due(
+        &mut self,
+        period: Option<Duration>,
+        offload_s: f64,
+        here_s: impl FnOnce() -> Option<f64>,
+    ) -> Option<f64> {
+        let p = period.map(|p| p.as_secs_f64()).filter(|&p| offload_s > p)?;
         self.offloaded = self.offloaded.saturating_add(1);
-        let due = self.offloaded > self.every && here_s <= REVISIT_WITHIN * p;
-        if due {
-            self.offloaded = 0;
-            self.pending = true;
+        if self.offloaded <= self.every {
+            return None;
         }
-        due
+        let here_s = here_s().filter(|&h| h <= REVISIT_WITHIN * p)?;
+        self.offloaded = 0;
+        self.pending = true;
+        Some(here_s)
     }
 
     /// Every layer ran here and was measured: the count starts again.
@@ -296,31 +303,35 @@ mod tests {
     fn a_revisit_comes_after_its_frames_offloaded_and_only_where_the_offload_is_late_anyway() {
         let p = Some(Duration::from_millis(66));
         let mut r = Revisit::new(3);
+        let due = |r: &mut Revisit, period, offload_s, here_s: f64| {
+            r.due(period, offload_s, || Some(here_s)).is_some()
+        };
         for _ in 0..3 {
-            assert!(!r.due(p, 0.072, 0.070));
+            assert!(!due(&mut r, p, 0.072, 0.070));
         }
-        assert!(r.due(p, 0.072, 0.070), "the fourth frame offloaded late runs here");
+        assert_eq!(r.due(p, 0.072, || Some(0.070)), Some(0.070), "the fourth frame offloaded late runs here");
         assert!(r.ran_here(), "its measure re-decides");
         assert!(!r.ran_here(), "once");
-        // An offload that meets the period, no source rate: not counted.
+        // An offload that meets the period, no source rate: not counted, the whole model not priced.
         for (period, offload_s) in [(p, 0.060), (None, 0.072)] {
             for _ in 0..10 {
-                assert!(!r.due(period, offload_s, 0.070), "{period:?} {offload_s}");
+                assert_eq!(r.due(period, offload_s, || panic!("priced")), None, "{period:?} {offload_s}");
             }
         }
-        assert!(!r.due(p, 0.072, 0.070), "the first frame offloaded late since");
+        assert!(!due(&mut r, p, 0.072, 0.070), "the first frame offloaded late since");
         assert!(!r.ran_here(), "a frame run here for any other reason");
-        // A whole model more than a quarter past the period: counted, never revisited.
+        // A whole model more than a quarter past the period, or not predicted: counted, never revisited.
         for _ in 0..10 {
-            assert!(!r.due(p, 0.072, 0.0826));
+            assert!(!due(&mut r, p, 0.072, 0.0826));
+            assert_eq!(r.due(p, 0.072, || None), None);
         }
-        assert!(r.due(p, 0.072, 0.0824), "its prediction back within a quarter past it");
+        assert!(due(&mut r, p, 0.072, 0.0824), "its prediction back within a quarter past it");
         r.ran_here();
         // That frame started the count again.
         for _ in 0..3 {
-            assert!(!r.due(p, 0.072, 0.070));
+            assert!(!due(&mut r, p, 0.072, 0.070));
         }
-        assert!(r.due(p, 0.072, 0.070));
+        assert!(due(&mut r, p, 0.072, 0.070));
     }
 
     #[test]

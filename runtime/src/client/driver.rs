@@ -540,12 +540,11 @@ impl Driver {
             Verdict::Offload { predicted_ms, service_ms } => {
                 // Only a stream at a source rate, offloaded late, prices the whole model here.
                 let period = self.planner.planned_period();
-                let late = period.is_some_and(|p| predicted_ms / 1e3 > p.as_secs_f64());
-                let here_s = late
-                    .then(|| pick(&self.wearable_latency, engines.map(|e| e.prefix)))
-                    .flatten()
-                    .map(|l| l.predict_s(&vec![true; graph.nodes().len()]));
-                if let Some(here_s) = here_s.filter(|&h| self.revisit.due(period, predicted_ms / 1e3, h)) {
+                let here_s = || {
+                    pick(&self.wearable_latency, engines.map(|e| e.prefix))
+                        .map(|l| l.predict_s(&vec![true; graph.nodes().len()]))
+                };
+                if let Some(here_s) = self.revisit.due(period, predicted_ms / 1e3, here_s) {
                     let why = format!(
                         "a revisit: every layer here, predicted {:.1} ms, while the offload's {predicted_ms:.1} ms \
                          misses the {:.1} ms period (measured again after {REVISIT_EVERY} frames offloaded late)",

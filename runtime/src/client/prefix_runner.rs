@@ -75,7 +75,7 @@ pub(super) fn pack(
 ) -> Result<(Vec<PackedTensor>, u64)> {
     let mut packed = vec![];
     let mut raw_bytes = 0u64;
-    let started = Instant::now();
+    let clock = tandem_core::device_clock::DeviceClock::start(packing.dilation);
     for (&t, &encoding) in cut.up_tensors().iter().zip(encodings) {
         let name = &graph.tensor(t).name;
         let v = up.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
@@ -85,7 +85,7 @@ pub(super) fn pack(
             .map_err(|source| Error::Pack { tensor: name.clone(), source })?;
         packed.push(p);
     }
-    super::dilate(started.elapsed(), packing.dilation);
+    clock.finish();
     Ok((packed, raw_bytes))
 }
 
