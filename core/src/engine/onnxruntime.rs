@@ -206,8 +206,8 @@ impl Runner for OrtRunner {
     fn run(&self, feed: TVec<TValue>, factor: f64) -> Result<TVec<TValue>> {
         // onnxruntime runs a session whole (on this thread: one intra-op
         // thread), so it is stretched whole.
-        let clock = DeviceClock::start(factor);
-        let out = self.run_on(&self.session, &feed)?;
+        let mut clock = DeviceClock::start(factor);
+        let out = clock.time(|| self.run_on(&self.session, &feed))?;
         clock.finish();
         Ok(out)
     }

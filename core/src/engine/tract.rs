@@ -42,7 +42,7 @@ impl Runner for TractRunner {
         Engine::Tract
     }
 
-    /// With `factor` > 1, the run takes `factor` times its thread's CPU
+    /// With `factor` > 1, each node takes `factor` times its thread's CPU
     /// time ([`DeviceClock`]), slept between nodes once 1 ms is owed.
     fn run(&self, feed: TVec<TValue>, factor: f64) -> Result<TVec<TValue>> {
         if factor <= 1.0 {
@@ -52,10 +52,7 @@ impl Runner for TractRunner {
         let mut clock = DeviceClock::start(factor);
         let out = state
             .run_plan_with_eval(feed, |ctx, op_state, node, input| {
-                let started = Instant::now();
-                let r = eval(ctx, op_state, node, input);
-                clock.step(started.elapsed());
-                r
+                clock.time(|| eval(ctx, op_state, node, input))
             })
             .tract(|| "running a plan".into())?;
         clock.finish();

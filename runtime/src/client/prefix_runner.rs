@@ -73,18 +73,21 @@ pub(super) fn pack(
     up: &Values,
     encodings: &[Encoding],
 ) -> Result<(Vec<PackedTensor>, u64)> {
-    let mut packed = vec![];
     let mut raw_bytes = 0u64;
-    let clock = tandem_core::device_clock::DeviceClock::start(packing.dilation);
-    for (&t, &encoding) in cut.up_tensors().iter().zip(encodings) {
-        let name = &graph.tensor(t).name;
-        let v = up.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
-        raw_bytes += v.as_bytes().len() as u64;
-        let wire = tandem_core::wire::to_wire(v)?;
-        let p = tandem_proto::protocol::pack_tensor(name, &wire, encoding, packing.widenings.get(name))
-            .map_err(|source| Error::Pack { tensor: name.clone(), source })?;
-        packed.push(p);
-    }
+    let mut clock = tandem_core::device_clock::DeviceClock::start(packing.dilation);
+    let packed = clock.time(|| {
+        let mut packed = vec![];
+        for (&t, &encoding) in cut.up_tensors().iter().zip(encodings) {
+            let name = &graph.tensor(t).name;
+            let v = up.get(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
+            raw_bytes += v.as_bytes().len() as u64;
+            let wire = tandem_core::wire::to_wire(v)?;
+            let p = tandem_proto::protocol::pack_tensor(name, &wire, encoding, packing.widenings.get(name))
+                .map_err(|source| Error::Pack { tensor: name.clone(), source })?;
+            packed.push(p);
+        }
+        Ok::<_, Error>(packed)
+    })?;
     clock.finish();
     Ok((packed, raw_bytes))
 }
