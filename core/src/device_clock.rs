@@ -7,8 +7,7 @@
 //! watch 8× slower than the host loses 8 ms for each 1 ms its thread
 //! waited for a core). The thread's own CPU time is what the work cost, so
 //! the device's clock is that, times `factor`; waiting for a core is
-//! absorbed by sleeping less. Where the platform has no per-thread CPU
-//! clock, the wall time of each step is stretched instead.
+//! absorbed by sleeping less.
 
 use std::time::{Duration, Instant};
 
@@ -45,10 +44,7 @@ impl DeviceClock {
         let (wall, cpu) = (Instant::now(), thread_cpu_time());
         let r = step();
         let took = wall.elapsed().as_secs_f64();
-        let cost = match cpu.zip(thread_cpu_time()) {
-            Some((before, after)) => (after.saturating_sub(before).as_secs_f64() - read_cost_s()).max(0.0),
-            None => took,
-        };
+        let cost = (thread_cpu_time().saturating_sub(cpu).as_secs_f64() - read_cost_s()).max(0.0);
         self.owed += cost * self.factor - took;
         if self.owed >= SLEEP_FROM_S {
             self.sleep_owed();
@@ -78,23 +74,18 @@ fn read_cost_s() -> f64 {
     static COST: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *COST.get_or_init(|| {
         (0..32)
-            .filter_map(|_| thread_cpu_time().zip(thread_cpu_time()))
-            .map(|(a, b)| b.saturating_sub(a).as_secs_f64())
-            .fold(f64::INFINITY, f64::min)
-            .min(1e-5)
+            .map(|_| {
+                let a = thread_cpu_time();
+                thread_cpu_time().saturating_sub(a).as_secs_f64()
+            })
+            .fold(1e-5, f64::min)
     })
 }
 
-/// The CPU time this thread has used, where the platform has the clock.
-#[cfg(unix)]
-fn thread_cpu_time() -> Option<Duration> {
-    use nix::time::{clock_gettime, ClockId};
-    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).ok().map(Duration::from)
-}
-
-#[cfg(not(unix))]
-fn thread_cpu_time() -> Option<Duration> {
-    None
+/// The CPU time this thread has used so far.
+pub fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
 #[cfg(test)]
@@ -103,19 +94,19 @@ mod tests {
 
     /// Spins this thread for about `d` of its CPU time.
     fn spin(d: Duration) {
-        let start = thread_cpu_time().expect("a thread CPU clock here");
-        while thread_cpu_time().expect("clock").saturating_sub(start) < d {}
+        let start = thread_cpu_time();
+        while thread_cpu_time().saturating_sub(start) < d {}
     }
 
     #[test]
     fn work_takes_the_factor_times_its_cpu_time() {
-        let (started, cpu) = (Instant::now(), thread_cpu_time().expect("a thread CPU clock here"));
+        let (started, cpu) = (Instant::now(), thread_cpu_time());
         let mut clock = DeviceClock::start(3.0);
         for _ in 0..4 {
             clock.time(|| spin(Duration::from_millis(2)));
         }
         clock.finish();
-        let used = thread_cpu_time().expect("clock").saturating_sub(cpu).as_secs_f64();
+        let used = thread_cpu_time().saturating_sub(cpu).as_secs_f64();
         let took = started.elapsed().as_secs_f64();
         assert!(took >= 3.0 * used * 0.95, "took {took} s for {used} s of CPU at 3x");
     }

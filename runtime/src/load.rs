@@ -61,8 +61,7 @@ fn spin(wall: Duration) {
 
 /// This thread's CPU time so far.
 pub fn thread_cpu() -> Duration {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+    tandem_core::device_clock::thread_cpu_time()
 }
 
 /// This process's CPU time so far, every thread's.
