@@ -853,7 +853,8 @@ pub fn report(rows: &[Row]) -> String {
     out += &head_to_head_table(rows);
     for pair in std::iter::once(DEEPWEAR_PAIR).chain(MEASURED_PAIRS) {
         let era: Vec<Row> = rows.iter().filter(|r| r.cell.pair == pair).cloned().collect();
-        if era.is_empty() {
+        let table = headline_table(&era);
+        if table.is_empty() {
             continue;
         }
         let what = match pair {
@@ -864,7 +865,7 @@ pub fn report(rows: &[Row]) -> String {
             "\nOn {pair} alone ({what}). DeepWear's published figures: \
              2.62× over wearable-only, 1.95× over handheld-only, 32.7% and 18.0% less energy.\n\n"
         );
-        out += &headline_table(&era);
+        out += &table;
     }
     out += &walk_report(rows);
     out += &rate_report(rows);

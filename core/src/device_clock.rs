@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 /// between them (an engine's own bookkeeping between nodes) is the
 /// host's, as the device profiles' calibration measured it.
 #[derive(Debug)]
+#[must_use = "a device clock sleeps what it owes at `finish`"]
 pub struct DeviceClock {
     factor: f64,
     /// Seconds owed the device: each step's `factor` × CPU time less the
@@ -30,9 +31,18 @@ const SLEEP_FROM_S: f64 = 1e-3;
 
 impl DeviceClock {
     /// Starts the clock of work about to run on this thread (a `factor` of
-    /// 1 or less, or NaN, is this host: nothing is timed or slept).
+    /// 1 or less, infinite or NaN is this host: nothing is timed or slept).
     pub fn start(factor: f64) -> DeviceClock {
-        DeviceClock { factor: if factor > 1.0 { factor } else { 1.0 }, owed: 0.0 }
+        DeviceClock { factor: if factor.is_finite() && factor > 1.0 { factor } else { 1.0 }, owed: 0.0 }
+    }
+
+    /// Work of the device's that another thread did, at this host's speed,
+    /// with `cpu` of its CPU time, before this one waited for it: the rest
+    /// of the device's time is owed here.
+    pub fn ran_elsewhere(&mut self, cpu: Duration) {
+        if self.factor > 1.0 {
+            self.owed += cpu.as_secs_f64() * (self.factor - 1.0);
+        }
     }
 
     /// Runs a step of the work, then sleeps what the device owes once that
@@ -113,8 +123,8 @@ mod tests {
 
     /// A step that waited without running (as a thread waits for a core
     /// taken by another process) is not stretched: the device's time is its
-    /// CPU time's, and the wait is slept off. Stretching the wall time would
-    /// take at least twice the wait at 2x.
+    /// CPU time's, and the wait is slept off, in that step and the next.
+    /// Stretching the wall time would take at least twice the wait at 2x.
     #[test]
     fn time_spent_waiting_for_a_core_is_not_stretched() {
         let wait = Duration::from_millis(60);
@@ -124,11 +134,12 @@ mod tests {
             spin(Duration::from_millis(2));
             std::thread::sleep(wait);
         });
+        clock.time(|| spin(Duration::from_millis(2)));
         clock.finish();
         let took = started.elapsed();
         assert!(
-            took >= wait && took < wait.mul_f64(1.5),
-            "took {took:?} for a {wait:?} wait and 2 ms of CPU at 2x"
+            took >= wait && took < wait.mul_f64(1.8),
+            "took {took:?} for a {wait:?} wait and 4 ms of CPU at 2x"
         );
     }
 
@@ -138,19 +149,33 @@ mod tests {
         let started = Instant::now();
         let mut clock = DeviceClock::start(4.0);
         clock.time(|| spin(Duration::from_millis(1)));
+        let between = Instant::now();
         spin(Duration::from_millis(20));
+        let between = between.elapsed();
         clock.finish();
-        let took = started.elapsed();
-        assert!(took < Duration::from_millis(40), "took {took:?}: 4 ms of the step's and 20 ms between");
+        let rest = started.elapsed().saturating_sub(between);
+        // The step's 4 ms; stretching what ran between would add 60 ms.
+        assert!(rest < Duration::from_millis(30), "{rest:?} besides {between:?} between the steps");
+    }
+
+    /// Work another thread did is owed at `factor − 1` times its CPU time.
+    #[test]
+    fn work_done_elsewhere_is_owed_the_rest_of_the_device_time() {
+        let started = Instant::now();
+        let mut clock = DeviceClock::start(3.0);
+        clock.ran_elsewhere(Duration::from_millis(10));
+        clock.finish();
+        assert!(started.elapsed() >= Duration::from_millis(20), "{:?}", started.elapsed());
     }
 
     #[test]
     fn this_host_sleeps_nothing() {
-        for factor in [1.0, 0.5, f64::NAN] {
+        for factor in [1.0, 0.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let mut clock = DeviceClock::start(factor);
-            assert_eq!(clock.factor, 1.0);
+            assert_eq!(clock.factor, 1.0, "{factor}");
             clock.time(|| spin(Duration::from_millis(1)));
-            assert_eq!(clock.owed, 0.0);
+            clock.ran_elsewhere(Duration::from_secs(1));
+            assert_eq!(clock.owed, 0.0, "{factor}");
         }
     }
 }

@@ -418,6 +418,7 @@ fn serve(
         models_dir: models,
         link,
         load: load / 100.0,
+        background_load: load / 100.0,
         measure_load: !fixed_load,
         battery: battery.map_or((1.0, true), |b| ((b / 100.0) as f32, false)),
         status_interval: std::time::Duration::from_millis(status_ms.max(10)),

@@ -642,6 +642,47 @@ fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--load` slows the emulated phone's suffixes as processor sharing
+/// would, `1 / (1 − load)`: the device clock counts a suffix's CPU time,
+/// so the load generator's contention on this host would not slow a
+/// suffix at `--slowdown 4` by itself (it ran 4× its CPU time either way).
+#[test]
+fn a_handheld_under_load_runs_its_suffixes_slower_by_the_share_it_leaves() {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let dir = models_dir("background-load", &path);
+    let dir_arg = dir.to_string_lossy().to_string();
+    let median_suffix_ms = |extra: &[&str]| {
+        let args = [&["--models", dir_arg.as_str(), "--slowdown", "4", "--fixed-load"], extra].concat();
+        let server = HandheldProcess::start(Path::new(BIN), &args).expect("server");
+        let mut s = Session::open(
+            model.clone(),
+            Box::new(TcpTransport::new(server.addr.clone())),
+            config(Placement::HandheldOnly),
+        )
+        .expect("session");
+        let inputs: Vec<Values> = (0..15).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+        let mut ms: Vec<f64> = s
+            .stream(inputs)
+            .expect("stream")
+            .into_iter()
+            .map(|f| f.expect("runs").report)
+            .filter(|r| r.offloaded)
+            .map(|r| r.handheld_ms)
+            .collect();
+        assert!(ms.len() >= 10, "{} of 15 frames offloaded", ms.len());
+        ms.sort_by(f64::total_cmp);
+        ms[ms.len() / 2]
+    };
+    let idle = median_suffix_ms(&[]);
+    let loaded = median_suffix_ms(&["--load", "50"]);
+    assert!(
+        loaded > 1.5 * idle,
+        "at 50% load a suffix took {loaded:.2} ms against {idle:.2} ms idle (processor sharing: 2x)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Without `--fixed-load` the handheld reports the load it measures,
 /// whatever makes it: here a load generator in this test's process, busy
 /// 90% of the time on every core, while the handheld itself was told of

@@ -74,7 +74,7 @@ pub enum Received {
     Decoded {
         /// The tensors by name, in the message's order.
         tensors: crate::Result<Vec<(String, Tensor)>>,
-        /// How long decoding them took.
+        /// The CPU time decoding them took, on the thread that did.
         took: std::time::Duration,
     },
     /// Still as they came.
@@ -93,11 +93,12 @@ impl Received {
     }
 
     fn decoded(tensors: &tandem_proto::session::Tensors) -> Received {
-        let started = std::time::Instant::now();
-        Received::Decoded { tensors: received(tensors), took: started.elapsed() }
+        let cpu = tandem_core::device_clock::thread_cpu_time();
+        let tensors = received(tensors);
+        Received::Decoded { tensors, took: tandem_core::device_clock::thread_cpu_time().saturating_sub(cpu) }
     }
 
-    /// The tensors, decoded here if they were not yet, and how long
+    /// The tensors, decoded here if they were not yet, and the CPU time
     /// decoding them took.
     pub fn decode(self) -> (crate::Result<Vec<(String, Tensor)>>, std::time::Duration) {
         match self {

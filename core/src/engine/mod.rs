@@ -50,8 +50,9 @@ pub trait Runner: Send + Sync + fmt::Debug {
 
     /// Runs on `feed` (one value per input, in order) and returns one value
     /// per output, in order. With `factor` > 1 the run takes that many
-    /// times as long in wall-clock time, as a device that much slower would
-    /// (the extra time is slept).
+    /// times its thread's CPU time in wall-clock time, as a device that
+    /// much slower would (the rest is slept; a wait for a core is not
+    /// stretched: [`crate::device_clock`]).
     fn run(&self, feed: TVec<TValue>, factor: f64) -> Result<TVec<TValue>>;
 
     /// `warmup` runs, then `runs` measured ones: the time of every node the

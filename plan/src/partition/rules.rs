@@ -254,9 +254,11 @@ impl Revisit {
     }
 
     /// The next frame would offload, predicted at `offload_s`, and frames
-    /// arrive every `period` (`None`: no source rate): the whole model's
-    /// prediction here, `here_s` (asked only of an offload that misses the
-    /// period), where the frame runs every layer here instead.
+    /// arrive every `period` (`None`: no source rate): `Some` of the whole
+    /// model's prediction here where the frame runs every layer here
+    /// instead. `here_s` gives that prediction (`None`: none yet); it is
+    /// asked only once `every` offloads have missed the period, and then of
+    /// each one that misses it until a revisit.
     pub fn due(
         &mut self,
         period: Option<Duration>,
@@ -307,7 +309,7 @@ mod tests {
             r.due(period, offload_s, || Some(here_s)).is_some()
         };
         for _ in 0..3 {
-            assert!(!due(&mut r, p, 0.072, 0.070));
+            assert_eq!(r.due(p, 0.072, || panic!("priced before its frames")), None);
         }
         assert_eq!(r.due(p, 0.072, || Some(0.070)), Some(0.070), "the fourth frame offloaded late runs here");
         assert!(r.ran_here(), "its measure re-decides");

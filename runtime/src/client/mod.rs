@@ -42,6 +42,8 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
+use tandem_core::device_clock::DeviceClock;
+
 use crate::cpufreq::CpuFreq;
 use crate::link::Transport;
 use crate::{Cut, Error, Model, ModelError, Result, Sides, SplitExecutor, Tensor, Values};
@@ -841,21 +843,25 @@ impl Session {
         self.driver.learn(f.cut.prefix_mask(), (f.prefix, (!relayed).then_some(handheld)), dilation, engines);
         let down_bytes = answer.body_len as u64;
         let (tensors, decoding) = answer.body.decode();
-        let checking = Instant::now();
-        let outputs = match tensors
-            .map_err(|e| BadAnswer::Undecodable(e.to_string()))
-            .and_then(|t| check_answer(self.model.model.graph(), &f.cut, &t).map(|()| t))
-        {
+        // Decoding an encoded answer is the watch's work (the link task
+        // did it once, at this host's speed: the device clock owes the rest).
+        let encoded = answer.metas.iter().any(|m| m.encoding != Encoding::Raw);
+        let mut clock = DeviceClock::start(if encoded { self.config.dilation } else { 1.0 });
+        let checked = clock.time(|| {
+            tensors
+                .map_err(|e| BadAnswer::Undecodable(e.to_string()))
+                .and_then(|t| check_answer(self.model.model.graph(), &f.cut, &t).map(|()| t))
+        });
+        let outputs = match checked {
             Ok(t) => t,
             Err(e) => {
                 let _ = pipe.return_local(frame, f, &format!("the handheld's answer was bad: {e}"));
                 return;
             }
         };
-        // Decoding an encoded answer is the watch's work (the link task
-        // did it once: the dilation's sleep is the rest).
-        if answer.metas.iter().any(|m| m.encoding != Encoding::Raw) {
-            dilate(decoding + checking.elapsed(), self.config.dilation);
+        if encoded {
+            clock.ran_elsewhere(decoding);
+            clock.finish();
             self.encodings.observe_answer(&self.model.model, &answer.metas);
             self.sync_codecs();
         }
@@ -1502,14 +1508,6 @@ impl Session {
 /// `default`: dilation never speeds a run up, so factors below 1 count as 1.
 fn effective_scale(dilation: f64, default: f64) -> f64 {
     dilation.max(1.0) / default.max(1.0)
-}
-
-/// Sleeps `(factor − 1) × took`: work that took `took` here, on a device
-/// `factor` times slower (the emulated watch).
-fn dilate(took: Duration, factor: f64) {
-    if factor > 1.0 {
-        std::thread::sleep(took.mul_f64(factor - 1.0));
-    }
 }
 
 /// Seconds as a Duration, saturating: NaN and negatives are zero, and

@@ -77,7 +77,13 @@ fn spawn_runner(
                 (frame, Err("the connection closed".to_string().into()))
             } else {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    runner::run(job, &mut last, shared.config.slowdown, shared.meter.as_ref(), &handle)
+                    runner::run(
+                        job,
+                        &mut last,
+                        runner::Speed::of(&shared.config),
+                        shared.meter.as_ref(),
+                        &handle,
+                    )
                 }))
                 .unwrap_or_else(|p| {
                     let why = tandem_core::guard::panic_message(&*p);

@@ -66,6 +66,13 @@ pub struct ServerConfig {
     pub link: Option<(LinkProfile, LinkControl)>,
     /// The load reported in `Status` (0–1) unless `measure_load`.
     pub load: f64,
+    /// The share of each core taken by this handheld's background load
+    /// (`tandem-handheld serve --load`, generated on every core; 0–0.95):
+    /// a suffix runs `slowdown / (1 − it)` times slower than the host, as
+    /// processor sharing leaves it the rest of a core. The device clock
+    /// counts a suffix's CPU time ([`tandem_core::device_clock`]), so the
+    /// generator's contention on this host does not slow it by itself.
+    pub background_load: f64,
     /// Report the CPU load measured ([`LoadMeter`]: the share of a core
     /// the suffixes' threads get, and a probe's while no frame runs), not
     /// `load`.
@@ -136,6 +143,7 @@ impl Default for ServerConfig {
             models_dir: None,
             link: None,
             load: 0.0,
+            background_load: 0.0,
             measure_load: false,
             battery: (1.0, true),
             status_interval: Duration::from_millis(500),

@@ -117,26 +117,43 @@ impl LastPlan {
     }
 }
 
+/// How fast a suffix runs here.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Speed {
+    /// Times slower than this host: the device's slowdown under its
+    /// background load ([`super::ServerConfig::background_load`]).
+    factor: f64,
+    /// The device's own slowdown, idle.
+    slowdown: f64,
+}
+
+impl Speed {
+    pub(super) fn of(config: &super::ServerConfig) -> Speed {
+        let slowdown = config.slowdown.max(1.0);
+        Speed { factor: slowdown / (1.0 - config.background_load.clamp(0.0, 0.95)), slowdown }
+    }
+}
+
 /// Runs one suffix: the frame and its result message or a reason. Its
 /// share of a core goes to `meter`.
 pub(super) fn run(
     mut job: Job,
     last: &mut LastPlan,
-    slowdown: f64,
+    speed: Speed,
     meter: Option<&LoadMeter>,
     handle: &tokio::runtime::Handle,
 ) -> (u64, Result<Message, RunError>) {
     let taken = crate::encoding::Received::Decoded { tensors: Ok(vec![]), took: Default::default() };
     let received = std::mem::replace(&mut job.received, taken).decode().0;
     let received = received.map(|t| t.into_iter().map(|(name, t)| (name, t.into())).collect::<Values>());
-    (job.frame, received.map_err(Into::into).and_then(|r| run_job(&job, &r, last, slowdown, meter, handle)))
+    (job.frame, received.map_err(Into::into).and_then(|r| run_job(&job, &r, last, speed, meter, handle)))
 }
 
 fn run_job(
     job: &Job,
     received: &Values,
     last: &mut LastPlan,
-    slowdown: f64,
+    speed: Speed,
     meter: Option<&LoadMeter>,
     handle: &tokio::runtime::Handle,
 ) -> Result<Message, RunError> {
@@ -147,7 +164,7 @@ fn run_job(
     let (cut, out, compute_us, report) = match &job.edge {
         Some((near, edge)) => {
             let cut = Cut::from_key(g, job.cut.as_str())?;
-            let r = super::edge::run(edge, &job.loaded, &job.cut, near, received, slowdown, handle)?;
+            let r = super::edge::run(edge, &job.loaded, &job.cut, near, received, speed.factor, handle)?;
             (cut, r.outputs, r.compute.as_micros() as u64, Some(r.report))
         }
         None => {
@@ -157,17 +174,15 @@ fn run_job(
             // build had MNIST's 5 ms suffix taken for 53 ms).
             let found = last.get(job)?;
             let computing = Instant::now();
-            let out = found.1.run_suffix_dilated(g, received, slowdown)?;
+            let out = found.1.run_suffix_dilated(g, received, speed.factor)?;
             (found.0.clone(), out, computing.elapsed().as_micros() as u64, None)
         }
     };
     if let Some(m) = meter {
-        // The dilation's sleeps stretch the run about `slowdown` times (not
-        // the set-up before the first layer): not load.
-        m.observe(
-            crate::load::thread_cpu().saturating_sub(cpu),
-            started.elapsed().div_f64(slowdown.max(1.0)),
-        );
+        // The device clock stretches the run's CPU time `slowdown` times
+        // (not the set-up before the first layer): not load. What the
+        // background load adds, 1 / (1 − load), is the share measured.
+        m.observe(crate::load::thread_cpu().saturating_sub(cpu), started.elapsed().div_f64(speed.slowdown));
     }
     let outputs: Vec<(String, &crate::Tensor)> = cut
         .down_tensors()
