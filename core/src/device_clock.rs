@@ -164,6 +164,7 @@ mod tests {
         let started = Instant::now();
         let mut clock = DeviceClock::start(3.0);
         clock.ran_elsewhere(Duration::from_millis(10));
+        assert!((clock.owed - 0.020).abs() < 1e-9, "{}", clock.owed);
         clock.finish();
         assert!(started.elapsed() >= Duration::from_millis(20), "{:?}", started.elapsed());
     }

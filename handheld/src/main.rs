@@ -138,7 +138,8 @@ enum Command {
         /// The handheld's device profile (a shipped name or a TOML file).
         #[arg(long, default_value = "pixel-8-pro")]
         profile: String,
-        /// Compute dilation: run suffixes this many times slower than this host (default 1).
+        /// Compute dilation: run suffixes this many times their CPU time on
+        /// this host (default 1), and 1 / (1 − load) times that under `--load`.
         #[arg(long, default_value_t = 1.0)]
         slowdown: f64,
         /// The engine suffixes run on; `auto`: for each model, the faster of
@@ -150,9 +151,11 @@ enum Command {
         /// learn its real speed.
         #[arg(long, default_value_t = 1.0)]
         profile_scale: f64,
-        /// Background CPU load in percent, generated on every core. Status
-        /// reports the load measured (the share of a core the suffixes and
-        /// an idle probe get), whatever its cause.
+        /// Background CPU load in percent, generated on every core; the
+        /// suffixes run 1 / (1 − load) times slower, as processor sharing
+        /// leaves them. Status reports the load measured: the share of a
+        /// core the suffixes and an idle probe get, as an emulated handheld
+        /// (`--slowdown` above 1) gets it, or this host's own otherwise.
         #[arg(long, default_value_t = 0.0)]
         load: f64,
         /// Report `--load` in Status as given instead of the load measured.

@@ -87,6 +87,29 @@ pub fn load_of_share(share: f64) -> f64 {
     (1.0 - share).clamp(0.0, 0.95)
 }
 
+/// The background load's share of a core as given (0–0.95; anything not
+/// finite is none): what [`crate::server::ServerConfig::background_load`]
+/// means.
+pub fn background_share(load: f64) -> f64 {
+    if load.is_finite() {
+        load.clamp(0.0, 0.95)
+    } else {
+        0.0
+    }
+}
+
+/// The share of a core `s` measured on this host, as an emulated handheld
+/// `slowdown` times slower than it, under its `background_load`, gets it:
+/// the device clock absorbs waits for a core up to `slowdown` times the
+/// work's CPU time, and the background load leaves it `1 − load`. A
+/// suffix's own sample reads this by construction; the idle probe's is
+/// folded the same way, so both measure one thing. This host's share where
+/// nothing is emulated (`slowdown` 1, no background load).
+pub fn emulated_share(s: f64, slowdown: f64, background_load: f64) -> f64 {
+    let k = if slowdown.is_finite() { slowdown.max(1.0) } else { 1.0 };
+    (s * k).min(1.0 - background_share(background_load))
+}
+
 /// The CPU load as the share of a core that work gets, averaged over
 /// samples from two sources: the frames' own runs ([`LoadMeter::observe`]:
 /// a suffix's CPU time over its wall-clock time), and, while no frame runs
@@ -115,9 +138,15 @@ impl LoadMeter {
     pub const ALPHA: f64 = 0.2;
 
     /// Starts measuring, probing every `interval` while `idle` (before
-    /// and after the probe: a frame that ran meanwhile spoils the sample);
-    /// the load reads 0 until the first sample.
-    pub fn start(interval: Duration, idle: impl Fn() -> bool + Send + 'static) -> LoadMeter {
+    /// and after the probe: a frame that ran meanwhile spoils the sample),
+    /// each probe's share as a handheld `(slowdown, background_load)`
+    /// gets it ([`emulated_share`]); the load reads 0 until the first
+    /// sample.
+    pub fn start(
+        interval: Duration,
+        (slowdown, background_load): (f64, f64),
+        idle: impl Fn() -> bool + Send + 'static,
+    ) -> LoadMeter {
         use std::sync::mpsc::RecvTimeoutError;
         let share = Arc::new(Mutex::new(None));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
@@ -126,7 +155,7 @@ impl LoadMeter {
             std::thread::spawn(move || {
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                     if idle() {
-                        let s = core_share(Self::WINDOW);
+                        let s = emulated_share(core_share(Self::WINDOW), slowdown, background_load);
                         if idle() {
                             fold(&share, s);
                         }
@@ -168,7 +197,7 @@ mod tests {
     #[test]
     fn runs_fold_into_the_average() {
         let started = Instant::now();
-        let m = LoadMeter::start(Duration::from_secs(3600), || false);
+        let m = LoadMeter::start(Duration::from_secs(3600), (1.0, 0.0), || false);
         assert_eq!(m.load(), 0.0);
         m.observe(Duration::from_millis(5), Duration::from_millis(10));
         assert!((m.load() - 0.5).abs() < 1e-9, "{}", m.load());
@@ -181,6 +210,20 @@ mod tests {
         // Dropping it stops its probe at once, not after its interval.
         drop(m);
         assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    }
+
+    /// An emulated handheld's probe reads the share its work would get:
+    /// the background load's, unless this host starves it below what its
+    /// slowdown absorbs; this host's own share where nothing is emulated.
+    #[test]
+    fn a_probe_reads_the_share_an_emulated_handheld_gets() {
+        assert!((emulated_share(0.7, 1.0, 0.0) - 0.7).abs() < 1e-12, "this host's");
+        assert!((emulated_share(0.7, 4.0, 0.5) - 0.5).abs() < 1e-12, "the background load's");
+        assert!((emulated_share(0.1, 4.0, 0.5) - 0.4).abs() < 1e-12, "starved past the slowdown");
+        assert!((emulated_share(0.7, 4.0, 0.0) - 1.0).abs() < 1e-12, "waits absorbed");
+        assert!((emulated_share(0.7, f64::NAN, f64::NAN) - 0.7).abs() < 1e-12, "nothing emulated");
+        assert_eq!(background_share(f64::INFINITY), 0.0);
+        assert_eq!(background_share(2.0), 0.95);
     }
 
     #[test]

@@ -47,10 +47,10 @@ pub(crate) enum Command {
 pub(crate) struct Answer {
     /// The tensors, decoded or still as they came (a handheld's link to its
     /// edge runs on the server's tasks). Decoding them is the watch's work:
-    /// for an encoded answer the app thread sleeps the dilation's share of
-    /// it (and of its checks), so a frame's latency holds that work at the
-    /// watch's speed as before; decoded on the link task, the app thread
-    /// itself is busy (factor − 1)× of the decoding, not factor×.
+    /// for an encoded answer the app thread sleeps the rest of the watch's
+    /// time for it, (factor − 1) × the decoding's CPU time on the link task
+    /// ([`tandem_core::device_clock::DeviceClock::ran_elsewhere`]), and
+    /// its checks run as a step of the device clock.
     pub(crate) body: crate::encoding::Received,
     /// Their descriptions, in the message's order.
     pub(crate) metas: Vec<TensorMeta>,

@@ -252,7 +252,7 @@ pub(crate) fn run(
     cut: &CutKey,
     near: &CutKey,
     received: &Values,
-    slowdown: f64,
+    factor: f64,
     handle: &tokio::runtime::Handle,
 ) -> crate::Result<Relayed> {
     let model = &loaded.model;
@@ -268,7 +268,7 @@ pub(crate) fn run(
             Backend::Tandem(_) => None,
         };
         let relay = relay_plan(edge, loaded, cut, near)?;
-        let values = relay.run_middle(model, received, slowdown)?;
+        let values = relay.run_middle(model, received, factor)?;
         let middle = started.elapsed();
         let request = relay.edge_request(model, &values)?;
         let mut inputs = Vec::with_capacity(request.len());
@@ -316,7 +316,7 @@ pub(crate) fn run(
             report.error = Some(why.to_string());
             let local = Instant::now();
             let plan = loaded.executor.plan_sides(&Cut::from_key(g, cut.as_str())?, Sides::Suffix)?;
-            let outputs = plan.run_suffix_dilated(g, received, slowdown)?;
+            let outputs = plan.run_suffix_dilated(g, received, factor)?;
             Ok(Relayed { outputs, compute: local.elapsed(), report })
         }
     }

@@ -193,7 +193,8 @@ pub async fn serve(
     // own work is not load on its wearables' frames.
     let meter = config.measure_load.then(|| {
         let queue = queue.clone();
-        LoadMeter::start(config.status_interval.max(Duration::from_millis(200)), move || {
+        let interval = config.status_interval.max(Duration::from_millis(200));
+        LoadMeter::start(interval, (config.slowdown, config.background_load), move || {
             queue.load(Ordering::Relaxed) == 0
         })
     });

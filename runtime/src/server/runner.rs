@@ -129,8 +129,8 @@ pub(super) struct Speed {
 
 impl Speed {
     pub(super) fn of(config: &super::ServerConfig) -> Speed {
-        let slowdown = config.slowdown.max(1.0);
-        Speed { factor: slowdown / (1.0 - config.background_load.clamp(0.0, 0.95)), slowdown }
+        let slowdown = if config.slowdown.is_finite() { config.slowdown.max(1.0) } else { 1.0 };
+        Speed { factor: slowdown / (1.0 - crate::load::background_share(config.background_load)), slowdown }
     }
 }
 
@@ -228,6 +228,21 @@ mod tests {
     use tandem_proto::protocol::LatencySummary;
 
     const FAST: Duration = Duration::from_micros(650);
+
+    #[test]
+    fn a_suffix_runs_slower_by_the_share_its_background_load_leaves() {
+        let speed = |slowdown, background_load| {
+            let s =
+                Speed::of(&super::super::ServerConfig { slowdown, background_load, ..Default::default() });
+            (s.factor, s.slowdown)
+        };
+        assert_eq!(speed(4.0, 0.5), (8.0, 4.0));
+        assert_eq!(speed(4.0, 0.0), (4.0, 4.0));
+        let (most, _) = speed(1.0, 0.99);
+        assert!((most - 20.0).abs() < 1e-9, "at most 95% load: {most}");
+        assert_eq!(speed(4.0, f64::NAN), (4.0, 4.0), "a load not given is none");
+        assert_eq!(speed(f64::INFINITY, 0.5), (2.0, 1.0), "a slowdown not given is none");
+    }
 
     /// MNIST from the zoo, loaded as the store loads a model.
     fn loaded() -> Arc<Loaded> {
