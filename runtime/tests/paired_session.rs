@@ -3,6 +3,8 @@
 //! moves from a split cut to the watch alone, losing and reordering no
 //! frame, and every result equals the unsplit model.
 
+use std::time::Duration;
+
 use tandem::check::{diff, random_inputs};
 use tandem::client::{ModelFile, Placement, Session, SessionConfig};
 use tandem::emulate::{EmulatedTransport, LinkControl, LinkProfile, Schedule};
@@ -171,4 +173,53 @@ fn a_recovering_link_switches_once_the_plans_are_built_without_a_stalled_frame()
     let (inline, first) = run(false);
     assert!(inline[first].plan_build_ms > 0.0, "without building ahead, the switch frame builds its plan");
     assert!(inline.iter().all(|r| r.switch_wait_ms.is_none()));
+}
+
+/// Frames one at a time (no pipeline) are priced as single inferences, by
+/// the sum of their stages; a pipelined stream by its slowest stage. Over
+/// a fast link with a 600 ms round trip, MNIST on a 60x watch (100-300 ms
+/// a frame) stays there one frame at a time: the planner itself keeps every
+/// layer here. Pipelined 16 deep, it goes to the phone, the round trip
+/// overlapping other frames. Until the twenty-second session `Session::stream` priced
+/// unpipelined frames as a pipeline: the planner chose the phone, plans were
+/// built for it, and only the offload check, pricing the frame's latency,
+/// kept the frames here (`tandem-wearable stream`'s warm-up frames did so
+/// in every single-inference cell of `tandem-bench compare`).
+#[test]
+fn frames_one_at_a_time_are_priced_by_their_sum_and_a_pipeline_by_its_slowest_stage() {
+    let (model, _, _, config) = mnist_over_wifi();
+    let zoo = tandem_models::ensure_models().expect("zoo");
+    let models_dir = zoo.zoo_path("mnist").expect("mnist").parent().map(|p| p.to_path_buf());
+    let far = LinkProfile::custom("far", 800e6, Duration::from_millis(300), Duration::ZERO, 1500);
+    let run = |pipeline: bool| {
+        let server = spawn_memory(ServerConfig { models_dir: models_dir.clone(), ..Default::default() })
+            .expect("server");
+        let control = LinkControl::new(&far, Schedule::default());
+        let transport = EmulatedTransport::new(server, far.clone(), control, 9);
+        let config = SessionConfig {
+            pipeline,
+            max_in_flight: 16,
+            link_default: far.nominal_estimate(),
+            ..config.clone().require_handheld(Duration::from_secs(60))
+        };
+        let mut s = Session::open(model.clone(), Box::new(transport), config).expect("session");
+        let inputs: Vec<Values> = (0..12).map(|i| random_inputs(&model.model, i).expect("inputs")).collect();
+        let frames = s.stream(inputs).expect("stream");
+        frames.into_iter().map(|r| r.expect("frame").report).collect::<Vec<_>>()
+    };
+    let one_at_a_time = run(false);
+    for f in &one_at_a_time {
+        let why = f.local_reason.as_deref().unwrap_or("offloaded");
+        assert!(
+            f.prefix_layers == f.layers && why.starts_with("the planner: every layer here"),
+            "frame {} of an unpipelined stream: {why}",
+            f.frame
+        );
+    }
+    let pipelined = run(true);
+    assert!(
+        pipelined.iter().any(|f| f.prefix_layers < f.layers),
+        "a pipeline 16 deep kept every layer on a watch 60x slower than its phone: the test shows nothing: {:?}",
+        pipelined.iter().map(|f| f.local_reason.as_deref()).collect::<Vec<_>>()
+    );
 }

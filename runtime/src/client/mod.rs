@@ -566,14 +566,17 @@ impl Session {
     /// only when the session itself fails.
     pub fn stream(&mut self, frames: impl IntoIterator<Item = Values>) -> Result<Vec<Result<Frame>>> {
         let mut out = vec![];
-        let pipeline = self.config.pipeline;
-        self.drive(frames, Mode::Stream, pipeline, None, |r| out.push(r))?;
+        self.stream_with(frames, None, |r| out.push(r))?;
         Ok(out)
     }
 
     /// Runs a stream, handing each frame's result to `deliver` in order as
     /// it completes; frames are released at `fps` when given (latency counts
-    /// from the release), else as fast as the pipeline takes them.
+    /// from the release), else as fast as the pipeline takes them. The
+    /// planner prices a pipelined stream by its slowest stage, frames one
+    /// at a time (no pipeline) by the sum of their stages, as it prices a
+    /// single run: a stream of unpipelined frames priced as pipelined took
+    /// a cut that only pipelining pays for.
     pub fn stream_with(
         &mut self,
         frames: impl IntoIterator<Item = Values>,
