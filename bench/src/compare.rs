@@ -399,8 +399,7 @@ type CellRuns<'a> = BTreeMap<&'a str, Vec<&'a Row>>;
 /// The cells of `by` where every strategy has a result: those the headline
 /// and the head-to-head are figured over.
 fn complete_cells<'a, 'b>(by: &'b BTreeMap<&'a Cell, CellRuns<'a>>) -> Vec<(&'b &'a Cell, &'b CellRuns<'a>)> {
-    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-    by.iter().filter(|(_, s)| names.iter().all(|n| s.contains_key(n))).collect()
+    by.iter().filter(|(_, s)| Strategy::ALL.iter().all(|strategy| s.contains_key(strategy.name()))).collect()
 }
 
 /// The mean of `value` over `runs`.

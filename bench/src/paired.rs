@@ -298,7 +298,7 @@ fn run_stream(
     let mut reports = vec![];
     let mut delivered = vec![];
     let started = Instant::now();
-    let cpu = tandem::load::process_cpu();
+    let cpu = tandem::device_clock::process_cpu_time();
     let mut failed = None;
     s.stream_with(inputs, None, |r| {
         delivered.push(Instant::now());
@@ -310,7 +310,7 @@ fn run_stream(
     if let Some(e) = failed {
         return Err(e.into());
     }
-    let cores_busy = tandem::load::process_cpu().saturating_sub(cpu).as_secs_f64()
+    let cores_busy = tandem::device_clock::process_cpu_time().saturating_sub(cpu).as_secs_f64()
         / started.elapsed().as_secs_f64().max(1e-9);
     let summary = StreamReport::from_frames(&reports, started.elapsed());
     let cut = s.decision().map(|d| d.chosen.clone());

@@ -7,7 +7,8 @@
 //! watch 8× slower than the host loses 8 ms for each 1 ms its thread
 //! waited for a core). The thread's own CPU time is what the work cost, so
 //! the device's clock is that, times `factor`; waiting for a core is
-//! absorbed by sleeping less.
+//! absorbed by sleeping less. The thread's and the process's CPU time are
+//! read here too (the bench reads the latter).
 
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ impl DeviceClock {
     /// Starts the clock of work about to run on this thread (a `factor` of
     /// 1 or less, infinite or NaN is this host: nothing is timed or slept).
     pub fn start(factor: f64) -> DeviceClock {
-        DeviceClock { factor: if factor.is_finite() && factor > 1.0 { factor } else { 1.0 }, owed: 0.0 }
+        DeviceClock { factor: factor_of(factor), owed: 0.0 }
     }
 
     /// Work of the device's that another thread did, at this host's speed,
@@ -92,9 +93,28 @@ fn read_cost_s() -> f64 {
     })
 }
 
+/// An emulated device's factor as given: a finite slowdown of at least 1,
+/// else (less than 1, infinite or NaN) this host's, 1.
+pub fn factor_of(slowdown: f64) -> f64 {
+    if slowdown.is_finite() {
+        slowdown.max(1.0)
+    } else {
+        1.0
+    }
+}
+
 /// The CPU time this thread has used so far.
 pub fn thread_cpu_time() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    cpu_time(rustix::time::ClockId::ThreadCPUTime)
+}
+
+/// This process's CPU time so far, every thread's.
+pub fn process_cpu_time() -> Duration {
+    cpu_time(rustix::time::ClockId::ProcessCPUTime)
+}
+
+fn cpu_time(clock: rustix::time::ClockId) -> Duration {
+    let t = rustix::time::clock_gettime(clock);
     Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 

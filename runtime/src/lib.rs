@@ -76,7 +76,9 @@ pub mod secure;
 pub mod server;
 pub mod tensor;
 
-pub use tandem_core::{card, check, cut, engine, graph, model, npy, profile, quanta, split, tier, wire};
+pub use tandem_core::{
+    card, check, cut, device_clock, engine, graph, model, npy, profile, quanta, split, tier, wire,
+};
 pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rustix::time::{clock_gettime, ClockId};
+use tandem_core::device_clock::{factor_of, thread_cpu_time};
 
 /// A background CPU load for load studies: `threads` threads, each busy
 /// for `share` of every 10 ms period. Stops when dropped.
@@ -59,24 +59,13 @@ fn spin(wall: Duration) {
     }
 }
 
-/// This thread's CPU time so far.
-pub fn thread_cpu() -> Duration {
-    tandem_core::device_clock::thread_cpu_time()
-}
-
-/// This process's CPU time so far, every thread's.
-pub fn process_cpu() -> Duration {
-    let t = clock_gettime(ClockId::ProcessCPUTime);
-    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
-}
-
 /// The share of a core this thread got while spinning for `window`: its
 /// CPU time over the wall-clock time (1 on an idle core; 0.5 beside one
 /// busy thread under a fair scheduler).
 pub fn core_share(window: Duration) -> f64 {
-    let (wall0, cpu0) = (Instant::now(), thread_cpu());
+    let (wall0, cpu0) = (Instant::now(), thread_cpu_time());
     spin(window);
-    let (wall, cpu) = (wall0.elapsed(), thread_cpu().saturating_sub(cpu0));
+    let (wall, cpu) = (wall0.elapsed(), thread_cpu_time().saturating_sub(cpu0));
     (cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9)).clamp(0.0, 1.0)
 }
 
@@ -106,8 +95,7 @@ pub fn background_share(load: f64) -> f64 {
 /// folded the same way, so both measure one thing. This host's share where
 /// nothing is emulated (`slowdown` 1, no background load).
 pub fn emulated_share(s: f64, slowdown: f64, background_load: f64) -> f64 {
-    let k = if slowdown.is_finite() { slowdown.max(1.0) } else { 1.0 };
-    (s * k).min(1.0 - background_share(background_load))
+    (s * factor_of(slowdown)).min(1.0 - background_share(background_load))
 }
 
 /// The CPU load as the share of a core that work gets, averaged over

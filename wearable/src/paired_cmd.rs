@@ -570,7 +570,8 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         None => tandem::check::random_inputs(&model, i),
     };
     let warmup: Vec<_> = (0..args.warmup as u64).map(|i| input(1_000_000 + i)).collect::<Result<_, _>>()?;
-    s.stream(warmup)?;
+    // Warmed up as measured: the same pricing (pipelined or not) and rate.
+    s.stream_with(warmup, args.fps, drop)?;
     let frames = (0..args.frames as u64).map(|i| input(i).unwrap_or_default());
     let mut out = match &args.frames_out {
         Some(p) => Some(std::fs::File::create(p).with_context(|| format!("--frames-out {}", p.display()))?),

@@ -76,9 +76,9 @@ pub(super) struct EdgeState {
     measured: Option<f64>,
     /// Frames leave the edge out until then (session time).
     avoid_until: Option<Duration>,
-    /// The last decision, when (session time), and whether the watch's
-    /// own link to the edge could be used then.
-    decided: Option<(Duration, CutKey, bool, TierDecision)>,
+    /// The last decision, when (session time), whether the watch's own
+    /// link to the edge could be used then, and the mode it was priced in.
+    decided: Option<(Duration, CutKey, bool, Mode, TierDecision)>,
 }
 
 impl EdgeState {
@@ -183,16 +183,15 @@ impl EdgeState {
             return Some(EdgePlan::Relay { watch, near, ms: two_tier_ms.map(|ms| ms + leg_s * 1e3) });
         }
         let key = two_tier.key();
-        let fresh = self
-            .decided
-            .as_ref()
-            .is_some_and(|(t, k, ok, _)| at.saturating_sub(*t) < REDECIDE && *k == key && *ok == direct_ok);
+        let fresh = self.decided.as_ref().is_some_and(|(t, k, ok, m, _)| {
+            at.saturating_sub(*t) < REDECIDE && *k == key && *ok == direct_ok && *m == mode
+        });
         if !fresh {
             let direct = self.config.direct_estimate().filter(|_| direct_ok);
             let d = driver.edge_placement(graph, view, mode, now, direct.as_ref())?;
-            self.decided = Some((at, key, direct_ok, d));
+            self.decided = Some((at, key, direct_ok, mode, d));
         }
-        let d = &self.decided.as_ref()?.3;
+        let d = &self.decided.as_ref()?.4;
         let p = &d.placement;
         let ms = d.evaluation.latency_s * 1e3;
         if p.route() == Route::Direct && p.uses_edge() {

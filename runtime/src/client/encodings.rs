@@ -83,7 +83,7 @@ impl LinkEncodings {
         let started = Instant::now();
         // The handheld decodes at this host's speed: its profile's slowdown is
         // relative to a phone, not to this host (see docs).
-        let slowdown = (config.dilation.max(1.0), 1.0);
+        let slowdown = (tandem_core::device_clock::factor_of(config.dilation), 1.0);
         // Lossy encodings only with a budget to hold them to, measured on this frame.
         let mut allowed = config.encodings;
         if allowed == Allowed::Lossy {

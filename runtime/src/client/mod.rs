@@ -277,7 +277,7 @@ impl Session {
             ),
             false => None,
         };
-        let k = config.dilation.max(1.0);
+        let k = tandem_core::device_clock::factor_of(config.dilation);
         let online = |p: &ProfiledLatency| {
             let dilated = ProfiledLatency {
                 per_node_s: p.per_node_s.iter().map(|s| s * k).collect(),
@@ -573,10 +573,10 @@ impl Session {
     /// Runs a stream, handing each frame's result to `deliver` in order as
     /// it completes; frames are released at `fps` when given (latency counts
     /// from the release), else as fast as the pipeline takes them. The
-    /// planner prices a pipelined stream by its slowest stage, frames one
-    /// at a time (no pipeline) by the sum of their stages, as it prices a
-    /// single run: a stream of unpipelined frames priced as pipelined took
-    /// a cut that only pipelining pays for.
+    /// planner prices a pipelined stream by its slowest stage (at a source
+    /// rate, by each frame's latency when some cut meets the period), and
+    /// frames one at a time ([`SessionConfig::pipeline`] off) by the sum of
+    /// their stages, as single runs.
     pub fn stream_with(
         &mut self,
         frames: impl IntoIterator<Item = Values>,
@@ -1508,9 +1508,11 @@ impl Session {
 }
 
 /// How much slower a run dilated by `dilation` is than one dilated by
-/// `default`: dilation never speeds a run up, so factors below 1 count as 1.
+/// `default`: dilation never speeds a run up, so factors below 1 count as 1
+/// (and, as the device clock takes them, those not finite).
 fn effective_scale(dilation: f64, default: f64) -> f64 {
-    dilation.max(1.0) / default.max(1.0)
+    use tandem_core::device_clock::factor_of;
+    factor_of(dilation) / factor_of(default)
 }
 
 /// Seconds as a Duration, saturating: NaN and negatives are zero, and

@@ -12,6 +12,7 @@ use tracing::debug;
 use super::store::Loaded;
 use crate::load::LoadMeter;
 use crate::{Cut, Sides, SplitPlan, Values};
+use tandem_core::device_clock::{factor_of, thread_cpu_time};
 use tandem_proto::encoding::Encoding;
 use tandem_proto::protocol::Message;
 use tandem_proto::session::{HandheldSession, RunError};
@@ -129,7 +130,7 @@ pub(super) struct Speed {
 
 impl Speed {
     pub(super) fn of(config: &super::ServerConfig) -> Speed {
-        let slowdown = if config.slowdown.is_finite() { config.slowdown.max(1.0) } else { 1.0 };
+        let slowdown = factor_of(config.slowdown);
         Speed { factor: slowdown / (1.0 - crate::load::background_share(config.background_load)), slowdown }
     }
 }
@@ -158,7 +159,7 @@ fn run_job(
     handle: &tokio::runtime::Handle,
 ) -> Result<Message, RunError> {
     let g = job.loaded.model.graph();
-    let (started, cpu) = (Instant::now(), crate::load::thread_cpu());
+    let (started, cpu) = (Instant::now(), thread_cpu_time());
     // A relayed frame needs the cut's suffix plan only when the edge fails
     // (the relay builds it then): not built ahead of the edge's answer.
     let (cut, out, compute_us, report) = match &job.edge {
@@ -182,7 +183,7 @@ fn run_job(
         // The device clock stretches the run's CPU time `slowdown` times
         // (not the set-up before the first layer): not load. What the
         // background load adds, 1 / (1 − load), is the share measured.
-        m.observe(crate::load::thread_cpu().saturating_sub(cpu), started.elapsed().div_f64(speed.slowdown));
+        m.observe(thread_cpu_time().saturating_sub(cpu), started.elapsed().div_f64(speed.slowdown));
     }
     let outputs: Vec<(String, &crate::Tensor)> = cut
         .down_tensors()

@@ -235,7 +235,7 @@ impl Shared {
         }
         let started = Instant::now();
         let limits = &self.config.model_limits;
-        let scale = self.config.slowdown.max(1.0) * self.config.profile_scale;
+        let scale = tandem_core::device_clock::factor_of(self.config.slowdown) * self.config.profile_scale;
         let latency = match &self.config.sandbox {
             Some(sandbox) => {
                 // Waiting for a sandbox ends when the peer leaves.
