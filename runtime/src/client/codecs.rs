@@ -43,7 +43,7 @@ pub fn calibrate(
     }
     let taps: Vec<usize> =
         (0..g.tensors().len()).filter(|&t| matches!(g.tensor(t).producer, Producer::Node(_))).collect();
-    let computed = tandem_core::split::tapped_plan(model, &taps)?.run(g, inputs)?;
+    let computed = apart(|| tandem_core::split::tapped_plan(model, &taps)?.run(g, inputs))?;
     // Per encoding: raw bytes and seconds, encoding and decoding, over every tensor.
     let mut totals = vec![(0u64, Duration::ZERO, Duration::ZERO); encodings.len()];
     let mut ratios = vec![vec![]; g.tensors().len()];
@@ -111,10 +111,10 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    /// Runs `model` unsplit on `inputs`.
+    /// Runs `model` unsplit on `inputs` (on a thread of its own: [`apart`]).
     pub fn new(model: &Model, inputs: &Values) -> Result<Calibration> {
         let g = model.graph();
-        let all = tandem_core::split::full_plan(model)?.run(g, inputs)?;
+        let all = apart(|| tandem_core::split::full_plan(model)?.run(g, inputs))?;
         let outputs = tandem_core::split::model_outputs(g, &all)?;
         Ok(Calibration { inputs: inputs.clone(), outputs })
     }
@@ -215,4 +215,19 @@ pub fn within_budget(
         worst = worst.max(error_of(want, got, accuracy)?);
     }
     Ok((accuracy.holds(worst), worst))
+}
+
+/// Runs `work` (a plan built and run once) on a thread of its own, and
+/// waits for it. tract keeps a run's scratch space in its thread's locals
+/// and hands it to the next plan that thread runs: the calibration's plan,
+/// run on the session's thread, left the frames run there 5-10% slower
+/// (openWakeWord's embedding model and the face detector, on the emulated
+/// watch at its slowdown, measured by hand; see docs/results.md).
+fn apart<T: Send, E: Send>(
+    work: impl FnOnce() -> std::result::Result<T, E> + Send,
+) -> std::result::Result<T, E> {
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }

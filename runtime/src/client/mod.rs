@@ -205,6 +205,14 @@ pub struct Session {
     switch: switch::SwitchGate,
     /// Builds prefixes ahead (`None` when [`SessionConfig::prepare_ahead`] is off).
     builder: Option<switch::Builder>,
+    /// The engines whose plan of every layer here the builder has yet to
+    /// build: asked for at the first decision to offload, so that a frame
+    /// falling back to the watch, or a later move to it, finds it built.
+    /// Not at open: a plan built then, before the frames, made every frame
+    /// run whole 5-10% slower on the emulated watch than one the first
+    /// frame built (openWakeWord's embedding model and the face detector,
+    /// measured by hand; see docs/results.md).
+    whole_ahead: Vec<crate::engine::Engine>,
     profiler: LinkProfiler,
     /// The link task, its channels and the probes in flight.
     link: LinkHandle,
@@ -296,9 +304,16 @@ impl Session {
             edge: config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()).ask()),
         };
         let alone = matches!(config.placement, Placement::WearableOnly | Placement::EdgeOnly);
-        if let Some(b) = builder.as_ref().filter(|_| !alone) {
-            // Each engine profiled here, the one chosen first.
-            for e in profiled {
+        // The plan of every layer here, on each engine profiled here (the
+        // one chosen first): built by the first frame run whole, as
+        // wearable-only's is, unless a frame offloads first (see
+        // `Session::gate`); with an edge, whose frames are relayed, at once.
+        let mut whole_ahead = match (&builder, alone) {
+            (Some(_), false) => profiled,
+            _ => vec![],
+        };
+        if let Some(b) = builder.as_ref().filter(|_| config.edge.is_some()) {
+            for e in whole_ahead.drain(..) {
                 b.build_whole(Cut::wearable_only(model.model.graph()), prefix_key(&executor, e));
             }
         }
@@ -337,6 +352,7 @@ impl Session {
             driver,
             switch: Default::default(),
             builder,
+            whole_ahead,
             profiler,
             link,
             status: Status::Connecting,
@@ -625,6 +641,12 @@ impl Session {
         };
         for (key, engine, e) in builder.failures() {
             self.switch.local_failed(key, engine, e);
+        }
+        if !decided.cut.is_wearable_only() {
+            let g = self.model.model.graph();
+            for e in std::mem::take(&mut self.whole_ahead) {
+                builder.build_whole(Cut::wearable_only(g), prefix_key(&self.executor, e));
+            }
         }
         // The runners-up are on the decision's engines.
         let ahead_on = self.frame_engines(self.driver.current().and_then(|d| d.engines));

@@ -214,10 +214,12 @@ impl Builder {
     /// Queues the plan of every layer here on `engines` (`whole`: the
     /// wearable-only cut), as a frame run whole asks for it: what a
     /// fallback or the watch alone needs on that engine, a cut the planner
-    /// never lists among those to build ahead. Else a stream's first frame
-    /// run whole built it: PP-OCR's classifier at 15 frames/s started 155 ms
-    /// behind its clock on this VM and was late on half its frames. A
-    /// failure is logged, not reported: the frame that needs it builds it.
+    /// never lists among those to build ahead. The session asks at its
+    /// first decision to offload: else the first frame run whole after
+    /// offloaded ones built it, and PP-OCR's classifier at
+    /// 15 frames/s started 155 ms behind its clock on this VM and was late
+    /// on half its frames. A failure is logged, not reported: the frame
+    /// that needs it builds it.
     pub(super) fn build_whole(&self, whole: Cut, engines: Engines) {
         debug_assert!(whole.is_wearable_only());
         let _ = self.jobs.send((whole, Sides::Both, engines));
