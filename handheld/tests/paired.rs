@@ -38,6 +38,16 @@ fn models_dir(tag: &str, model: &Path) -> PathBuf {
     dir
 }
 
+/// MobileNet, loaded, a models directory (named by `tag`) that holds it,
+/// and the directory as a `--models` argument.
+fn served(tag: &str) -> (ModelFile, PathBuf, String) {
+    let path = model_path();
+    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let dir = models_dir(tag, &path);
+    let arg = dir.to_string_lossy().to_string();
+    (model, dir, arg)
+}
+
 fn empty_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tandem-paired-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -313,10 +323,7 @@ fn a_handheld_without_onnxruntime_says_how_to_get_it() {
 
 #[test]
 fn killing_the_handheld_mid_stream_loses_no_frame_and_offloading_resumes_after_a_restart() {
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
-    let dir = models_dir("kill", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
+    let (model, dir, dir_arg) = served("kill");
     // A slowed handheld: its suffix takes longer than the frame period, so
     // frames are in flight at the kill (MNIST's suffix takes ~0.3 ms on a
     // fast host: 60x makes it ~18 ms, beyond the 10 ms period).
@@ -454,11 +461,8 @@ fn hello(version: u32, digest: [u8; 32], bytes: u64) -> Vec<u8> {
 
 #[test]
 fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let (model, dir, dir_arg) = served("hostile");
     let g = model.model.graph();
-    let dir = models_dir("hostile", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
     let server = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
     let addr = server.addr.clone();
 
@@ -607,10 +611,7 @@ fn hostile_clients_get_clear_errors_while_a_good_client_is_served() {
 
 #[test]
 fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
-    let dir = models_dir("term", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
+    let (model, dir, dir_arg) = served("term");
     let mut server = HandheldProcess::start(
         Path::new(BIN),
         &["--models", &dir_arg, "--load", "40", "--fixed-load", "--status-ms", "50"],
@@ -649,10 +650,7 @@ fn status_reports_the_load_and_sigterm_stops_the_server_cleanly() {
 /// 8× absorbs waits down to an eighth of a core, whatever else runs).
 #[test]
 fn a_handheld_under_load_runs_its_suffixes_slower_by_the_share_it_leaves() {
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
-    let dir = models_dir("background-load", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
+    let (model, dir, dir_arg) = served("background-load");
     let median_suffix_ms = |extra: &[&str]| {
         let args = [&["--models", dir_arg.as_str(), "--slowdown", "8", "--fixed-load"], extra].concat();
         let server = HandheldProcess::start(Path::new(BIN), &args).expect("server");
@@ -690,10 +688,7 @@ fn a_handheld_under_load_runs_its_suffixes_slower_by_the_share_it_leaves() {
 /// no load (a handheld that reported its `--load` would say 0).
 #[test]
 fn status_reports_the_load_measured() {
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
-    let dir = models_dir("measured-load", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
+    let (model, dir, dir_arg) = served("measured-load");
     let server =
         HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--status-ms", "50"]).expect("server");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -720,11 +715,8 @@ fn status_reports_the_load_measured() {
 #[test]
 fn prepares_are_built_answered_and_capped_per_connection() {
     use tandem::server::MAX_PREPARED_PER_CONNECTION;
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let (model, dir, dir_arg) = served("prepare");
     let g = model.model.graph();
-    let dir = models_dir("prepare", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
     let server = HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg]).expect("server");
     let mut s = TcpStream::connect(&server.addr).expect("connect");
     let digest = model_digest(&model.bytes);
@@ -851,11 +843,8 @@ fn a_peer_that_never_says_hello_is_closed_with_a_reason() {
 /// and frame 6 is answered next.
 #[test]
 fn cancelled_frames_that_have_not_started_are_not_run() {
-    let path = model_path();
-    let model = ModelFile::load(&path, &InputShapes::none()).expect("model");
+    let (model, dir, dir_arg) = served("cancel");
     let g = model.model.graph();
-    let dir = models_dir("cancel", &path);
-    let dir_arg = dir.to_string_lossy().to_string();
     let server =
         HandheldProcess::start(Path::new(BIN), &["--models", &dir_arg, "--slowdown", "30"]).expect("server");
     let mut s = TcpStream::connect(&server.addr).expect("connect");

@@ -218,16 +218,26 @@ pub fn within_budget(
 }
 
 /// Runs `work` (a plan built and run once) on a thread of its own, and
-/// waits for it. tract keeps a run's scratch space in its thread's locals
-/// and hands it to the next plan that thread runs: the calibration's plan,
-/// run on the session's thread, left the frames run there 5-10% slower
-/// (openWakeWord's embedding model and the face detector, on the emulated
-/// watch at its slowdown, measured by hand; see docs/results.md).
+/// waits for it: what the run leaves in its thread's locals (tract keeps a
+/// run's matrix-multiply scratch there, for the next plan that thread
+/// runs) goes with the thread. Run on the session's thread, the
+/// calibration left the frames run whole there about 6% slower on the
+/// emulated watch (the face detector's base cell, by hand: see
+/// docs/results.md); which part of it did is not established. Without a
+/// thread to be had, it runs here.
 fn apart<T: Send, E: Send>(
     work: impl FnOnce() -> std::result::Result<T, E> + Send,
 ) -> std::result::Result<T, E> {
-    std::thread::scope(|scope| match scope.spawn(work).join() {
-        Ok(result) => result,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
+    let work = std::sync::Mutex::new(Some(work));
+    let take = || work.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let ran = std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new().name("tandem-calibrate".into());
+        match thread.spawn_scoped(scope, || take().map(|w| w())).map(|t| t.join()) {
+            Ok(Ok(ran)) => ran,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => None,
+        }
+    });
+    // No thread to be had: here, then.
+    ran.or_else(|| take().map(|w| w())).unwrap_or_else(|| unreachable!("the work ran nowhere"))
 }

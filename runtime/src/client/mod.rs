@@ -208,10 +208,10 @@ pub struct Session {
     /// The engines whose plan of every layer here the builder has yet to
     /// build: asked for at the first decision to offload, so that a frame
     /// falling back to the watch, or a later move to it, finds it built.
-    /// Not at open: a plan built then, before the frames, made every frame
-    /// run whole 5-10% slower on the emulated watch than one the first
-    /// frame built (openWakeWord's embedding model and the face detector,
-    /// measured by hand; see docs/results.md).
+    /// Not at open: with the plan built then, the frames run whole on the
+    /// emulated watch were 4-8% slower than with the plan the first frame
+    /// built (openWakeWord's embedding model and the face detector, by
+    /// hand: see docs/results.md); why is not established.
     whole_ahead: Vec<crate::engine::Engine>,
     profiler: LinkProfiler,
     /// The link task, its channels and the probes in flight.
@@ -877,6 +877,11 @@ impl Session {
                 .map_err(|e| BadAnswer::Undecodable(e.to_string()))
                 .and_then(|t| check_answer(self.model.model.graph(), &f.cut, &t).map(|()| t))
         });
+        if encoded {
+            // Owed for a bad answer too: the watch decoded it.
+            clock.ran_elsewhere(decoding);
+            clock.finish();
+        }
         let outputs = match checked {
             Ok(t) => t,
             Err(e) => {
@@ -885,8 +890,6 @@ impl Session {
             }
         };
         if encoded {
-            clock.ran_elsewhere(decoding);
-            clock.finish();
             self.encodings.observe_answer(&self.model.model, &answer.metas);
             self.sync_codecs();
         }

@@ -53,6 +53,8 @@ fn spawn_runner(
     let handle = tokio::runtime::Handle::current();
     std::thread::Builder::new().name(format!("tandem-runner-{id}")).spawn(move || {
         let mut last = runner::LastPlan::default();
+        // The server's settings are fixed for its life.
+        let speed = runner::Speed::of(&shared.config);
         let (mut batch, mut held) = (runner::Batch::default(), Vec::with_capacity(runner::Batch::MAX));
         let mut next = None;
         loop {
@@ -77,13 +79,7 @@ fn spawn_runner(
                 (frame, Err("the connection closed".to_string().into()))
             } else {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    runner::run(
-                        job,
-                        &mut last,
-                        runner::Speed::of(&shared.config),
-                        shared.meter.as_ref(),
-                        &handle,
-                    )
+                    runner::run(job, &mut last, speed, shared.meter.as_ref(), &handle)
                 }))
                 .unwrap_or_else(|p| {
                     let why = tandem_core::guard::panic_message(&*p);
