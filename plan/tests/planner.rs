@@ -9,7 +9,7 @@ use tandem_models::ZooSpec;
 use tandem_plan::device::DeviceProfile;
 use tandem_plan::energy::{ClusterEnergy, PowerModel};
 use tandem_plan::partition::{
-    evaluate, Conditions, EnergyWeights, EngineSide, HandheldStatus, LatencyHint, LinkEstimate, Mode,
+    beats, evaluate, Conditions, EnergyWeights, EngineSide, HandheldStatus, LatencyHint, LinkEstimate, Mode,
     NodePrices, Planner, PlannerConfig, Side,
 };
 use tandem_plan::predict::{FlopsModel, LatencyModel, ProfiledLatency};
@@ -433,4 +433,141 @@ fn a_switch_of_engines_must_beat_the_margin() {
     assert_eq!(all_here(&mut planner, &skewed(&pair.watch, graph, 0.95, 0.95)), Engine::Tract);
     // 30% faster: switched.
     assert_eq!(all_here(&mut planner, &skewed(&pair.watch, graph, 0.7, 0.7)), Engine::OnnxRuntime);
+}
+
+/// A latency model that counts how often its layer times are asked for
+/// (every pricing of a side asks once).
+struct Counting {
+    inner: FlopsModel,
+    asked: std::cell::Cell<usize>,
+}
+
+impl Counting {
+    fn new(inner: FlopsModel) -> Counting {
+        Counting { inner, asked: std::cell::Cell::new(0) }
+    }
+}
+
+impl LatencyModel for Counting {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn node_costs(&self, graph: &LayerGraph) -> tandem_plan::predict::NodeCosts {
+        self.asked.set(self.asked.get() + 1);
+        self.inner.node_costs(graph)
+    }
+}
+
+/// A link of 1 Mbit/s each way with round trip `rtt`.
+fn with_rtt(rtt: Duration) -> LinkEstimate {
+    LinkEstimate { rtt, ..kbps(1_000.0) }
+}
+
+/// The planner for `link` and the fastest single frame, its first
+/// decision made with `w` and `h`.
+fn decided(pair: &Pair, link: LinkEstimate, w: Side, h: Side) -> Planner {
+    let mut planner = Planner::new(PlannerConfig::default(), conditions(link, LatencyHint::Fastest));
+    planner.poll_decision(pair.graph(), w, h).expect("decides").expect("a first decision");
+    planner
+}
+
+/// A decision to run every layer here for the fastest single frame stands
+/// without a search while it is faster than the round trip, which every
+/// cut that offloads pays: the predictions move (here 1.5x slower) and
+/// the decision is repriced, not searched again. In a stream, or once the
+/// round trip is shorter, the planner searches as before.
+#[test]
+fn every_layer_here_faster_than_the_round_trip_stands_without_a_search() {
+    let pair = Pair::mnist();
+    let (w, h) = pair.sides();
+    let link = with_rtt(Duration::from_secs(1));
+    let mut planner = decided(&pair, link, w, h);
+    let first = planner.current().expect("a decision").clone();
+    assert!(first.chosen.is_wearable_only(), "{}", first.reason);
+    assert_eq!(planner.searches(), 1);
+    let slower = Counting::new(FlopsModel { us_per_mac: pair.watch.us_per_mac * 1.5, ..pair.watch.clone() });
+    let w_slower = Side { latency: &slower, energy: &pair.watch_energy };
+    planner.handle_predictor_update();
+    assert!(planner.poll_decision(pair.graph(), w_slower, h).expect("decides").is_none());
+    assert_eq!(planner.searches(), 1, "no search");
+    // Repriced with the new predictions, as a search keeping the cut would.
+    let prices = NodePrices::new(
+        pair.graph(),
+        w_slower,
+        h,
+        &link,
+        &HandheldStatus::default(),
+        EnergyWeights::default(),
+    );
+    let here = evaluate(pair.graph(), &prices, &first.chosen, link.rtt);
+    let now = planner.current().expect("a decision").evaluation.clone();
+    assert_eq!(now.latency_s, here.latency_s);
+    assert!(
+        now.latency_s > first.evaluation.latency_s * 1.3,
+        "{} vs {}",
+        now.latency_s,
+        first.evaluation.latency_s
+    );
+    // A stream's period pays no round trip: searched.
+    planner.handle_mode(Mode::Stream);
+    planner.poll_decision(pair.graph(), w_slower, h).expect("decides");
+    assert_eq!(planner.searches(), 2, "a stream searches");
+    planner.handle_mode(Mode::Single);
+    planner.poll_decision(pair.graph(), w_slower, h).expect("decides");
+    assert_eq!(
+        planner.searches(),
+        3,
+        "back to single frames: the decision in force came from the stream's search"
+    );
+    // A round trip shorter than every layer here: searched.
+    planner.handle_predictor_update();
+    planner.poll_decision(pair.graph(), w_slower, h).expect("decides");
+    assert_eq!(planner.searches(), 3, "every layer here again, still under the round trip");
+    planner.handle_link(with_rtt(Duration::from_secs_f64(now.latency_s * 0.5)));
+    planner.poll_decision(pair.graph(), w_slower, h).expect("decides");
+    assert_eq!(planner.searches(), 4, "a round trip shorter than the frame: searched");
+}
+
+/// The round-trip rule never keeps a decision a search would replace:
+/// over links (round trips and rates) and watch predictions (faster and
+/// slower), whenever the planner kept every layer here without a search,
+/// a planner deciding afresh under the same conditions finds no cut that
+/// beats it past the margin. Both outcomes occur along the sweep.
+#[test]
+fn the_round_trip_rule_keeps_only_what_no_cut_beats() {
+    let pair = Pair::mnist();
+    let (w, h) = pair.sides();
+    let (mut kept, mut searched) = (0, 0);
+    for rtt_ms in [1.0, 5.0, 20.0, 50.0, 200.0] {
+        for kbit in [100.0, 2_000.0, 100_000.0] {
+            for scale in [0.1, 0.5, 2.0, 8.0, 40.0] {
+                let mut planner = decided(&pair, with_rtt(Duration::from_secs(1)), w, h);
+                assert!(planner.current().expect("a decision").chosen.is_wearable_only());
+                let link = LinkEstimate { rtt: Duration::from_secs_f64(rtt_ms / 1e3), ..kbps(kbit) };
+                let model = FlopsModel { us_per_mac: pair.watch.us_per_mac * scale, ..pair.watch.clone() };
+                let w_now = Side { latency: &model, energy: &pair.watch_energy };
+                planner.handle_link(link);
+                planner.handle_predictor_update();
+                let before = planner.searches();
+                let switched = planner.poll_decision(pair.graph(), w_now, h).expect("decides");
+                if planner.searches() > before {
+                    searched += 1;
+                    continue;
+                }
+                kept += 1;
+                assert!(switched.is_none());
+                let current = planner.current().expect("a decision");
+                assert!(current.chosen.is_wearable_only());
+                let fresh = decided(&pair, link, w_now, h);
+                let best = fresh.current().expect("a decision");
+                assert!(
+                    !beats(&best.evaluation, &current.evaluation, LatencyHint::Fastest, Mode::Single, 0.1),
+                    "kept every layer here at {rtt_ms} ms, {kbit} kbit/s, watch x{scale}, but {} beats it",
+                    best.reason
+                );
+            }
+        }
+    }
+    assert!(kept >= 10 && searched >= 10, "kept {kept}, searched {searched}: the sweep must do both");
 }

@@ -661,6 +661,8 @@ pub struct Planner {
     /// The decision in force met the period in force when it was chosen
     /// or kept, and its prediction has stayed within the margin past it since.
     meets_period: bool,
+    /// Searches of the cuts so far (the planner's own cost).
+    searches: u64,
 }
 
 impl Planner {
@@ -676,6 +678,7 @@ impl Planner {
             dvfs: None,
             rate: None,
             meets_period: false,
+            searches: 0,
         }
     }
 
@@ -689,6 +692,13 @@ impl Planner {
     /// The conditions now.
     pub fn conditions(&self) -> &Conditions {
         &self.conditions
+    }
+
+    /// How many times the cuts were searched: polls that found nothing
+    /// changed, or a decision in force that no search could replace
+    /// (every layer here, faster than the round trip), do not search.
+    pub fn searches(&self) -> u64 {
+        self.searches
     }
 
     /// The decision in force.
@@ -819,7 +829,13 @@ impl Planner {
             return Ok(None);
         }
         self.dirty = false;
-        let c = self.conditions;
+        if let Some(now) = self.here_stands(graph, wearable, handheld)? {
+            if let Some(current) = &mut self.current {
+                current.evaluation = now;
+            }
+            return Ok(None);
+        }
+        self.searches += 1;
         let simplified = match self.simplified.take() {
             Some(s) if s.windows().fits(graph) => s,
             _ => Simplified::new(graph),
@@ -857,35 +873,12 @@ impl Planner {
             return Ok(None);
         }
         // The current cut priced now, on its own engines and at its own setting.
-        let (Some(wearable), Some(handheld)) = (
-            side_of(wearable, current.engines.map(|e| e.prefix)),
-            side_of(handheld, current.engines.map(|e| e.suffix)),
-        ) else {
+        let Some(now) = self.priced_now(graph, current, wearable, handheld)? else {
             // Its engine is no longer offered: it cannot stay.
             self.current = Some(best.clone());
             self.meets_period = meets_period;
             return Ok(Some(best));
         };
-        let (scaled, energy);
-        let wearable = match (&current.setting, &self.dvfs) {
-            (Some(s), Some(profile)) => {
-                scaled = crate::predict::Scaled { inner: wearable.latency, slowdown: s.time_scale };
-                energy = crate::energy::ClusterEnergy::at(
-                    profile,
-                    &s.cluster,
-                    s.f_hz,
-                    crate::device::PowerModel::Analytical,
-                )
-                .map_err(|e| Error::InvalidCut(e.to_string()))?;
-                Side { latency: &scaled, energy: &energy }
-            }
-            _ => wearable,
-        };
-        let mut prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
-        if let Some(codecs) = &self.codecs {
-            prices = prices.with_codecs(graph, codecs, &c.status);
-        }
-        let now = evaluate(graph, &prices, &current.chosen, c.link.rtt);
         // At a source rate meeting the period decides first: a cut that
         // meets it replaces one that misses it outright (as meeting PropT
         // does), and when no cut is predicted to meet it, the cut in force
@@ -908,6 +901,68 @@ impl Planner {
             }
             Ok(None)
         }
+    }
+
+    /// `decision` priced under the conditions now, on its own engines and
+    /// at its own setting; `None` when one of its engines is no longer offered.
+    fn priced_now(
+        &self,
+        graph: &LayerGraph,
+        decision: &Decision,
+        wearable: &[(Option<Engine>, Side)],
+        handheld: &[(Option<Engine>, Side)],
+    ) -> Result<Option<Evaluation>> {
+        let c = &self.conditions;
+        let (Some(wearable), Some(handheld)) = (
+            side_of(wearable, decision.engines.map(|e| e.prefix)),
+            side_of(handheld, decision.engines.map(|e| e.suffix)),
+        ) else {
+            return Ok(None);
+        };
+        let (scaled, energy);
+        let wearable = match (&decision.setting, &self.dvfs) {
+            (Some(s), Some(profile)) => {
+                scaled = crate::predict::Scaled { inner: wearable.latency, slowdown: s.time_scale };
+                energy = crate::energy::ClusterEnergy::at(
+                    profile,
+                    &s.cluster,
+                    s.f_hz,
+                    crate::device::PowerModel::Analytical,
+                )
+                .map_err(|e| Error::InvalidCut(e.to_string()))?;
+                Side { latency: &scaled, energy: &energy }
+            }
+            _ => wearable,
+        };
+        let mut prices = NodePrices::new(graph, wearable, handheld, &c.link, &c.status, c.weights);
+        if let Some(codecs) = &self.codecs {
+            prices = prices.with_codecs(graph, codecs, &c.status);
+        }
+        Ok(Some(evaluate(graph, &prices, &decision.chosen, c.link.rtt)))
+    }
+
+    /// The decision in force priced now, when no search could replace it:
+    /// it runs every layer here for the fastest single frame (on the
+    /// wearable's only engine), and the round trip alone, which every cut
+    /// that offloads pays in full whatever either side's predictions, is
+    /// no faster than it less the margin. A tiny model's predictions move
+    /// past the margin every few frames while they learn; each search
+    /// would cost more than such a frame.
+    fn here_stands(
+        &self,
+        graph: &LayerGraph,
+        wearable: &[(Option<Engine>, Side)],
+        handheld: &[(Option<Engine>, Side)],
+    ) -> Result<Option<Evaluation>> {
+        let c = &self.conditions;
+        let Some(current) = &self.current else { return Ok(None) };
+        let fastest_single = c.hint == LatencyHint::Fastest && c.mode == Mode::Single;
+        if !fastest_single || !current.chosen.is_wearable_only() || wearable.len() != 1 {
+            return Ok(None);
+        }
+        let Some(now) = self.priced_now(graph, current, wearable, handheld)? else { return Ok(None) };
+        let keep = 1.0 - self.config.margin.clamp(0.0, 0.99);
+        Ok((now.latency_s * keep <= c.link.rtt.as_secs_f64()).then_some(now))
     }
 
     /// The best decision on one pair of sides under the conditions now
