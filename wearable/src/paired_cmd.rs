@@ -429,8 +429,17 @@ fn open_session(
     config.dvfs = p.dvfs;
     config.cpufreq = (p.cpufreq.as_os_str() != "none").then(|| p.cpufreq.clone());
     if let Some(strategy) = p.strategy {
+        let asked = config.encodings;
         strategy.apply(&mut config);
         config.prepare_ahead &= !p.no_prepare_ahead;
+        if config.encodings != asked {
+            let now = format!("{:?}", config.encodings).to_lowercase();
+            let asked = format!("{asked:?}").to_lowercase();
+            eprintln!(
+                "--strategy {}: link encodings {now}, not {asked} (the strategy sets them)",
+                strategy.name()
+            );
+        }
     }
     if config.placement == Placement::EdgeOnly && (config.edge.is_none() || tandem_edge.is_some()) {
         bail!(

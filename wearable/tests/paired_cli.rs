@@ -141,6 +141,24 @@ fn an_unreachable_handheld_means_the_wearable_runs_alone() {
     assert!(why.starts_with("no handheld:") && why.contains("refused"), "{j}");
 }
 
+/// A strategy sets the link encodings (Tandem lossless at least, the
+/// baselines raw): where that overrides `--encodings`, the wearable says so.
+#[test]
+fn a_strategy_that_overrides_the_asked_encodings_says_so() {
+    let m = model();
+    let alone = ["run", "--model", &m, "--connect", "127.0.0.1:1", "--ready-timeout", "2"];
+    let said = |extra: &[&str]| {
+        let o = wearable(&[&alone[..], extra].concat());
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        stderr(&o).lines().filter(|l| l.contains("(the strategy sets them)")).collect::<Vec<_>>().join("\n")
+    };
+    let raised = said(&["--strategy", "tandem", "--encodings", "raw"]);
+    assert_eq!(raised, "--strategy tandem: link encodings lossless, not raw (the strategy sets them)");
+    assert_eq!(said(&["--strategy", "tandem", "--encodings", "lossless"]), "", "as asked: nothing said");
+    let lowered = said(&["--strategy", "dads"]);
+    assert_eq!(lowered, "--strategy dads: link encodings raw, not lossless (the strategy sets them)");
+}
+
 #[test]
 fn bad_paired_arguments_get_clear_errors() {
     let m = model();
