@@ -763,7 +763,8 @@ pub fn lossy_report(rows: &[Row]) -> String {
         return String::new();
     }
     let mut out = String::from(
-        "\nLossy cells (every strategy may use lossy link encodings within the model card's budget; \
+        "\nLossy cells (every strategy is given lossy link encodings within the model card's budget; \
+         Tandem and handheld-compressed use them, the others send raw tensors, as published; \
          p50 ms / the worst measured error of the delivered outputs against the model run unsplit, \
          under that budget; means of the runs, worst of the runs):\n\n| model | pair | link | budget |",
     );

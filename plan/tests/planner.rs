@@ -435,30 +435,6 @@ fn a_switch_of_engines_must_beat_the_margin() {
     assert_eq!(all_here(&mut planner, &skewed(&pair.watch, graph, 0.7, 0.7)), Engine::OnnxRuntime);
 }
 
-/// A latency model that counts how often its layer times are asked for
-/// (every pricing of a side asks once).
-struct Counting {
-    inner: FlopsModel,
-    asked: std::cell::Cell<usize>,
-}
-
-impl Counting {
-    fn new(inner: FlopsModel) -> Counting {
-        Counting { inner, asked: std::cell::Cell::new(0) }
-    }
-}
-
-impl LatencyModel for Counting {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-
-    fn node_costs(&self, graph: &LayerGraph) -> tandem_plan::predict::NodeCosts {
-        self.asked.set(self.asked.get() + 1);
-        self.inner.node_costs(graph)
-    }
-}
-
 /// A link of 1 Mbit/s each way with round trip `rtt`.
 fn with_rtt(rtt: Duration) -> LinkEstimate {
     LinkEstimate { rtt, ..kbps(1_000.0) }
@@ -486,7 +462,7 @@ fn every_layer_here_faster_than_the_round_trip_stands_without_a_search() {
     let first = planner.current().expect("a decision").clone();
     assert!(first.chosen.is_wearable_only(), "{}", first.reason);
     assert_eq!(planner.searches(), 1);
-    let slower = Counting::new(FlopsModel { us_per_mac: pair.watch.us_per_mac * 1.5, ..pair.watch.clone() });
+    let slower = FlopsModel { us_per_mac: pair.watch.us_per_mac * 1.5, ..pair.watch.clone() };
     let w_slower = Side { latency: &slower, energy: &pair.watch_energy };
     planner.handle_predictor_update();
     assert!(planner.poll_decision(pair.graph(), w_slower, h).expect("decides").is_none());
@@ -570,4 +546,31 @@ fn the_round_trip_rule_keeps_only_what_no_cut_beats() {
         }
     }
     assert!(kept >= 10 && searched >= 10, "kept {kept}, searched {searched}: the sweep must do both");
+}
+
+/// The round-trip rule keeps only a decision a search chose or kept for
+/// the fastest single frame: with the watch's cluster and frequency
+/// chosen with the cut, every layer here at PropT ∞ runs at a setting
+/// that saves energy, and once the hint asks for the fastest frame the
+/// planner searches again and takes the fastest setting, as a planner
+/// deciding afresh does.
+#[test]
+fn a_hint_that_changes_searches_again_for_the_setting() {
+    let pair = Pair::mnist();
+    let (w, h) = pair.sides();
+    let profile = DeviceProfile::shipped("watch-w5").expect("shipped");
+    // A link so slow that every layer stays here under either hint.
+    let link = LinkEstimate { rtt: Duration::from_secs(1), ..kbps(1.0) };
+    let planner_for =
+        |hint| Planner::new(PlannerConfig::default(), conditions(link, hint)).with_dvfs(profile.clone());
+    let mut planner = planner_for(LatencyHint::EnergyFirst);
+    let saving = planner.poll_decision(pair.graph(), w, h).expect("decides").expect("a first decision");
+    let mut fresh = planner_for(LatencyHint::Fastest);
+    let fastest = fresh.poll_decision(pair.graph(), w, h).expect("decides").expect("a first decision");
+    assert!(saving.chosen.is_wearable_only() && fastest.chosen.is_wearable_only());
+    assert_ne!(saving.setting, fastest.setting, "the check needs the hints to choose different settings");
+    planner.handle_hint(LatencyHint::Fastest);
+    let now = planner.poll_decision(pair.graph(), w, h).expect("decides").expect("a new setting");
+    assert_eq!(planner.searches(), 2);
+    assert_eq!((now.chosen, now.setting), (fastest.chosen, fastest.setting));
 }

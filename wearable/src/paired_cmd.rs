@@ -436,7 +436,7 @@ fn open_session(
             let now = format!("{:?}", config.encodings).to_lowercase();
             let asked = format!("{asked:?}").to_lowercase();
             eprintln!(
-                "--strategy {}: link encodings {now}, not {asked} (the strategy sets them)",
+                "--strategy {}: link encodings {now} (the strategy sets them), not --encodings {asked}",
                 strategy.name()
             );
         }

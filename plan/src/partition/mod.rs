@@ -663,6 +663,8 @@ pub struct Planner {
     meets_period: bool,
     /// Searches of the cuts so far (the planner's own cost).
     searches: u64,
+    /// The hint and mode of the search that chose or kept the decision in force.
+    judged: Option<(LatencyHint, Mode)>,
 }
 
 impl Planner {
@@ -679,6 +681,7 @@ impl Planner {
             rate: None,
             meets_period: false,
             searches: 0,
+            judged: None,
         }
     }
 
@@ -858,6 +861,7 @@ impl Planner {
         self.simplified = Some(simplified);
         let Judged { decision: best, hint, mode, meets_period } =
             best.unwrap_or_else(|| Err(Error::InvalidCut("the planner was given no engines".into())))?;
+        self.judged = Some((self.conditions.hint, self.conditions.mode));
         let Some(current) = &self.current else {
             self.current = Some(best.clone());
             self.meets_period = meets_period;
@@ -943,7 +947,8 @@ impl Planner {
 
     /// The decision in force priced now, when no search could replace it:
     /// it runs every layer here for the fastest single frame (on the
-    /// wearable's only engine), and the round trip alone, which every cut
+    /// wearable's only engine, chosen or kept by a search for the fastest
+    /// single frame), and the round trip alone, which every cut
     /// that offloads pays in full whatever either side's predictions, is
     /// no faster than it less the margin. A tiny model's predictions move
     /// past the margin every few frames while they learn; each search
@@ -956,8 +961,15 @@ impl Planner {
     ) -> Result<Option<Evaluation>> {
         let c = &self.conditions;
         let Some(current) = &self.current else { return Ok(None) };
-        let fastest_single = c.hint == LatencyHint::Fastest && c.mode == Mode::Single;
-        if !fastest_single || !current.chosen.is_wearable_only() || wearable.len() != 1 {
+        // Chosen or kept for the fastest single frame too: under another
+        // hint or mode its setting (DVFS) need not be the fastest.
+        let fastest_single = (LatencyHint::Fastest, Mode::Single);
+        let judged_so = self.judged == Some(fastest_single);
+        if (c.hint, c.mode) != fastest_single
+            || !judged_so
+            || !current.chosen.is_wearable_only()
+            || wearable.len() != 1
+        {
             return Ok(None);
         }
         let Some(now) = self.priced_now(graph, current, wearable, handheld)? else { return Ok(None) };
