@@ -186,9 +186,17 @@ enum Command {
         /// Input shapes for the models given as files.
         #[command(flatten)]
         shapes: tandem_tools::cli::ShapeArgs,
-        /// Measured frames per run, after one warm-up.
+        /// Measured frames per run, after one warm-up (at least: see --min-run-ms).
         #[arg(long, default_value_t = 5)]
         frames: usize,
+        /// Each run of a model measures at least this long of its
+        /// wearable-only frames (ms): after the model's first cell, its
+        /// runs measure more than --frames where that cell's
+        /// wearable-only frames are short, up to 20 times as many (every
+        /// strategy of a cell alike; a source rate's and a trace's cells
+        /// count their own).
+        #[arg(long, default_value_t = 50.0)]
+        min_run_ms: f64,
         /// Runs of each strategy in each cell, interleaved (`--quick`: 1).
         #[arg(long, default_value_t = 2, conflicts_with = "quick")]
         runs: usize,
@@ -313,6 +321,7 @@ fn main() -> anyhow::Result<()> {
             model,
             shapes,
             frames,
+            min_run_ms,
             runs,
             resume,
             report_only,
@@ -339,6 +348,7 @@ fn main() -> anyhow::Result<()> {
             let shapes = shapes.shapes()?;
             let settings = compare::Settings {
                 frames: frames.max(1),
+                min_run_ms: if min_run_ms.is_finite() { min_run_ms.max(0.0) } else { 0.0 },
                 runs: runs.max(1),
                 dvfs,
                 engine,
