@@ -1222,25 +1222,32 @@ pub const MOST_FRAMES_TIMES: usize = 20;
 
 /// Measured frames per run in the cells of `model` (every strategy's
 /// alike): at least `frames`, and enough that wearable-only's frames in the
-/// model's first cell in `rows` (its base cell, in grid order) add up to
-/// `min_run_ms`, up to [`MOST_FRAMES_TIMES`] × `frames`. Half a
-/// millisecond's frames (openWakeWord's keyword head) measured five at a
-/// time gave medians a run apart by more than any strategy's difference;
-/// a slow model's runs are not made longer. `frames` before any such cell.
+/// model's base cell in `rows` (else its first cell there that is neither
+/// at a source rate, whose latencies count from each frame's arrival, nor
+/// over a trace nor an edge cell) add up to `min_run_ms`, up to
+/// [`MOST_FRAMES_TIMES`] × `frames`. Half a millisecond's frames
+/// (openWakeWord's keyword head) measured five at a time gave medians a
+/// run apart by more than any strategy's difference; a slow model's runs
+/// are not made longer. `frames` before any such cell, so the base cell,
+/// run first, measures `frames`.
 pub fn frames_for(model: &str, rows: &[Row], frames: usize, min_run_ms: f64) -> usize {
-    let first = rows
-        .iter()
-        .find(|r| r.cell.model == model && r.strategy == Strategy::WearableOnly.name() && r.latency_ms > 0.0);
-    let Some(first) = first else { return frames };
-    let wearable: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.cell == first.cell && r.strategy == first.strategy && r.latency_ms > 0.0)
-        .collect();
-    let frame_ms = mean(&wearable, |r| r.latency_ms);
-    let wanted = (min_run_ms / frame_ms).ceil();
+    let wearable =
+        |r: &&Row| r.cell.model == model && r.strategy == Strategy::WearableOnly.name() && r.latency_ms > 0.0;
+    let plain = |c: &Cell| rate_of(c).is_none() && !is_trace(&c.link) && c.edge.is_empty();
+    let base = Cell::base(model);
+    let cell = match rows.iter().filter(wearable).find(|r| r.cell == base) {
+        Some(r) => &r.cell,
+        None => match rows.iter().filter(wearable).find(|r| plain(&r.cell)) {
+            Some(r) => &r.cell,
+            None => return frames,
+        },
+    };
+    let runs: Vec<&Row> = rows.iter().filter(wearable).filter(|r| &r.cell == cell).collect();
+    let wanted = (min_run_ms / mean(&runs, |r| r.latency_ms)).ceil();
     let most = frames.saturating_mul(MOST_FRAMES_TIMES);
-    if wanted.is_finite() && wanted > frames as f64 {
-        (wanted as usize).min(most)
+    // NaN compares false: `frames`; +inf is past the cap.
+    if wanted > frames as f64 {
+        wanted.min(most as f64) as usize
     } else {
         frames
     }
@@ -1554,22 +1561,32 @@ mod tests {
     /// cell's wearable-only runs; long ones as asked; the cap holds.
     #[test]
     fn runs_of_short_frames_measure_more_of_them() {
-        let mut rows = vec![];
+        let other = |model: &str, ms: f64, link: &str, mode: &str| {
+            let mut r = row("wearable-only", model, 1, ms, 1.0);
+            (r.cell.link, r.cell.mode) = (link.into(), mode.into());
+            r
+        };
+        // A source rate's cell, run first (a resumed `--rate-only` run's):
+        // its latencies count from each frame's arrival.
+        let mut rows = vec![other("short", 40.0, "ble-2m", &rate_mode(15.0))];
         for (model, ms) in [("short", 4.0), ("short", 6.0), ("tiny", 0.4), ("slow", 100.0)] {
             rows.push(row("wearable-only", model, 1, ms, 1.0));
             // Other strategies' runs, and later cells, do not count.
             rows.push(row("tandem", model, 1, ms / 100.0, 1.0));
+            rows.push(other(model, ms / 10.0, "wifi-good", "single"));
         }
-        let mut later = row("wearable-only", "slow", 1, 1.0, 1.0);
-        later.cell.link = "wifi-good".into();
-        rows.push(later);
-        // 50 ms of 5 ms frames (the mean of the two runs) is 10 frames.
+        // 50 ms of 5 ms frames (the mean of the base cell's two runs) is 10 frames.
         assert_eq!(frames_for("short", &rows, 5, 50.0), 10);
         assert_eq!(frames_for("tiny", &rows, 5, 50.0), 5 * MOST_FRAMES_TIMES);
         assert_eq!(frames_for("slow", &rows, 5, 50.0), 5);
         assert_eq!(frames_for("unseen", &rows, 5, 50.0), 5);
         assert_eq!(frames_for("short", &rows, 5, 0.0), 5);
         assert_eq!(frames_for("short", &rows, 12, 50.0), 12);
+        assert_eq!(frames_for("short", &rows, 5, f64::INFINITY), 5 * MOST_FRAMES_TIMES);
+        // Without a base cell (`--era-only`), the first plain cell, not the rate's:
+        // 50 ms of 0.4 ms frames, capped.
+        let era: Vec<Row> = rows.iter().filter(|r| r.cell != Cell::base("short")).cloned().collect();
+        assert_eq!(frames_for("short", &era, 5, 50.0), 100);
     }
 
     /// Tandem paired with each strategy by cell: a latency cell and an

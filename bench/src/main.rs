@@ -195,7 +195,7 @@ enum Command {
         /// wearable-only frames are short, up to 20 times as many (every
         /// strategy of a cell alike; a source rate's and a trace's cells
         /// count their own).
-        #[arg(long, default_value_t = 50.0)]
+        #[arg(long, default_value_t = 50.0, value_parser = milliseconds)]
         min_run_ms: f64,
         /// Runs of each strategy in each cell, interleaved (`--quick`: 1).
         #[arg(long, default_value_t = 2, conflicts_with = "quick")]
@@ -348,7 +348,7 @@ fn main() -> anyhow::Result<()> {
             let shapes = shapes.shapes()?;
             let settings = compare::Settings {
                 frames: frames.max(1),
-                min_run_ms: if min_run_ms.is_finite() { min_run_ms.max(0.0) } else { 0.0 },
+                min_run_ms,
                 runs: runs.max(1),
                 dvfs,
                 engine,
@@ -375,6 +375,15 @@ fn main() -> anyhow::Result<()> {
 
 /// `plot-learning`: reads a stream's frame lines, prints each frame's
 /// prediction error, draws the figure.
+/// A finite, non-negative number of milliseconds (`--min-run-ms`).
+fn milliseconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
+        Ok(_) => Err(format!("{text}: give a finite number of milliseconds, 0 or more")),
+        Err(e) => Err(format!("{text}: {e}")),
+    }
+}
+
 fn plot_learning(frames: &Path, out: &Path, name: &str) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(frames).with_context(|| frames.display().to_string())?;
     let mut points = vec![];
