@@ -1116,19 +1116,18 @@ impl Runs<'_> {
     }
 }
 
-/// Runs `arm` in `cell` once (with `edge`'s arguments in an edge cell),
-/// measuring `frames` (a trace's and a source rate's cells count their
-/// own): the stream's summary as a row.
+/// Runs `arm` in `cell` once (with `edge`'s arguments in an edge cell):
+/// the stream's summary as a row.
 fn run_one(
     runs: &Runs,
     subject: &Subject,
     cell: &Cell,
-    (arm, edge, frames): (&crate::tiers::Arm, Option<&crate::tiers::EdgeRun>, usize),
+    (arm, edge): (&crate::tiers::Arm, Option<&crate::tiers::EdgeRun>),
     handheld: &Handheld,
     run: u32,
 ) -> anyhow::Result<Row> {
     let strategy = arm.strategy;
-    let mut frames = frames;
+    let mut frames = runs.frames;
     let (watch, _) = cell.pair.split_once('+').context("pair")?;
     let hint = match cell.hint.as_str() {
         "mid" => "200",
@@ -1217,50 +1216,11 @@ fn run_one(
     })
 }
 
-/// Most times `--frames` that [`frames_for`] gives a run.
-pub const MOST_FRAMES_TIMES: usize = 20;
-
-/// Measured frames per run in the cells of `model` (every strategy's
-/// alike): at least `frames`, and enough that wearable-only's frames in the
-/// model's base cell in `rows` (else its first cell there that is neither
-/// at a source rate, whose latencies count from each frame's arrival, nor
-/// over a trace nor an edge cell) add up to `min_run_ms`, up to
-/// [`MOST_FRAMES_TIMES`] × `frames`. Half a millisecond's frames
-/// (openWakeWord's keyword head) measured five at a time gave medians a
-/// run apart by more than any strategy's difference; a slow model's runs
-/// are not made longer. `frames` before any such cell, so the base cell,
-/// run first, measures `frames`.
-pub fn frames_for(model: &str, rows: &[Row], frames: usize, min_run_ms: f64) -> usize {
-    let wearable =
-        |r: &&Row| r.cell.model == model && r.strategy == Strategy::WearableOnly.name() && r.latency_ms > 0.0;
-    let plain = |c: &Cell| rate_of(c).is_none() && !is_trace(&c.link) && c.edge.is_empty();
-    let base = Cell::base(model);
-    let cell = match rows.iter().filter(wearable).find(|r| r.cell == base) {
-        Some(r) => &r.cell,
-        None => match rows.iter().filter(wearable).find(|r| plain(&r.cell)) {
-            Some(r) => &r.cell,
-            None => return frames,
-        },
-    };
-    let runs: Vec<&Row> = rows.iter().filter(wearable).filter(|r| &r.cell == cell).collect();
-    let wanted = (min_run_ms / mean(&runs, |r| r.latency_ms)).ceil();
-    let most = frames.saturating_mul(MOST_FRAMES_TIMES);
-    // NaN compares false: `frames`; +inf is past the cap.
-    if wanted > frames as f64 {
-        wanted.min(most as f64) as usize
-    } else {
-        frames
-    }
-}
-
 /// `tandem-bench compare`.
 /// How each run is made.
 pub struct Settings {
-    /// Measured frames per run, at least.
+    /// Measured frames per run.
     pub frames: usize,
-    /// Wearable-only's frames of a model measured in each run, at least
-    /// this long in all (ms): [`frames_for`].
-    pub min_run_ms: f64,
     /// Runs of each strategy per cell (one with `quick`).
     pub runs: usize,
     /// Tandem's runs choose the watch's cluster and frequency too.
@@ -1288,7 +1248,6 @@ pub fn compare(
     file_args: &[String],
     Settings {
         frames,
-        min_run_ms,
         runs: runs_per_cell,
         dvfs,
         engine,
@@ -1429,13 +1388,11 @@ pub fn compare(
             _ => vec!["--slowdown".to_string(), slowdown.to_string()],
         };
         let handheld = Handheld::start(&runs, phone, cell.load, battery, &subject.models_dir, &extra)?;
-        let frames = frames_for(&cell.model, &rows, runs.frames, min_run_ms);
         let mut cell_rows = vec![];
         for run in 1..=runs_per_cell as u32 {
             for arm in arms(cell) {
                 bar.set_message(format!("{} {} {} {} run {run}", cell.model, cell.link, cell.edge, arm.name));
-                let how = (&arm, edge_run.as_ref(), frames);
-                cell_rows.push(run_one(&runs, subject, cell, how, &handheld, run)?);
+                cell_rows.push(run_one(&runs, subject, cell, (&arm, edge_run.as_ref()), &handheld, run)?);
                 bar.inc(1);
             }
         }
@@ -1555,38 +1512,6 @@ mod tests {
         assert!(line.ends_with("| 2.00× | 2.00× | -75% | -50% | 50% | 50% | – | 22% |"), "{line}");
         // Both cells at PropT 0: the objective is latency, as the speedup.
         assert!(line.contains(&format!("| 2.00× ({wl:.2}–{wh:.2}) (2 cells) |")), "{line}");
-    }
-
-    /// Short frames are measured more at a time, from the model's first
-    /// cell's wearable-only runs; long ones as asked; the cap holds.
-    #[test]
-    fn runs_of_short_frames_measure_more_of_them() {
-        let other = |model: &str, ms: f64, link: &str, mode: &str| {
-            let mut r = row("wearable-only", model, 1, ms, 1.0);
-            (r.cell.link, r.cell.mode) = (link.into(), mode.into());
-            r
-        };
-        // A source rate's cell, run first (a resumed `--rate-only` run's):
-        // its latencies count from each frame's arrival.
-        let mut rows = vec![other("short", 40.0, "ble-2m", &rate_mode(15.0))];
-        for (model, ms) in [("short", 4.0), ("short", 6.0), ("tiny", 0.4), ("slow", 100.0)] {
-            rows.push(row("wearable-only", model, 1, ms, 1.0));
-            // Other strategies' runs, and later cells, do not count.
-            rows.push(row("tandem", model, 1, ms / 100.0, 1.0));
-            rows.push(other(model, ms / 10.0, "wifi-good", "single"));
-        }
-        // 50 ms of 5 ms frames (the mean of the base cell's two runs) is 10 frames.
-        assert_eq!(frames_for("short", &rows, 5, 50.0), 10);
-        assert_eq!(frames_for("tiny", &rows, 5, 50.0), 5 * MOST_FRAMES_TIMES);
-        assert_eq!(frames_for("slow", &rows, 5, 50.0), 5);
-        assert_eq!(frames_for("unseen", &rows, 5, 50.0), 5);
-        assert_eq!(frames_for("short", &rows, 5, 0.0), 5);
-        assert_eq!(frames_for("short", &rows, 12, 50.0), 12);
-        assert_eq!(frames_for("short", &rows, 5, f64::INFINITY), 5 * MOST_FRAMES_TIMES);
-        // Without a base cell (`--era-only`), the first plain cell, not the rate's:
-        // 50 ms of 0.4 ms frames, capped.
-        let era: Vec<Row> = rows.iter().filter(|r| r.cell != Cell::base("short")).cloned().collect();
-        assert_eq!(frames_for("short", &era, 5, 50.0), 100);
     }
 
     /// Tandem paired with each strategy by cell: a latency cell and an

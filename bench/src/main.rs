@@ -186,17 +186,9 @@ enum Command {
         /// Input shapes for the models given as files.
         #[command(flatten)]
         shapes: tandem_tools::cli::ShapeArgs,
-        /// Measured frames per run, after one warm-up (at least: see --min-run-ms).
+        /// Measured frames per run, after one warm-up.
         #[arg(long, default_value_t = 5)]
         frames: usize,
-        /// Each run of a model measures at least this long of its
-        /// wearable-only frames (ms): after the model's first cell, its
-        /// runs measure more than --frames where that cell's
-        /// wearable-only frames are short, up to 20 times as many (every
-        /// strategy of a cell alike; a source rate's and a trace's cells
-        /// count their own).
-        #[arg(long, default_value_t = 50.0, value_parser = milliseconds)]
-        min_run_ms: f64,
         /// Runs of each strategy in each cell, interleaved (`--quick`: 1).
         #[arg(long, default_value_t = 2, conflicts_with = "quick")]
         runs: usize,
@@ -321,7 +313,6 @@ fn main() -> anyhow::Result<()> {
             model,
             shapes,
             frames,
-            min_run_ms,
             runs,
             resume,
             report_only,
@@ -348,7 +339,6 @@ fn main() -> anyhow::Result<()> {
             let shapes = shapes.shapes()?;
             let settings = compare::Settings {
                 frames: frames.max(1),
-                min_run_ms,
                 runs: runs.max(1),
                 dvfs,
                 engine,
@@ -375,15 +365,6 @@ fn main() -> anyhow::Result<()> {
 
 /// `plot-learning`: reads a stream's frame lines, prints each frame's
 /// prediction error, draws the figure.
-/// A finite, non-negative number of milliseconds (`--min-run-ms`).
-fn milliseconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
-        Ok(_) => Err(format!("{text}: give a finite number of milliseconds, 0 or more")),
-        Err(e) => Err(format!("{text}: {e}")),
-    }
-}
-
 fn plot_learning(frames: &Path, out: &Path, name: &str) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(frames).with_context(|| frames.display().to_string())?;
     let mut points = vec![];
