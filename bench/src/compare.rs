@@ -1428,7 +1428,16 @@ pub fn report_only(out: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&results).with_context(|| results.display().to_string())?;
     let mut rows: Vec<Row> = vec![];
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        rows.push(serde_json::from_str(line).with_context(|| format!("{}:{}", results.display(), i + 1))?);
+        let row: Row =
+            serde_json::from_str(line).with_context(|| format!("{}:{}", results.display(), i + 1))?;
+        let figures = [row.latency_ms, row.p95_ms, row.throughput_fps, row.wearable_j, row.handheld_j];
+        anyhow::ensure!(
+            figures.iter().all(|f| f.is_finite() && *f >= 0.0),
+            "{}:{}: a latency, throughput or energy that is negative or not finite",
+            results.display(),
+            i + 1
+        );
+        rows.push(row);
     }
     write_report(out, &rows, &format!("From {} ({} runs; nothing run again).", results.display(), rows.len()))
 }

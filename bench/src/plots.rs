@@ -95,6 +95,7 @@ where
     if values.is_empty() {
         return Ok(());
     }
+    axis_fits(title, lo, hi)?;
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -172,6 +173,7 @@ where
         return Ok(());
     }
     let (lo, hi) = points.iter().fold((f64::INFINITY, 0f64), |(lo, hi), &(_, _, v)| (lo.min(v), hi.max(v)));
+    axis_fits("speedup against bandwidth", lo, hi)?;
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -208,6 +210,17 @@ where
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow!("{e}"))
+}
+
+/// The log axis `lo / 2 .. hi * 2` of a plot can be drawn: a figure of
+/// 1e308 (a hand-edited results.jsonl) left the axis infinite and its
+/// ticks never ending.
+fn axis_fits(plot: &str, lo: f64, hi: f64) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        lo > 0.0 && lo.is_finite() && (hi * 2.0).is_finite(),
+        "{plot}: values from {lo:e} to {hi:e} do not fit a plot's axis (is results.jsonl measured?)"
+    );
+    Ok(())
 }
 
 /// Writes the plots of `rows` into `dir`; the files written.
@@ -525,6 +538,19 @@ mod tests {
             accuracy_cost: None,
             accuracy_over: None,
         }
+    }
+
+    /// A figure too large for an axis is refused by name, where it hung
+    /// drawing the axis's ticks.
+    #[test]
+    fn figures_past_an_axis_are_refused() {
+        let dir = std::env::temp_dir().join(format!("tandem-plots-huge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut rows: Vec<Row> = Strategy::ALL.iter().map(|s| row(*s, Cell::base("m"), 10.0)).collect();
+        rows[0].wearable_j = 1e308;
+        let e = plots(&dir, &rows).expect_err("refused");
+        assert!(e.to_string().contains("do not fit a plot's axis"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The learning figure: both files written, the PNG not blank, the SVG
