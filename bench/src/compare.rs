@@ -1314,9 +1314,7 @@ pub fn compare(
     let results = out.join("results.jsonl");
     let mut rows: Vec<Row> = vec![];
     if resume && results.exists() {
-        for line in std::fs::read_to_string(&results)?.lines().filter(|l| !l.trim().is_empty()) {
-            rows.push(serde_json::from_str(line).with_context(|| format!("{}: {line}", results.display()))?);
-        }
+        rows = read_rows(&results)?;
     }
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -1425,7 +1423,14 @@ fn write_report(out: &Path, rows: &[Row], header: &str) -> anyhow::Result<()> {
 /// together), nothing run.
 pub fn report_only(out: &Path) -> anyhow::Result<()> {
     let results = out.join("results.jsonl");
-    let text = std::fs::read_to_string(&results).with_context(|| results.display().to_string())?;
+    let rows = read_rows(&results)?;
+    write_report(out, &rows, &format!("From {} ({} runs; nothing run again).", results.display(), rows.len()))
+}
+
+/// The rows of a results.jsonl, each checked: a latency, throughput or
+/// energy that is negative or not finite is refused, naming its line.
+fn read_rows(results: &Path) -> anyhow::Result<Vec<Row>> {
+    let text = std::fs::read_to_string(results).with_context(|| results.display().to_string())?;
     let mut rows: Vec<Row> = vec![];
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let row: Row =
@@ -1439,7 +1444,7 @@ pub fn report_only(out: &Path) -> anyhow::Result<()> {
         );
         rows.push(row);
     }
-    write_report(out, &rows, &format!("From {} ({} runs; nothing run again).", results.display(), rows.len()))
+    Ok(rows)
 }
 
 #[cfg(test)]
