@@ -111,10 +111,6 @@ pub struct Row {
     /// switch's stall when plans are not built ahead.
     #[serde(default)]
     pub plan_build_ms: f64,
-    /// The link schedule's time at the first measured frame (s): where the
-    /// walk-away trace's frames start.
-    #[serde(default)]
-    pub stream_start_s: f64,
     /// Where every measured frame ran, when all ran alike: `watch`, or the
     /// cut's key and the bytes sent up (the same cut encoded differently is
     /// another placement); `None` when they ran at several, or any fell back.
@@ -532,9 +528,11 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
             let paired = |baseline: &str| -> Vec<crate::interval::Paired> {
                 complete
                     .iter()
-                    .map(|(_, cell)| crate::interval::Paired {
-                        baseline: cell[baseline].iter().map(|r| r.latency_ms).collect(),
-                        strategy: cell[name].iter().map(|r| r.latency_ms).collect(),
+                    .map(|(_, cell)| {
+                        crate::interval::Paired::new(
+                            cell[baseline].iter().map(|r| r.latency_ms).collect(),
+                            cell[name].iter().map(|r| r.latency_ms).collect(),
+                        )
                     })
                     .collect()
             };
@@ -594,6 +592,15 @@ pub struct HeadToHead {
     pub objective: Option<(f64, Option<(f64, f64)>)>,
     /// Those cells.
     pub objective_cells: usize,
+    /// The objective with runs at one placement pooled ([`pooled`]), over
+    /// the same cells: a cell where both ran every run at one and the same
+    /// placement counts as even (what its runs measured apart is this VM's
+    /// noise between runs of one thing), in the estimate and in every
+    /// resample; elsewhere each side is judged by its placement's pooled
+    /// runs (its own where they moved between placements).
+    pub objective_pooled: Option<(f64, Option<(f64, f64)>)>,
+    /// Of those cells, the ones where the two did not run at one placement.
+    pub apart_cells: usize,
 }
 
 /// Tandem against each other strategy, paired by cell over the headline's
@@ -611,12 +618,18 @@ pub fn head_to_head(rows: &[Row]) -> Vec<HeadToHead> {
     names
         .iter()
         .filter(|&&n| n != tandem)
-        .map(|&name| HeadToHead {
-            strategy: name.into(),
-            cells: complete.len(),
-            latency: paired_figure(&complete, (name, tandem), &|_, r| r.latency_ms),
-            objective: paired_figure(&one_figure, (name, tandem), &|c, r| score(c, &[r])),
-            objective_cells: one_figure.len(),
+        .map(|&name| {
+            let objective = |c: &Cell, r: &Row| score(c, &[r]);
+            let (objective_pooled, apart_cells) = pooled_figure(&one_figure, (name, tandem), &objective);
+            HeadToHead {
+                strategy: name.into(),
+                cells: complete.len(),
+                latency: paired_figure(&complete, (name, tandem), &|_, r| r.latency_ms),
+                objective: paired_figure(&one_figure, (name, tandem), &objective),
+                objective_cells: one_figure.len(),
+                objective_pooled,
+                apart_cells,
+            }
         })
         .collect()
 }
@@ -640,13 +653,45 @@ fn paired_figure(
 ) -> Option<(f64, Option<(f64, f64)>)> {
     let paired: Vec<_> = cells
         .iter()
-        .map(|(c, cell)| crate::interval::Paired {
-            baseline: cell[baseline].iter().map(|r| figure(c, r)).collect(),
-            strategy: cell[strategy].iter().map(|r| figure(c, r)).collect(),
+        .map(|(c, cell)| {
+            crate::interval::Paired::new(
+                cell[baseline].iter().map(|r| figure(c, r)).collect(),
+                cell[strategy].iter().map(|r| figure(c, r)).collect(),
+            )
         })
         .collect();
     let point = crate::interval::geomean_ratio(&paired);
     point.map(|g| (g, crate::interval::geomean_ratio_interval(&paired, 31)))
+}
+
+/// A paired geometric mean and its 95% bootstrap interval; `None` without cells.
+type PairedFigure = Option<(f64, Option<(f64, f64)>)>;
+
+/// [`paired_figure`] with runs at one placement pooled ([`pooled`]): a
+/// cell where both sides ran every run at one and the same placement is
+/// one pool, even; elsewhere each side's pooled runs. Also how many cells
+/// were not one pool.
+fn pooled_figure(
+    cells: &[(&&Cell, &CellRuns)],
+    (baseline, strategy): (&str, &str),
+    figure: &dyn Fn(&Cell, &Row) -> f64,
+) -> (PairedFigure, usize) {
+    let mut apart = 0;
+    let paired: Vec<_> = cells
+        .iter()
+        .map(|(c, cell)| {
+            let runs = |name: &str| -> Vec<f64> { pooled(cell, name).iter().map(|r| figure(c, r)).collect() };
+            match (placement_of(&cell[baseline]), placement_of(&cell[strategy])) {
+                (Some(a), Some(b)) if a == b => crate::interval::Paired::one_pool(runs(strategy)),
+                _ => {
+                    apart += 1;
+                    crate::interval::Paired::new(runs(baseline), runs(strategy))
+                }
+            }
+        })
+        .collect();
+    let point = crate::interval::geomean_ratio(&paired);
+    (point.map(|g| (g, crate::interval::geomean_ratio_interval(&paired, 31))), apart)
 }
 
 /// The table of [`head_to_head`].
@@ -661,8 +706,14 @@ fn head_to_head_table(rows: &[Row]) -> String {
          figure over Tandem's, above 1: Tandem ahead; 95% bootstrap interval, cells and runs resampled). \
          The objective is each cell's: latency at PropT 0, both devices' weighted energy (model-based) \
          at PropT ∞; the PropT 200 ms cells are left out of it (meeting the bound ranks first there, \
-         which no ratio says).\n\n\
-         | Tandem against | cells | latency | cells at PropT 0 and ∞ | objective |\n|---|---:|---:|---:|---:|\n",
+         which no ratio says). With placements pooled, a cell where both ran every run at one and the \
+         same placement (the same layers on each side, the same bytes) is even: what their runs measured \
+         apart there is this VM's noise between runs of one thing; elsewhere each is judged by every \
+         strategy's runs at its placement (its own where its runs moved), so the figure is what the \
+         choices are worth.\n\n\
+         | Tandem against | cells | latency | cells at PropT 0 and ∞ | objective | \
+         objective, placements pooled | of those cells, placed apart |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
     );
     let all = head_to_head(rows);
     if all.iter().all(|h| h.cells == 0) {
@@ -670,12 +721,14 @@ fn head_to_head_table(rows: &[Row]) -> String {
     }
     for h in all {
         out += &format!(
-            "| {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             h.strategy,
             h.cells,
             with(h.latency),
             h.objective_cells,
-            with(h.objective)
+            with(h.objective),
+            with(h.objective_pooled),
+            h.apart_cells
         );
     }
     out
@@ -1199,7 +1252,6 @@ fn run_one(
         cut_switches: j["cut_switches"].as_u64().unwrap_or(0),
         switch_wait_max_ms: j["switch_wait_max_ms"].as_f64().unwrap_or(0.0),
         plan_build_ms: j["plan_build_ms"].as_f64().unwrap_or(0.0),
-        stream_start_s: j["stream_start_s"].as_f64().unwrap_or(0.0),
         placement: j["ran_at"].as_str().map(|p| match p {
             "watch" => p.to_string(),
             cut => format!("{cut} up {} B", j["up_bytes"].as_u64().unwrap_or(0)),
@@ -1467,7 +1519,6 @@ mod tests {
             cut_switches: 0,
             switch_wait_max_ms: 0.0,
             plan_build_ms: 0.0,
-            stream_start_s: 0.0,
             placement: None,
             engines: None,
             frames: 1,
@@ -1579,7 +1630,61 @@ mod tests {
         let text = report(&rows);
         let (lo, hi) = latency_interval.expect("interval");
         let line = format!("| dads | 3 | 1.22× ({lo:.2}–{hi:.2}) | 2 | 1.55× (");
+        // No run says where it ran: no cell is one pool, and pooling changes nothing.
+        assert_eq!((dads.objective_pooled, dads.apart_cells), (dads.objective, 2));
         assert!(text.contains(&line), "{text}");
+    }
+
+    /// With placements pooled, a cell where Tandem and another ran at one
+    /// placement is even however its runs measured, and a cell where they
+    /// chose apart compares every strategy's runs at each one's placement
+    /// (hand-computed); the bootstrap keeps the even cell even.
+    #[test]
+    fn pooled_head_to_head_counts_one_placement_as_even() {
+        let mut rows = vec![];
+        for run in 1..=2 {
+            let second = run == 2;
+            // (cell, strategy, latency, placement)
+            for (model, s, latency, placement) in [
+                // a: every strategy on the watch; DeepWear's runs measured slower by noise.
+                ("a", "tandem", if second { 14.0 } else { 10.0 }, "watch"),
+                ("a", "deepwear", if second { 16.0 } else { 12.0 }, "watch"),
+                ("a", "wearable-only", 11.0, "watch"),
+                ("a", "neurosurgeon", 11.0, "watch"),
+                ("a", "dads", 11.0, "watch"),
+                ("a", "handheld-only", 11.0, "watch"),
+                ("a", "handheld-compressed", 11.0, "watch"),
+                // b: Tandem, Neurosurgeon and DADS cut; DeepWear and wearable-only on the watch.
+                ("b", "tandem", 20.0, "0 up 10 B"),
+                ("b", "neurosurgeon", 22.0, "0 up 10 B"),
+                ("b", "dads", 22.0, "0 up 10 B"),
+                ("b", "deepwear", if second { 34.0 } else { 30.0 }, "watch"),
+                ("b", "wearable-only", if second { 30.0 } else { 26.0 }, "watch"),
+                ("b", "handheld-only", 50.0, "00 up 99 B"),
+                ("b", "handheld-compressed", 50.0, "00 up 88 B"),
+            ] {
+                rows.push(Row { placement: Some(placement.into()), ..row(s, model, run, latency, 1.0) });
+            }
+        }
+        let h = head_to_head(&rows);
+        let of = |name: &str| h.iter().find(|h| h.strategy == name).expect("a strategy").clone();
+        let deepwear = of("deepwear");
+        // Unpooled: 14/12 in a, 32/20 in b.
+        let (unpooled, _) = deepwear.objective.expect("cells");
+        assert!((unpooled - (14.0f64 / 12.0 * 32.0 / 20.0).sqrt()).abs() < 1e-9, "{deepwear:?}");
+        // Pooled: a even; b the watch's four runs (30, 34, 26, 30) over the cut's six (20, 20, 22 × 4).
+        let (g, interval) = deepwear.objective_pooled.expect("cells");
+        let b: f64 = 30.0 / (128.0 / 6.0);
+        assert!((g - b.sqrt()).abs() < 1e-9, "{deepwear:?}");
+        assert_eq!(deepwear.apart_cells, 1);
+        // Resamples draw a as it is (1) and b's pools: never below 1, never past 34/20.
+        let (lo, hi) = interval.expect("interval");
+        assert!((1.0 - 1e-9..=g).contains(&lo) && (g..=34.0 / 20.0).contains(&hi) && lo < hi, "{deepwear:?}");
+        // Neurosurgeon ran where Tandem did in both cells: even, with no spread.
+        let ns = of("neurosurgeon");
+        assert_eq!((ns.objective_pooled, ns.apart_cells), (Some((1.0, Some((1.0, 1.0)))), 0));
+        let text = report(&rows);
+        assert!(text.contains(&format!("| {:.2}× ({lo:.2}–{hi:.2}) | 1 |\n", g)), "{text}");
     }
 
     /// Edge cells leave the headline and the per-cell table as they were,

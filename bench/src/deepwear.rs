@@ -57,10 +57,10 @@ pub fn figures(rows: &[Row], pairs: &[&str], strategy: &str) -> Figures {
                 let lat = |runs: &[&Row]| mean(runs, |r| r.latency_ms);
                 log_w += (lat(w) / lat(own)).ln();
                 log_h += (lat(h) / lat(own)).ln();
-                paired.push(crate::interval::Paired {
-                    baseline: w.iter().map(|r| r.latency_ms).collect(),
-                    strategy: own.iter().map(|r| r.latency_ms).collect(),
-                });
+                paired.push(crate::interval::Paired::new(
+                    w.iter().map(|r| r.latency_ms).collect(),
+                    own.iter().map(|r| r.latency_ms).collect(),
+                ));
                 out.models.0 += 1;
             }
             "inf" => {

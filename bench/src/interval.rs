@@ -17,6 +17,23 @@ pub struct Paired {
     pub baseline: Vec<f64>,
     /// The strategy's runs.
     pub strategy: Vec<f64>,
+    /// Both sides are one pool of runs ([`Paired::one_pool`]): a resample
+    /// draws the cell as it is.
+    pub one_pool: bool,
+}
+
+impl Paired {
+    /// A cell of the two sides' own runs.
+    pub fn new(baseline: Vec<f64>, strategy: Vec<f64>) -> Paired {
+        Paired { baseline, strategy, one_pool: false }
+    }
+
+    /// A cell where both sides are one pool of runs (two strategies that
+    /// ran at one placement, whose runs are samples of one thing): its
+    /// ratio is 1 in the estimate and in every resample.
+    pub fn one_pool(runs: Vec<f64>) -> Paired {
+        Paired { baseline: runs.clone(), strategy: runs, one_pool: true }
+    }
 }
 
 /// The geometric mean over `cells` of the baseline's mean over the
@@ -52,9 +69,12 @@ pub fn geomean_ratio_interval(cells: &[Paired], seed: u64) -> Option<(f64, f64)>
         let sample: Vec<Paired> = (0..cells.len())
             .map(|_| {
                 let c = &cells[rng.gen_range(0..cells.len())];
+                if c.one_pool {
+                    return c.clone();
+                }
                 let baseline = if c.baseline.is_empty() { vec![] } else { draw(&c.baseline, &mut rng) };
                 let strategy = if c.strategy.is_empty() { vec![] } else { draw(&c.strategy, &mut rng) };
-                Paired { baseline, strategy }
+                Paired::new(baseline, strategy)
             })
             .collect();
         if let Some(g) = geomean_ratio(&sample) {
@@ -71,7 +91,7 @@ mod tests {
     use super::*;
 
     fn cell(baseline: &[f64], strategy: &[f64]) -> Paired {
-        Paired { baseline: baseline.to_vec(), strategy: strategy.to_vec() }
+        Paired::new(baseline.to_vec(), strategy.to_vec())
     }
 
     #[test]

@@ -284,9 +284,9 @@ type Point = (f64, f64, f64);
 fn walk_traces(dir: &Path, rows: &[Row], cell: &Cell) -> anyhow::Result<Vec<(usize, Vec<Point>)>> {
     let mut out = vec![];
     for (k, s) in Strategy::ALL.iter().enumerate().filter(|(_, s)| ADAPTIVE.contains(s)) {
-        let Some(row) = rows.iter().find(|r| &r.cell == cell && r.strategy == s.name() && r.run == 1) else {
+        if !rows.iter().any(|r| &r.cell == cell && r.strategy == s.name() && r.run == 1) {
             continue;
-        };
+        }
         let path = frames_path(dir, &cell.link, &cell.model, s.name(), 1);
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
         let mut points = vec![];
@@ -295,7 +295,7 @@ fn walk_traces(dir: &Path, rows: &[Row], cell: &Cell) -> anyhow::Result<Vec<(usi
                 serde_json::from_str(line).with_context(|| format!("{}: {line}", path.display()))?;
             let f = |k: &str| j[k].as_f64().unwrap_or(0.0);
             let share = if f("layers") > 0.0 { f("prefix_layers") / f("layers") } else { 1.0 };
-            points.push((row.stream_start_s + f("t_s"), share, f("latency_ms")));
+            points.push((f("t_s"), share, f("latency_ms")));
         }
         out.push((k, points));
     }
@@ -528,7 +528,6 @@ mod tests {
             cut_switches: 0,
             switch_wait_max_ms: 0.0,
             plan_build_ms: 0.0,
-            stream_start_s: 1.0,
             placement: None,
             engines: None,
             frames: 1,

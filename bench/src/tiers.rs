@@ -345,7 +345,6 @@ mod tests {
             cut_switches: 0,
             switch_wait_max_ms: 0.0,
             plan_build_ms: 0.0,
-            stream_start_s: 0.0,
             placement: None,
             engines: None,
             frames: 5,

@@ -656,9 +656,6 @@ pub fn stream(args: StreamArgs) -> Result<ExitCode> {
         if let Some(a) = accuracy {
             obj.insert("accuracy".into(), a);
         }
-        // The schedule's time at the first measured frame (frames' `t_s`
-        // count from here): 0, since the schedule starts with that frame.
-        obj.insert("stream_start_s".into(), 0.0.into());
         let mut reasons = std::collections::BTreeMap::<String, usize>::new();
         for r in &reports {
             if let Some(why) = &r.local_reason {
