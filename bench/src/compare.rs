@@ -355,7 +355,7 @@ pub struct Headline {
     /// interval: the speedup, but with each cell judged as its hint asks
     /// (at PropT ∞ a strategy that honours the hint trades speed for
     /// energy, which the speedup counts against it). `None` without such cells.
-    pub objective_vs_wearable: Option<(f64, Option<(f64, f64)>)>,
+    pub objective_vs_wearable: PairedFigure,
     /// Those cells.
     pub objective_cells: usize,
     /// Mean change of the watch's energy per frame against wearable-only (−0.3: 30% less).
@@ -414,19 +414,29 @@ pub fn mean(runs: &[&Row], value: fn(&Row) -> f64) -> f64 {
 
 /// The runs `name` is judged by with placements pooled: when every run of
 /// it ran at one placement, every strategy's runs at that placement in the
-/// cell (the same layers where, the same bytes: samples of one thing, whose
-/// differences are this VM's noise); else its own runs.
+/// cell (the same layers where, the same bytes, on the same engines:
+/// samples of one thing, whose differences are this VM's noise); else its
+/// own runs.
 pub fn pooled<'a>(cell: &BTreeMap<&str, Vec<&'a Row>>, name: &str) -> Vec<&'a Row> {
     match placement_of(&cell[name]) {
-        Some(p) => cell.values().flatten().filter(|r| r.placement.as_ref() == Some(p)).copied().collect(),
+        Some(p) => cell.values().flatten().filter(|r| placed(r) == Some(p)).copied().collect(),
         None => cell[name].clone(),
     }
 }
 
-/// The placement every one of `runs` ran at, if they all ran at one.
-fn placement_of<'a>(runs: &[&'a Row]) -> Option<&'a String> {
-    let p = runs.first()?.placement.as_ref()?;
-    runs.iter().all(|r| r.placement.as_ref() == Some(p)).then_some(p)
+/// Where a run ran, as pooling compares runs: its placement and the engines
+/// its two sides ran on (with `--engine auto` strategies may differ there).
+type Placed<'a> = (&'a String, &'a Option<String>);
+
+/// [`Placed`] of `run`, if all its frames ran at one placement.
+fn placed(run: &Row) -> Option<Placed<'_>> {
+    run.placement.as_ref().map(|p| (p, &run.engines))
+}
+
+/// Where every one of `runs` ran, if they all ran at one placement.
+fn placement_of<'a>(runs: &[&'a Row]) -> Option<Placed<'a>> {
+    let p = placed(runs.first()?)?;
+    runs.iter().all(|r| placed(r) == Some(p)).then_some(p)
 }
 
 /// PropT "mid": the latency bound, in ms.
@@ -575,6 +585,9 @@ fn headline_rows(rows: &[Row]) -> Vec<Row> {
         .collect()
 }
 
+/// A paired geometric mean and its 95% bootstrap interval; `None` without cells.
+type PairedFigure = Option<(f64, Option<(f64, f64)>)>;
+
 /// Tandem against one other strategy, cell by cell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadToHead {
@@ -584,12 +597,12 @@ pub struct HeadToHead {
     pub cells: usize,
     /// Geometric mean over the cells of its latency over Tandem's (above
     /// 1: Tandem faster), and the 95% bootstrap interval; `None` without cells.
-    pub latency: Option<(f64, Option<(f64, f64)>)>,
+    pub latency: PairedFigure,
     /// The same of each cell's objective ([`score`], per run) over the
     /// cells at PropT 0 and ∞, whose objectives are one figure each
     /// (latency, the weighted energy); at PropT 200 ms meeting the bound
     /// ranks first, which no ratio says.
-    pub objective: Option<(f64, Option<(f64, f64)>)>,
+    pub objective: PairedFigure,
     /// Those cells.
     pub objective_cells: usize,
     /// The objective with runs at one placement pooled ([`pooled`]), over
@@ -598,8 +611,10 @@ pub struct HeadToHead {
     /// noise between runs of one thing), in the estimate and in every
     /// resample; elsewhere each side is judged by its placement's pooled
     /// runs (its own where they moved between placements).
-    pub objective_pooled: Option<(f64, Option<(f64, f64)>)>,
-    /// Of those cells, the ones where the two did not run at one placement.
+    pub objective_pooled: PairedFigure,
+    /// Of those cells, the ones where the two did not run at one shared
+    /// placement: they held different ones, or either's runs moved
+    /// between placements.
     pub apart_cells: usize,
 }
 
@@ -650,7 +665,7 @@ fn paired_figure(
     cells: &[(&&Cell, &CellRuns)],
     (baseline, strategy): (&str, &str),
     figure: &dyn Fn(&Cell, &Row) -> f64,
-) -> Option<(f64, Option<(f64, f64)>)> {
+) -> PairedFigure {
     let paired: Vec<_> = cells
         .iter()
         .map(|(c, cell)| {
@@ -663,9 +678,6 @@ fn paired_figure(
     let point = crate::interval::geomean_ratio(&paired);
     point.map(|g| (g, crate::interval::geomean_ratio_interval(&paired, 31)))
 }
-
-/// A paired geometric mean and its 95% bootstrap interval; `None` without cells.
-type PairedFigure = Option<(f64, Option<(f64, f64)>)>;
 
 /// [`paired_figure`] with runs at one placement pooled ([`pooled`]): a
 /// cell where both sides ran every run at one and the same placement is
@@ -696,7 +708,7 @@ fn pooled_figure(
 
 /// The table of [`head_to_head`].
 fn head_to_head_table(rows: &[Row]) -> String {
-    let with = |figure: Option<(f64, Option<(f64, f64)>)>| match figure {
+    let with = |figure: PairedFigure| match figure {
         Some((g, Some((lo, hi)))) => format!("{g:.2}× ({lo:.2}–{hi:.2})"),
         Some((g, None)) => format!("{g:.2}×"),
         None => "–".into(),
@@ -712,7 +724,7 @@ fn head_to_head_table(rows: &[Row]) -> String {
          strategy's runs at its placement (its own where its runs moved), so the figure is what the \
          choices are worth.\n\n\
          | Tandem against | cells | latency | cells at PropT 0 and ∞ | objective | \
-         objective, placements pooled | of those cells, placed apart |\n\
+         objective, placements pooled | of those cells, not at one shared placement |\n\
          |---|---:|---:|---:|---:|---:|---:|\n",
     );
     let all = head_to_head(rows);
@@ -1685,6 +1697,12 @@ mod tests {
         assert_eq!((ns.objective_pooled, ns.apart_cells), (Some((1.0, Some((1.0, 1.0)))), 0));
         let text = report(&rows);
         assert!(text.contains(&format!("| {:.2}× ({lo:.2}–{hi:.2}) | 1 |\n", g)), "{text}");
+        // Tandem's runs in a on another engine: the same layers, not one pool.
+        for r in rows.iter_mut().filter(|r| r.cell.model == "a" && r.strategy == "tandem") {
+            r.engines = Some("onnxruntime+tract".into());
+        }
+        let deepwear = head_to_head(&rows).into_iter().find(|h| h.strategy == "deepwear").expect("deepwear");
+        assert_eq!(deepwear.apart_cells, 2, "{deepwear:?}");
     }
 
     /// Edge cells leave the headline and the per-cell table as they were,

@@ -1,6 +1,7 @@
 //! Bootstrap intervals for the harness's headline figures, so that a
 //! reader can tell a tie from a win: the cells, and within each cell the
-//! runs of both strategies, resampled with replacement; the 2.5th and
+//! runs of both strategies, resampled with replacement (a cell whose two
+//! sides are one pool of runs is drawn as it is, even); the 2.5th and
 //! 97.5th percentiles of the statistic over the resamples.
 
 use rand::{Rng, SeedableRng};
@@ -14,12 +15,12 @@ pub const RESAMPLES: usize = 2000;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Paired {
     /// The baseline's runs.
-    pub baseline: Vec<f64>,
+    baseline: Vec<f64>,
     /// The strategy's runs.
-    pub strategy: Vec<f64>,
-    /// Both sides are one pool of runs ([`Paired::one_pool`]): a resample
-    /// draws the cell as it is.
-    pub one_pool: bool,
+    strategy: Vec<f64>,
+    /// Both sides are one pool of runs ([`Paired::one_pool`]; the two
+    /// vectors are then the same): a resample draws the cell as it is.
+    one_pool: bool,
 }
 
 impl Paired {
@@ -55,7 +56,8 @@ fn mean(v: &[f64]) -> Option<f64> {
 
 /// The 95% bootstrap interval of [`geomean_ratio`] over `cells`: cells
 /// drawn with replacement, then each drawn cell's runs of both sides drawn
-/// with replacement; `seed` makes it repeatable. `None` without a cell.
+/// with replacement (a one-pool cell's not: it stays even); `seed` makes
+/// it repeatable. `None` without a cell.
 pub fn geomean_ratio_interval(cells: &[Paired], seed: u64) -> Option<(f64, f64)> {
     if cells.is_empty() {
         return None;
@@ -115,5 +117,26 @@ mod tests {
         assert!(lo < 2.0 && hi > 2.0, "{lo} {hi}");
         assert_eq!(geomean_ratio_interval(&noisy, 7), Some((lo, hi)));
         assert_eq!(geomean_ratio_interval(&[], 7), None);
+    }
+
+    /// A one-pool cell is even in the estimate and in every resample,
+    /// however its runs spread; a cell of the same runs as two sides is
+    /// resampled apart and spreads.
+    #[test]
+    fn a_one_pool_cell_stays_even() {
+        let runs = vec![10.0, 20.0, 40.0];
+        let pooled = vec![Paired::one_pool(runs.clone()); 4];
+        assert_eq!(geomean_ratio(&pooled), Some(1.0));
+        assert_eq!(geomean_ratio_interval(&pooled, 3), Some((1.0, 1.0)));
+        let apart = vec![Paired::new(runs.clone(), runs); 4];
+        assert_eq!(geomean_ratio(&apart), Some(1.0));
+        let (lo, hi) = geomean_ratio_interval(&apart, 3).expect("cells");
+        assert!(lo < 0.9 && hi > 1.1, "{lo} {hi}");
+        // Beside a cell 2x faster: the estimate is the root of 2, and the
+        // resamples range from all even to all 2x.
+        let mixed = vec![Paired::one_pool(vec![10.0, 20.0]), Paired::new(vec![20.0], vec![10.0])];
+        assert!((geomean_ratio(&mixed).expect("cells") - 2f64.sqrt()).abs() < 1e-12);
+        let (lo, hi) = geomean_ratio_interval(&mixed, 5).expect("cells");
+        assert!((lo - 1.0).abs() < 1e-12 && (hi - 2.0).abs() < 1e-12, "{lo} {hi}");
     }
 }
