@@ -11,7 +11,8 @@
 //! that needs them, so they never cross the link.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tract_onnx::pb;
@@ -317,12 +318,37 @@ impl SplitPlan {
 /// cut costs a hash lookup. Each plan holds its own copy of the weights its
 /// halves use, so the cache is bounded in those bytes (least recently used
 /// plans go first; one in use elsewhere lives on until dropped there).
+/// A plan being built on one thread is waited for on another, not built
+/// twice: a frame that needs the plan a background builder has begun
+/// waits for the rest of that build, and two builds do not share the CPU.
 #[derive(Debug)]
 pub struct SplitExecutor {
     model: Model,
     /// The engines [`SplitExecutor::plan`] and [`SplitExecutor::plan_sides`] use.
     engines: Engines,
-    cache: Mutex<ByteLru<(Cut, Sides, Engines), Arc<SplitPlan>>>,
+    cache: Mutex<ByteLru<PlanKey, Arc<SplitPlan>>>,
+    /// The plans being built now; `built` wakes their waiters.
+    building: Mutex<HashSet<PlanKey>>,
+    built: Condvar,
+    /// How many plans it has built (a cached one or one waited for is not counted).
+    builds: AtomicU64,
+}
+
+/// What a plan is cached by: its cut, the halves, their engines.
+type PlanKey = (Cut, Sides, Engines);
+
+/// Marks a plan as being built until dropped (built, failed or unwound),
+/// then wakes the threads waiting for it.
+struct Building<'a> {
+    executor: &'a SplitExecutor,
+    key: &'a PlanKey,
+}
+
+impl Drop for Building<'_> {
+    fn drop(&mut self) {
+        self.executor.building().remove(self.key);
+        self.executor.built.notify_all();
+    }
 }
 
 /// The weight bytes the halves of `cut` that `sides` names hold: the
@@ -391,7 +417,14 @@ impl SplitExecutor {
     /// ([`plan_weight_bytes`]); a plan larger than that alone is still
     /// built and kept until the next.
     pub fn with_cache_limit(model: Model, bytes: u64) -> Self {
-        SplitExecutor { model, engines: Engines::TRACT, cache: Mutex::new(ByteLru::new(bytes)) }
+        SplitExecutor {
+            model,
+            engines: Engines::TRACT,
+            cache: Mutex::new(ByteLru::new(bytes)),
+            building: Mutex::new(HashSet::new()),
+            built: Condvar::new(),
+            builds: AtomicU64::new(0),
+        }
     }
 
     /// The same executor, building its halves on `engines` unless told otherwise.
@@ -420,16 +453,41 @@ impl SplitExecutor {
         self.plan_on(cut, sides, self.engines)
     }
 
-    /// The halves of `cut` that `sides` names on `engines`, built on first use.
+    /// The halves of `cut` that `sides` names on `engines`, built on first
+    /// use; while another thread builds them, this one waits for that
+    /// build (and builds them itself only if it failed).
     pub fn plan_on(&self, cut: &Cut, sides: Sides, engines: Engines) -> Result<Arc<SplitPlan>> {
         let key = (cut.clone(), sides, engines);
         if let Some(p) = self.lock().get(&key) {
             return Ok(p.clone());
         }
+        {
+            let mut building = self.building();
+            loop {
+                // Looked up again under the builders' lock: a build ends
+                // by caching its plan, then leaving `building`.
+                if let Some(p) = self.lock().get(&key) {
+                    return Ok(p.clone());
+                }
+                if !building.contains(&key) {
+                    break;
+                }
+                building = self.built.wait(building).unwrap_or_else(|e| e.into_inner());
+            }
+            building.insert(key.clone());
+        }
+        let _building = Building { executor: self, key: &key };
+        self.builds.fetch_add(1, Ordering::Relaxed);
         let plan = Arc::new(SplitPlan::build_on(&self.model, cut, sides, engines)?);
         let bytes = plan_weight_bytes(&self.model, cut, sides);
-        self.lock().insert(key, plan.clone(), bytes);
+        self.lock().insert(key.clone(), plan.clone(), bytes);
         Ok(plan)
+    }
+
+    /// How many plans it has built: neither a cached one nor one another
+    /// thread was building (and this one waited for) counts.
+    pub fn plans_built(&self) -> u64 {
+        self.builds.load(Ordering::Relaxed)
     }
 
     /// Whether both halves of `cut` are cached.
@@ -457,9 +515,14 @@ impl SplitExecutor {
         self.lock().bytes()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<(Cut, Sides, Engines), Arc<SplitPlan>>> {
+    fn lock(&self) -> MutexGuard<'_, ByteLru<PlanKey, Arc<SplitPlan>>> {
         // A poisoned cache only means a builder panicked; the map is still sound.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn building(&self) -> MutexGuard<'_, HashSet<PlanKey>> {
+        // As the cache: a set of keys stays sound.
+        self.building.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

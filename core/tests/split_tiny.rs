@@ -92,6 +92,39 @@ fn plans_are_cached_per_cut() {
 }
 
 #[test]
+fn a_plan_another_thread_is_building_is_waited_for_not_built_twice() {
+    // 300 element-wise nodes: building the plan takes long enough that
+    // threads released together all miss the cache.
+    let ops: Vec<(u8, usize, usize)> = (0..300).map(|i| ((i % 4) as u8, i, i / 2)).collect();
+    let model = load(&testing::random_dag_onnx(&ops));
+    let exec = SplitExecutor::new(model.clone());
+    let cut = Cut::new(model.graph(), [0]).expect("valid cut");
+    let started = std::time::Instant::now();
+    let barrier = std::sync::Barrier::new(4);
+    let plans: Vec<_> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    exec.plan(&cut)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().expect("no panic").expect("plan")).collect()
+    });
+    assert_eq!(
+        exec.plans_built(),
+        1,
+        "four threads asked at once: one built, three waited ({:?})",
+        started.elapsed()
+    );
+    assert!(plans.iter().all(|p| std::sync::Arc::ptr_eq(p, &plans[0])), "every thread has the one plan");
+    // Another cut is another plan.
+    exec.plan(&Cut::wearable_only(model.graph())).expect("plan");
+    assert_eq!(exec.plans_built(), 2);
+}
+
+#[test]
 fn the_plan_cache_is_bounded_in_weight_bytes_least_recently_used_first() {
     use tandem_core::split::{plan_weight_bytes, Sides};
     let model = load(&testing::tiny_mlp_onnx());

@@ -998,9 +998,10 @@ impl Session {
         if here {
             self.settle(pipe);
         }
-        // Its plan, built here when nothing built it before (the session
-        // builds the wearable's own engine's at open): this frame's plan
-        // building, as a switch's is.
+        // Its plan, built here when nothing built it before (the first
+        // frame run whole), or waited for while the background builder
+        // builds it (asked at the first decision to offload): this frame's
+        // plan building, as a switch's is.
         let (plan, built) = self.plan_timed(&local, Sides::Both, whole.engines)?;
         whole.account.plan_build_ms += built.as_secs_f64() * 1e3;
         if here {
