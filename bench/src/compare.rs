@@ -719,7 +719,7 @@ fn head_to_head_table(rows: &[Row]) -> String {
          The objective is each cell's: latency at PropT 0, both devices' weighted energy (model-based) \
          at PropT ∞; the PropT 200 ms cells are left out of it (meeting the bound ranks first there, \
          which no ratio says). With placements pooled, a cell where both ran every run at one and the \
-         same placement (the same layers on each side, the same bytes) is even: what their runs measured \
+         same placement (the same layers on each side, the same bytes, the same engines) is even: what their runs measured \
          apart there is this VM's noise between runs of one thing; elsewhere each is judged by every \
          strategy's runs at its placement (its own where its runs moved), so the figure is what the \
          choices are worth.\n\n\
@@ -1514,6 +1514,31 @@ fn read_rows(results: &Path) -> anyhow::Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saved_rows_with_a_negative_or_endless_figure_are_refused_by_line() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("tandem-read-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("results.jsonl");
+        let good = serde_json::to_string(&row("tandem", "m", 1, 10.0, 0.5))?;
+        std::fs::write(&path, format!("{good}\n\n{good}\n"))?;
+        assert_eq!(read_rows(&path)?.len(), 2, "a blank line is skipped");
+        let cases =
+            [("latency_ms", "-1.0"), ("wearable_j", "-0.5"), ("p95_ms", "1e999"), ("handheld_j", "-1e999")];
+        for (field, bad) in cases {
+            // The figure as text: JSON has no infinity, so 1e999 is what a
+            // writer's overflow would leave.
+            let mut v: serde_json::Value = serde_json::from_str(&good)?;
+            v[field] = serde_json::json!(123_456.5);
+            let line = serde_json::to_string(&v)?.replace("123456.5", bad);
+            assert!(line.contains(bad), "{line}");
+            std::fs::write(&path, format!("{good}\n{line}\n"))?;
+            let err = format!("{:#}", read_rows(&path).expect_err(field));
+            assert!(err.contains("results.jsonl:2"), "{field} = {bad}: {err}");
+        }
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
 
     fn row(strategy: &str, model: &str, run: u32, latency_ms: f64, wearable_j: f64) -> Row {
         Row {
