@@ -37,7 +37,10 @@ pub struct Cell {
     pub link: String,
     /// The phone's background CPU load, percent.
     pub load: u32,
-    /// `default` (both at 80%), `low-watch` (the watch at 15%), `charging-phone`.
+    /// `default` (both at 80%), `low-watch` (the watch at 15%),
+    /// `charging-phone`; `capacity`: both at 80%, each side's energy
+    /// weighed by the share of its battery it spends, as DeepWear's paper
+    /// counts it (`tandem-wearable --energy-weights capacity`).
     pub weights: String,
     /// PropT: `0`, `mid` (200 ms) or `inf`.
     pub hint: String,
@@ -312,13 +315,16 @@ fn grid_two_tiers(
             cells.push(Cell { pair: DEEPWEAR_PAIR.into(), link: link.into(), ..b.clone() });
         }
         // DeepWear's setups as measured: for latency (PropT 0) and for
-        // energy (PropT ∞), as the paper tuned each of its averages.
+        // energy (PropT ∞), as the paper tuned each of its averages; its
+        // energy as it counts it, each device's joules over its battery's
+        // capacity, so every strategy weighs energy that way there.
         for pair in MEASURED_PAIRS {
-            for hint in ["0", "inf"] {
+            for (hint, weights) in [("0", "default"), ("inf", "capacity")] {
                 cells.extend(ERA_LINKS.map(|link| Cell {
                     pair: pair.into(),
                     link: link.into(),
                     hint: hint.into(),
+                    weights: weights.into(),
                     ..b.clone()
                 }));
             }
@@ -452,6 +458,11 @@ pub fn score(cell: &Cell, runs: &[&Row]) -> f64 {
     let (ww, wp) = match cell.weights.as_str() {
         "low-watch" => (0.8, 0.2),
         "charging-phone" => (1.0, 0.0),
+        // Capacities Cw, Cp: Ww = Cp / (Cw + Cp), Wp = Cw / (Cw + Cp).
+        "capacity" => match crate::deepwear::battery_ratio(&cell.pair) {
+            Some(r) => (1.0 / (1.0 + r), r / (1.0 + r)),
+            None => (0.5, 0.5),
+        },
         _ => (0.5, 0.5),
     };
     let energy = mean(runs, |r| r.wearable_j) * ww + mean(runs, |r| r.handheld_j) * wp;
@@ -1234,6 +1245,9 @@ fn run_one(
         cmd.arg("--no-pipeline");
     }
     cmd.args(["--battery", if cell.weights == "low-watch" { "15" } else { "80" }]);
+    if cell.weights == "capacity" {
+        cmd.args(["--energy-weights", "capacity"]);
+    }
     cmd.args(&subject.args);
     let out = cmd.stderr(Stdio::piped()).output().context("tandem-wearable stream")?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -1825,8 +1839,18 @@ mod tests {
         assert!(score(&mid, &[&fast]) < score(&mid, &[&frugal]), "300 ms misses the bound");
         assert!(score(&Cell::base("m"), &[&fast]) < score(&Cell::base("m"), &[&frugal]));
         // Only the watch's energy counts while the phone charges.
-        let charging = Cell { weights: "charging-phone".into(), ..inf };
+        let charging = Cell { weights: "charging-phone".into(), ..inf.clone() };
         assert!(score(&charging, &[&r(10.0, 0.1, 5.0)]) < score(&charging, &[&r(10.0, 0.2, 0.0)]));
+        // By capacity on the LG Urbane (410 mAh) and the Nexus 6 (3220): a
+        // joule on the phone weighs 410/3220 of one on the watch, so 0.1 J
+        // on the watch and 0.5 J on the phone (0.164 J of the watch's) beat
+        // 0.2 J on the watch alone, which equal weights prefer.
+        let (split, watch) = (r(10.0, 0.1, 0.5), r(10.0, 0.2, 0.0));
+        let capacity = Cell { weights: "capacity".into(), pair: MEASURED_PAIRS[0].into(), ..inf.clone() };
+        assert!(score(&capacity, &[&split]) < score(&capacity, &[&watch]));
+        assert!(score(&inf, &[&split]) > score(&inf, &[&watch]));
+        let (ww, wp) = (score(&capacity, &[&r(10.0, 1.0, 0.0)]), score(&capacity, &[&r(10.0, 0.0, 1.0)]));
+        assert!((wp / ww - 410.0 / 3220.0).abs() < 1e-12 && (ww + wp - 1.0).abs() < 1e-12, "{ww} {wp}");
     }
 
     #[test]
@@ -1856,10 +1880,11 @@ mod tests {
             ];
             let n = differs.iter().filter(|d| **d).count();
             let era = is_era(c) && c.link != base.link;
-            // DeepWear's setups as measured, energy first: pair, link and PropT.
+            // DeepWear's setups as measured, energy first: pair, link and
+            // PropT, energy weighed as the paper counts it.
             if era && c.hint != base.hint {
                 assert!(MEASURED_PAIRS.contains(&c.pair.as_str()) && c.hint == "inf", "{c:?}");
-                assert_eq!(n, 3, "{c:?}");
+                assert_eq!((n, c.weights.as_str()), (4, "capacity"), "{c:?}");
             } else if *c == walk_away_cell("m") {
                 // The trace, streamed on the pair where its model's cut moves.
                 assert_eq!((n, c.pair.as_str(), is_era(c)), (3, WALK_PAIR, false), "{c:?}");

@@ -7,7 +7,9 @@
 //! [`MEASURED_PAIRS`] cells: speedups from the PropT 0 cells (geometric
 //! means over models), energy savings from the PropT ∞ cells (means over
 //! models, model-based energy), for Tandem and for our implementation of
-//! DeepWear's rule.
+//! DeepWear's rule. Those cells weigh energy that way for every strategy
+//! (their weights `capacity`: each device's joules over its battery's
+//! capacity), so what a strategy optimizes there is what is counted.
 
 use crate::compare::{by_cell, mean, Cell, Row, ERA_LINKS, MEASURED_PAIRS};
 
@@ -16,7 +18,7 @@ use crate::compare::{by_cell, mean, Cell, Row, ERA_LINKS, MEASURED_PAIRS};
 pub const PUBLISHED: (f64, f64, f64, f64) = (2.62, 1.95, 0.327, 0.180);
 
 /// A watch's battery over its phone's (mAh / mAh), from the profiles of `pair`.
-fn battery_ratio(pair: &str) -> Option<f64> {
+pub fn battery_ratio(pair: &str) -> Option<f64> {
     let (watch, phone) = pair.split_once('+')?;
     let mah = |name: &str| tandem::device::DeviceProfile::shipped(name).ok()?.battery?.capacity_mah;
     Some(mah(watch)? / mah(phone)?)
@@ -97,7 +99,8 @@ pub fn report(rows: &[Row]) -> String {
         "\nDeepWear's setups as the paper measured them (profiles calibrated from its figures; \
          its Bluetooth as `{}`). Speedups: geometric means over the models of the PropT 0 cells; \
          energy saved: means over the models of the PropT ∞ cells, both devices, the phone's \
-         energy scaled by the batteries (as the paper does), model-based. DeepWear published \
+         energy scaled by the batteries (as the paper does), model-based; in cells whose weights \
+         are `capacity`, every strategy weighs energy that way too. DeepWear published \
          {w}× over wearable-only, {h}× over handheld-only, {:.1}% and {:.1}% less energy, \
          averaged over its six setups.\n\n\
          | setup | models (latency, energy) | Tandem vs wearable-only (95% interval) | vs handheld-only | \

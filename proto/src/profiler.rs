@@ -102,6 +102,9 @@ pub struct LinkProfiler {
     stale_after: Duration,
     status: Option<StatusReport>,
     wearable_battery: Option<(f64, bool)>,
+    /// Both batteries' capacities (wearable, handheld; any one unit) when
+    /// energy is weighed by them ([`LinkProfiler::weigh_by_capacity`]).
+    capacities: Option<(f64, f64)>,
 }
 
 /// Smallest transfer taken as a bandwidth sample: below it, fixed costs dominate.
@@ -121,6 +124,7 @@ impl LinkProfiler {
             stale_after,
             status: None,
             wearable_battery: None,
+            capacities: None,
         }
     }
 
@@ -242,11 +246,31 @@ impl LinkProfiler {
         self.wearable_battery = Some((level.clamp(0.0, 1.0), charging));
     }
 
+    /// Weighs each side's energy by the share of its own battery it
+    /// spends (joules over capacity, as DeepWear's paper accounts), not by
+    /// the batteries' levels: Ww = Cp / (Cw + Cp), Wp = Cw / (Cw + Cp)
+    /// for capacities `wearable` and `handheld` (in one unit). Returns
+    /// false, and changes nothing, unless both are positive and finite.
+    pub fn weigh_by_capacity(&mut self, wearable: f64, handheld: f64) -> bool {
+        let fine = |c: f64| c.is_finite() && c > 0.0;
+        let ok = fine(wearable) && fine(handheld);
+        if ok {
+            self.capacities = Some((wearable, handheld));
+        }
+        ok
+    }
+
     /// Energy weights from both batteries (SPEC 2's policy): a charging
-    /// handheld's energy is free (Ww=1, Wp=0); a handheld below 20% weighs
-    /// 0.8; a wearable below 20% (handheld fine) weighs 0.8; else 0.5 each.
+    /// handheld's energy is free (Ww=1, Wp=0); else, weighed by capacity
+    /// ([`LinkProfiler::weigh_by_capacity`]), each side by its share of
+    /// the two batteries' capacities; else by level: a handheld below 20%
+    /// weighs 0.8; a wearable below 20% (handheld fine) weighs 0.8; else
+    /// 0.5 each.
     pub fn weights(&self) -> EnergyWeights {
         let low = 0.2;
+        if let Some((w, h)) = self.capacities.filter(|_| !self.status.is_some_and(|s| s.charging)) {
+            return EnergyWeights { wearable: h / (w + h), handheld: w / (w + h) };
+        }
         match (self.status, self.wearable_battery) {
             (Some(s), _) if s.charging => EnergyWeights { wearable: 1.0, handheld: 0.0 },
             (Some(s), _) if f64::from(s.battery) < low => EnergyWeights { wearable: 0.2, handheld: 0.8 },
@@ -350,6 +374,29 @@ mod tests {
         assert_eq!(p.weights(), EnergyWeights { wearable: 0.2, handheld: 0.8 });
         assert_eq!(p.handheld_status().load, 0.5);
         p.on_status(StatusReport { charging: true, ..status });
+        assert_eq!(p.weights(), EnergyWeights { wearable: 1.0, handheld: 0.0 });
+    }
+
+    #[test]
+    fn weights_by_capacity_price_each_battery_share_and_a_charging_phone_stays_free() {
+        let mut p = LinkProfiler::new(default(), Duration::from_secs(2));
+        p.on_wearable_battery(0.1, false);
+        for bad in [0.0, -410.0, f64::NAN, f64::INFINITY] {
+            assert!(!p.weigh_by_capacity(bad, 3220.0) && !p.weigh_by_capacity(410.0, bad), "{bad}");
+        }
+        assert_eq!(p.weights(), EnergyWeights { wearable: 0.8, handheld: 0.2 }, "refused: by level still");
+        // The LG Watch Urbane (410 mAh) and the Nexus 6 (3220 mAh): a
+        // joule on the watch weighs 3220/410 of one on the phone, whatever
+        // the levels.
+        assert!(p.weigh_by_capacity(410.0, 3220.0));
+        let w = p.weights();
+        assert!(
+            (w.wearable - 3220.0 / 3630.0).abs() < 1e-12 && (w.handheld - 410.0 / 3630.0).abs() < 1e-12,
+            "{w:?}"
+        );
+        p.on_status(StatusReport { load: 0.0, queue: 0, battery: 0.1, charging: false });
+        assert_eq!(p.weights(), w, "a low phone does not change the shares");
+        p.on_status(StatusReport { load: 0.0, queue: 0, battery: 0.1, charging: true });
         assert_eq!(p.weights(), EnergyWeights { wearable: 1.0, handheld: 0.0 });
     }
 }

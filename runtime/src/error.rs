@@ -69,6 +69,9 @@ pub enum Error {
         /// Why.
         source: Box<Error>,
     },
+    /// Energy weighed by battery capacity with a profile that gives none.
+    #[error("weighing energy by battery capacity needs one in profile '{0}' (battery.capacity_mah)")]
+    NoBatteryCapacity(String),
     /// The handheld was required and none was ready.
     #[error("no handheld ready: {0}")]
     NoHandheld(String),

@@ -82,7 +82,7 @@ pub use tandem_core::{
 pub use tandem_plan::{calibrate, device, energy, fuel, partition, predict};
 pub use tandem_proto::{profiler, protocol, session};
 
-pub use client::{Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};
+pub use client::{EnergyWeighing, Frame, FrameReport, ModelFile, Placement, Session, SessionConfig, Status};
 pub use error::{Error, ModelError, Result};
 pub use tandem_core::{
     cuts_to_check, enumerate_cuts, sample_cuts, sampled_cuts_to_check, Cut, CutKey, InputShapes, LayerGraph,

@@ -2,6 +2,7 @@
 //! one test binary per file cost build time).
 
 mod app_api;
+mod energy_weights;
 mod fake_handheld;
 mod handheld_limits;
 mod hostile_handheld;

@@ -27,6 +27,17 @@ pub enum PlacementArg {
     Edge,
 }
 
+/// How the planner weighs each side's energy.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum EnergyWeightsArg {
+    /// By both batteries' levels: a charging phone's energy is free, a side
+    /// below 20% weighs 0.8, else 0.5 each.
+    Levels,
+    /// By the share of its own battery each side spends (joules over the
+    /// capacity in each profile, as DeepWear's paper counts energy).
+    Capacity,
+}
+
 /// What `run` and `stream` share.
 #[derive(Args, Debug)]
 pub struct PairArgs {
@@ -67,6 +78,10 @@ pub struct PairArgs {
     /// The wearable's battery in percent (default: read sysfs).
     #[arg(long)]
     pub battery: Option<f64>,
+    /// How the planner weighs each side's energy (`capacity` needs a battery
+    /// capacity in both profiles).
+    #[arg(long, value_enum, default_value = "levels")]
+    pub energy_weights: EnergyWeightsArg,
     /// Also cap this process at PCT% of one CPU through the cgroup v1 cpu
     /// controller (root; /sys/fs/cgroup/cpu).
     #[arg(long, value_name = "PCT")]
@@ -361,6 +376,10 @@ fn open_session(
     config.pipeline = pipeline;
     config.max_in_flight = max_in_flight.max(1);
     config.battery = p.battery.map(|b| b / 100.0);
+    config.energy_weights = match p.energy_weights {
+        EnergyWeightsArg::Levels => tandem::EnergyWeighing::Levels,
+        EnergyWeightsArg::Capacity => tandem::EnergyWeighing::Capacity,
+    };
     config.ready_timeout = Duration::from_secs_f64(p.ready_timeout.max(0.0));
     if let Some(t) = p.require_handheld {
         if !(t.is_finite() && t > 0.0) {

@@ -128,6 +128,8 @@ pub struct SessionConfig {
     pub link_default: LinkEstimate,
     /// The wearable's battery level in [0, 1]; `None`: read sysfs (else full).
     pub battery: Option<f64>,
+    /// How the planner weighs each side's energy (SPEC 2's Ww and Wp).
+    pub energy_weights: EnergyWeighing,
     /// The `power_supply` folder whose battery fuel gauge measures energy
     /// over windows of frames (`None`: model-based energy only).
     pub fuel_gauge: Option<std::path::PathBuf>,
@@ -167,6 +169,22 @@ pub struct SessionConfig {
     pub widenings: std::collections::BTreeMap<String, tandem_proto::encoding::Widening>,
     /// A third tier: the edge server the handheld relays to, when any.
     pub edge: Option<EdgeConfig>,
+}
+
+/// How the planner weighs each side's energy (SPEC 2's Ww and Wp, in
+/// [`tandem_plan::partition::EnergyWeights`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EnergyWeighing {
+    /// By both batteries' levels (the default): a charging handheld's
+    /// energy is free, a side below 20% weighs 0.8, else 0.5 each.
+    #[default]
+    Levels,
+    /// By the share of its own battery each side spends (joules over the
+    /// battery's capacity, as DeepWear's paper counts energy): from the
+    /// wearable's profile and the handheld's (its shipped profile once it
+    /// names its device, the fallback's before); both must give a
+    /// capacity. A charging handheld's energy is still free.
+    Capacity,
 }
 
 /// The edge tier (SPEC 9): an Open Inference Protocol server the handheld
@@ -415,6 +433,7 @@ impl SessionConfig {
                 rtt: Duration::from_millis(30),
             },
             battery: None,
+            energy_weights: EnergyWeighing::Levels,
             fuel_gauge: Some("/sys/class/power_supply".into()),
             energy_window: 10,
             dvfs: false,

@@ -74,7 +74,8 @@ use link_handle::LinkHandle;
 use prefix_runner::{Packing, Prefix, PrefixRunner};
 
 pub use config::{
-    Accuracy, Backoff, ConfigParseError, EdgeConfig, ModelFile, Placement, SessionConfig, Strategy,
+    Accuracy, Backoff, ConfigParseError, EdgeConfig, EnergyWeighing, ModelFile, Placement, SessionConfig,
+    Strategy,
 };
 pub use edge::EdgeStatus;
 pub use link_handle::LinkStopped;
@@ -182,6 +183,11 @@ fn complete(pipe: &mut Pipe, frame: u64, done: Result<(FrameReport, Values)>) {
 /// prefix, the executor's own suffix engine (a prefix plan has no suffix).
 fn prefix_key(executor: &SplitExecutor, prefix: crate::engine::Engine) -> crate::engine::Engines {
     crate::engine::Engines { prefix, ..executor.engines() }
+}
+
+/// A profile's battery capacity, in mAh, when it gives one.
+fn battery_mah(profile: &tandem_plan::device::DeviceProfile) -> Option<f64> {
+    profile.battery.as_ref()?.capacity_mah
 }
 
 /// What prices a cut now: the link estimate, the handheld's status, the
@@ -344,6 +350,13 @@ impl Session {
         });
         if let Some((level, charging)) = battery {
             profiler.on_wearable_battery(level, charging);
+        }
+        if config.energy_weights == EnergyWeighing::Capacity {
+            let capacity = |p: &tandem_plan::device::DeviceProfile| {
+                battery_mah(p).ok_or_else(|| Error::NoBatteryCapacity(p.name.clone()))
+            };
+            let (w, h) = (capacity(&config.wearable)?, capacity(&config.handheld_fallback)?);
+            profiler.weigh_by_capacity(w, h);
         }
         let edge = config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()));
         let mut s = Session {
@@ -630,6 +643,22 @@ impl Session {
         self.driver.next(self.model.model.graph(), &self.config.placement, not_ready, mode, now)
     }
 
+    /// The energy weights once a handheld named its device (by capacity:
+    /// its shipped profile's battery, else the fallback's, beside the
+    /// wearable's), handed to the planner with the handheld's status so far.
+    fn weigh_energy(&mut self, device: &str) {
+        if self.config.energy_weights == EnergyWeighing::Capacity {
+            let theirs =
+                tandem_plan::device::DeviceProfile::shipped(device).ok().and_then(|p| battery_mah(&p));
+            let ours = battery_mah(&self.config.wearable);
+            if let (Some(w), Some(h)) = (ours, theirs.or_else(|| battery_mah(&self.config.handheld_fallback)))
+            {
+                self.profiler.weigh_by_capacity(w, h);
+            }
+        }
+        self.driver.handle_status(self.profiler.handheld_status(), self.profiler.weights());
+    }
+
     /// The cut the next frame runs at, given the planner's `decided` one:
     /// the decided cut once its plans are ready on both sides, else the cut
     /// in force while they are built in the background ([`switch::hold`]);
@@ -783,6 +812,7 @@ impl Session {
                     &device,
                     ((latency.engine, profile), others),
                 );
+                self.weigh_energy(&device);
                 self.status = Status::Ready { handheld: device.clone() };
                 self.handheld_device = Some(device);
                 self.switch.reconnected(Cut::wearable_only(self.model.model.graph()));
