@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{beats, evaluate, Conditions, Decision, Evaluation, Mode, NodePrices, Side};
+use super::{beats, evaluate, Conditions, Decision, Evaluation, LatencyHint, Mode, NodePrices, Side};
 use tandem_core::{Cut, CutKey, LayerGraph};
 use tandem_types::LinkEstimate;
 
@@ -164,11 +164,29 @@ impl OffloadCheck {
             Verdict::Offload { predicted_ms: there_ms, service_ms }
         } else {
             let here_ms = local.latency_s * 1e3;
-            let why = format!(
-                "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms \
-                 (offloading must win by the {:.0}% margin)",
-                self.margin * 100.0
-            );
+            let margin = self.margin * 100.0;
+            // Energy decided it at PropT ∞, and within a bound both meet.
+            let by_energy = match c.hint {
+                LatencyHint::EnergyFirst => true,
+                LatencyHint::Within(d) => {
+                    let d = d.as_secs_f64();
+                    bounded(&local).time(mode) <= d && bounded(&decision.evaluation).time(mode) <= d
+                }
+                LatencyHint::Fastest => false,
+            };
+            let why = if by_energy {
+                format!(
+                    "the planner: local predicted {:.2} mJ vs best offload {:.2} mJ, weighted \
+                     ({here_ms:.1} ms vs {there_ms:.1} ms; offloading must save the {margin:.0}% margin)",
+                    local.energy_j * 1e3,
+                    decision.evaluation.energy_j * 1e3,
+                )
+            } else {
+                format!(
+                    "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms \
+                     (offloading must win by the {margin:.0}% margin)"
+                )
+            };
             Verdict::Local { predicted_ms: here_ms, why }
         };
         self.last = Some((key, *c, mode, verdict.clone()));
@@ -453,6 +471,12 @@ mod tests {
         assert!(matches!(&priced, Verdict::Local { predicted_ms, .. } if *predicted_ms < 1.0), "{priced:?}");
         check.forget();
         assert!(matches!(check.check(g, &d, w, h, &conditions(slow), Mode::Single), Verdict::Local { .. }));
+        // At PropT ∞ energy decides it, and the reason says so in joules.
+        let frugal = Conditions { hint: LatencyHint::EnergyFirst, ..conditions(slow) };
+        let Verdict::Local { why, .. } = fresh.check(g, &d, fast_watch, h, &frugal, Mode::Single) else {
+            panic!("a watch that runs every layer in a microsecond spends less than sending");
+        };
+        assert!(why.contains("mJ vs best offload") && why.contains("save the 10% margin"), "{why}");
     }
 
     #[test]
