@@ -110,27 +110,43 @@ pub enum Verdict {
 }
 
 /// Offloading must beat running every layer on the wearable by the
-/// planner's margin. For streams, a frame's latency over the frames in
-/// flight bounds the period, as a runtime that pipelines that deep
-/// achieves. The verdict is kept per (cut, conditions, mode): checked once
-/// per decision and conditions, not per frame.
+/// planner's margin, and once frames offload, running them all here must
+/// beat offloading by the margin to bring them back: between two
+/// placements predicted within the margin of each other, the one in force
+/// stays (a prediction that moved by noise, one side's learned and the
+/// other's not yet, does not send a frame back and forth). For streams, a
+/// frame's latency over the frames in flight bounds the period, as a
+/// runtime that pipelines that deep achieves. The verdict is kept per
+/// (cut, conditions, mode): checked once per decision and conditions, not
+/// per frame.
 #[derive(Clone, Debug)]
 pub struct OffloadCheck {
     margin: f64,
     in_flight: usize,
     last: Option<(CutKey, Conditions, Mode, Verdict)>,
+    /// Whether the last verdict offloaded (and the planner has not chosen
+    /// every layer here since): the wearable alone must then win by the margin.
+    offloading: bool,
 }
 
 impl OffloadCheck {
     /// A check at `margin` (0.1 = 10%) for a runtime with up to `in_flight`
     /// frames in flight (1 when it does not pipeline).
     pub fn new(margin: f64, in_flight: usize) -> OffloadCheck {
-        OffloadCheck { margin, in_flight: in_flight.max(1), last: None }
+        OffloadCheck { margin, in_flight: in_flight.max(1), last: None, offloading: false }
     }
 
-    /// Forgets the kept verdict (the predictions or encodings changed).
+    /// Forgets the kept verdict (the predictions or encodings changed);
+    /// frames offloaded still stay so unless running here wins by the margin.
     pub fn forget(&mut self) {
         self.last = None;
+    }
+
+    /// A new link or handheld, or the planner chose every layer here:
+    /// nothing is offloaded in force, and offloading must win by the margin again.
+    pub fn here(&mut self) {
+        self.last = None;
+        self.offloading = false;
     }
 
     /// The verdict on `decision` (which offloads) under `conditions`.
@@ -146,6 +162,7 @@ impl OffloadCheck {
         let key = decision.chosen.key();
         if let Some((k, c, m, verdict)) = &self.last {
             if *k == key && c == conditions && *m == mode {
+                self.offloading = matches!(verdict, Verdict::Offload { .. });
                 return verdict.clone();
             }
         }
@@ -159,7 +176,12 @@ impl OffloadCheck {
             e
         };
         let there_ms = decision.evaluation.latency_s * 1e3;
-        let verdict = if beats(&bounded(&decision.evaluation), &bounded(&local), c.hint, mode, self.margin) {
+        let (there, here) = (bounded(&decision.evaluation), bounded(&local));
+        let offload = match self.offloading {
+            true => !beats(&here, &there, c.hint, mode, self.margin),
+            false => beats(&there, &here, c.hint, mode, self.margin),
+        };
+        let verdict = if offload {
             let service_ms = decision.evaluation.remote_period_s() * 1e3;
             Verdict::Offload { predicted_ms: there_ms, service_ms }
         } else {
@@ -170,25 +192,31 @@ impl OffloadCheck {
                 LatencyHint::EnergyFirst => true,
                 LatencyHint::Within(d) => {
                     let d = d.as_secs_f64();
-                    bounded(&local).time(mode) <= d && bounded(&decision.evaluation).time(mode) <= d
+                    here.time(mode) <= d && there.time(mode) <= d
                 }
                 LatencyHint::Fastest => false,
+            };
+            let rule = match (self.offloading, by_energy) {
+                (true, true) => format!("running here saves more than the {margin:.0}% margin"),
+                (true, false) => format!("running here wins by more than the {margin:.0}% margin"),
+                (false, true) => format!("offloading must save the {margin:.0}% margin"),
+                (false, false) => format!("offloading must win by the {margin:.0}% margin"),
             };
             let why = if by_energy {
                 format!(
                     "the planner: local predicted {:.2} mJ vs best offload {:.2} mJ, weighted \
-                     ({here_ms:.1} ms vs {there_ms:.1} ms; offloading must save the {margin:.0}% margin)",
+                     ({here_ms:.1} ms vs {there_ms:.1} ms; {rule})",
                     local.energy_j * 1e3,
                     decision.evaluation.energy_j * 1e3,
                 )
             } else {
                 format!(
-                    "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms \
-                     (offloading must win by the {margin:.0}% margin)"
+                    "the planner: local predicted {here_ms:.1} ms vs best offload {there_ms:.1} ms ({rule})"
                 )
             };
             Verdict::Local { predicted_ms: here_ms, why }
         };
+        self.offloading = matches!(verdict, Verdict::Offload { .. });
         self.last = Some((key, *c, mode, verdict.clone()));
         verdict
     }
@@ -477,6 +505,50 @@ mod tests {
             panic!("a watch that runs every layer in a microsecond spends less than sending");
         };
         assert!(why.contains("mJ vs best offload") && why.contains("save the 10% margin"), "{why}");
+    }
+
+    #[test]
+    fn frames_offloaded_stay_so_unless_running_here_wins_by_the_margin() {
+        let (model, wl, hl, energy) = sides(0.005);
+        let g = model.graph();
+        let w = Side { latency: &wl, energy: &energy };
+        let h = Side { latency: &hl, energy: &energy };
+        let at = |rtt_s: f64| LinkEstimate { rtt: Duration::from_secs_f64(rtt_s), ..link(1e9, 0) };
+        // The round trip that makes offloading `ratio` times running here.
+        let here_s = {
+            let prices =
+                NodePrices::new(g, w, h, &at(0.0), &HandheldStatus::default(), EnergyWeights::default());
+            evaluate(g, &prices, &Cut::wearable_only(g), Duration::ZERO).latency_s
+        };
+        let there_s = offload_decision(&model, w, h, at(0.0)).evaluation.latency_s;
+        let rtt_for = |ratio: f64| at(ratio * here_s - there_s);
+        let verdict = |check: &mut OffloadCheck, ratio: f64| {
+            let l = rtt_for(ratio);
+            let d = offload_decision(&model, w, h, l);
+            check.check(g, &d, w, h, &conditions(l), Mode::Single)
+        };
+        let offloads = |v: &Verdict| matches!(v, Verdict::Offload { .. });
+        // Offloading 5% slower than running here: not taken fresh...
+        let mut fresh = OffloadCheck::new(0.1, 1);
+        let v = verdict(&mut fresh, 1.05);
+        assert!(!offloads(&v), "{v:?}");
+        // ...but kept where frames already offload (15% faster first).
+        let mut check = OffloadCheck::new(0.1, 1);
+        assert!(offloads(&verdict(&mut check, 0.85)));
+        assert!(offloads(&verdict(&mut check, 1.05)), "within the margin: the placement in force stays");
+        check.forget();
+        assert!(offloads(&verdict(&mut check, 1.05)), "forgetting prices keeps what is in force");
+        // Running here 20% faster brings them back, and says why.
+        let Verdict::Local { why, .. } = verdict(&mut check, 1.25) else {
+            panic!("running here a fifth faster wins");
+        };
+        assert!(why.contains("running here wins by more than the 10% margin"), "{why}");
+        // From there, offloading must win by the margin again.
+        assert!(!offloads(&verdict(&mut check, 0.95)));
+        assert!(offloads(&verdict(&mut check, 0.85)));
+        // The planner choosing every layer here (or a new link) ends it too.
+        check.here();
+        assert!(!offloads(&verdict(&mut check, 1.05)));
     }
 
     #[test]

@@ -193,9 +193,10 @@ impl Driver {
         self.handheld_latency = Some(all.map(|(e, l)| (e, OnlineLatency::new(graph, l))).collect());
         // A new handheld may not offer the engines a kept decision named: decide again.
         self.kept = None;
-        // A new link: the last one's misses do not count against it.
+        // A new link: the last one's misses do not count against it, and
+        // nothing is offloaded in force.
         self.stall.reset();
-        self.offload.forget();
+        self.offload.here();
         self.planner.handle_predictor_update();
     }
 
@@ -524,6 +525,7 @@ impl Driver {
         };
         let engines = d.engines;
         if d.chosen.is_wearable_only() {
+            self.offload.here();
             let ms = d.evaluation.latency_s * 1e3;
             let why = format!("the planner: every layer here, predicted {ms:.1} ms ({})", d.reason);
             let next = Next::at(d.chosen.clone(), Some(ms)).on(engines);
