@@ -1540,8 +1540,9 @@ mod tests {
         let cases =
             [("latency_ms", "-1.0"), ("wearable_j", "-0.5"), ("p95_ms", "1e999"), ("handheld_j", "-1e999")];
         for (field, bad) in cases {
-            // The figure as text: JSON has no infinity, so 1e999 is what a
-            // writer's overflow would leave.
+            // The figure as text. JSON has no infinity: 1e999 (what a
+            // writer's overflow would leave) is refused by the parser,
+            // still naming the line; the negative ones by the check.
             let mut v: serde_json::Value = serde_json::from_str(&good)?;
             v[field] = serde_json::json!(123_456.5);
             let line = serde_json::to_string(&v)?.replace("123456.5", bad);

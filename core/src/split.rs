@@ -477,15 +477,15 @@ impl SplitExecutor {
             building.insert(key.clone());
         }
         let _building = Building { executor: self, key: &key };
-        self.builds.fetch_add(1, Ordering::Relaxed);
         let plan = Arc::new(SplitPlan::build_on(&self.model, cut, sides, engines)?);
+        self.builds.fetch_add(1, Ordering::Relaxed);
         let bytes = plan_weight_bytes(&self.model, cut, sides);
         self.lock().insert(key.clone(), plan.clone(), bytes);
         Ok(plan)
     }
 
-    /// How many plans it has built: neither a cached one nor one another
-    /// thread was building (and this one waited for) counts.
+    /// How many plans it has built: neither a cached one, nor one another
+    /// thread was building (and this one waited for), nor a failed build counts.
     pub fn plans_built(&self) -> u64 {
         self.builds.load(Ordering::Relaxed)
     }

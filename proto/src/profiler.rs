@@ -261,20 +261,18 @@ impl LinkProfiler {
     }
 
     /// Energy weights from both batteries (SPEC 2's policy): a charging
-    /// handheld's energy is free (Ww=1, Wp=0); else, weighed by capacity
-    /// ([`LinkProfiler::weigh_by_capacity`]), each side by its share of
-    /// the two batteries' capacities; else by level: a handheld below 20%
-    /// weighs 0.8; a wearable below 20% (handheld fine) weighs 0.8; else
-    /// 0.5 each.
+    /// handheld's energy is free (Ww=1, Wp=0); a handheld below 20% weighs
+    /// 0.8; a wearable below 20% (handheld fine) weighs 0.8; else, weighed
+    /// by capacity ([`LinkProfiler::weigh_by_capacity`]), each side by its
+    /// share of the two batteries' capacities, or 0.5 each. A nearly flat
+    /// battery is spared whatever its capacity.
     pub fn weights(&self) -> EnergyWeights {
         let low = 0.2;
-        if let Some((w, h)) = self.capacities.filter(|_| !self.status.is_some_and(|s| s.charging)) {
-            return EnergyWeights { wearable: h / (w + h), handheld: w / (w + h) };
-        }
-        match (self.status, self.wearable_battery) {
-            (Some(s), _) if s.charging => EnergyWeights { wearable: 1.0, handheld: 0.0 },
-            (Some(s), _) if f64::from(s.battery) < low => EnergyWeights { wearable: 0.2, handheld: 0.8 },
-            (_, Some((level, false))) if level < low => EnergyWeights { wearable: 0.8, handheld: 0.2 },
+        match (self.status, self.wearable_battery, self.capacities) {
+            (Some(s), _, _) if s.charging => EnergyWeights { wearable: 1.0, handheld: 0.0 },
+            (Some(s), _, _) if f64::from(s.battery) < low => EnergyWeights { wearable: 0.2, handheld: 0.8 },
+            (_, Some((level, false)), _) if level < low => EnergyWeights { wearable: 0.8, handheld: 0.2 },
+            (_, _, Some((w, h))) => EnergyWeights { wearable: h / (w + h), handheld: w / (w + h) },
             _ => EnergyWeights::default(),
         }
     }
@@ -378,25 +376,32 @@ mod tests {
     }
 
     #[test]
-    fn weights_by_capacity_price_each_battery_share_and_a_charging_phone_stays_free() {
+    fn weights_by_capacity_price_each_battery_share_and_spare_a_flat_one() {
         let mut p = LinkProfiler::new(default(), Duration::from_secs(2));
-        p.on_wearable_battery(0.1, false);
+        p.on_wearable_battery(0.8, false);
         for bad in [0.0, -410.0, f64::NAN, f64::INFINITY] {
             assert!(!p.weigh_by_capacity(bad, 3220.0) && !p.weigh_by_capacity(410.0, bad), "{bad}");
         }
-        assert_eq!(p.weights(), EnergyWeights { wearable: 0.8, handheld: 0.2 }, "refused: by level still");
+        assert_eq!(p.weights(), EnergyWeights::default(), "refused: by level still");
         // The LG Watch Urbane (410 mAh) and the Nexus 6 (3220 mAh): a
-        // joule on the watch weighs 3220/410 of one on the phone, whatever
-        // the levels.
+        // joule on the watch weighs 3220/410 of one on the phone.
         assert!(p.weigh_by_capacity(410.0, 3220.0));
         let w = p.weights();
         assert!(
             (w.wearable - 3220.0 / 3630.0).abs() < 1e-12 && (w.handheld - 410.0 / 3630.0).abs() < 1e-12,
             "{w:?}"
         );
-        p.on_status(StatusReport { load: 0.0, queue: 0, battery: 0.1, charging: false });
-        assert_eq!(p.weights(), w, "a low phone does not change the shares");
-        p.on_status(StatusReport { load: 0.0, queue: 0, battery: 0.1, charging: true });
+        let phone = |battery, charging| StatusReport { load: 0.0, queue: 0, battery, charging };
+        p.on_status(phone(0.8, false));
+        assert_eq!(p.weights(), w, "both batteries fine: by capacity");
+        // A nearly flat battery is spared whatever its capacity, and a
+        // charging phone's energy is free.
+        p.on_status(phone(0.1, false));
+        assert_eq!(p.weights(), EnergyWeights { wearable: 0.2, handheld: 0.8 });
+        p.on_status(phone(0.1, true));
         assert_eq!(p.weights(), EnergyWeights { wearable: 1.0, handheld: 0.0 });
+        p.on_status(phone(0.8, false));
+        p.on_wearable_battery(0.1, false);
+        assert_eq!(p.weights(), EnergyWeights { wearable: 0.8, handheld: 0.2 });
     }
 }

@@ -187,20 +187,27 @@ impl OffloadCheck {
         } else {
             let here_ms = local.latency_s * 1e3;
             let margin = self.margin * 100.0;
-            // Energy decided it at PropT ∞, and within a bound both meet.
-            let by_energy = match c.hint {
-                LatencyHint::EnergyFirst => true,
+            // Which meets a latency bound: meeting it decides first.
+            let meets = match c.hint {
                 LatencyHint::Within(d) => {
                     let d = d.as_secs_f64();
-                    here.time(mode) <= d && there.time(mode) <= d
+                    Some((d, here.time(mode) <= d, there.time(mode) <= d))
                 }
-                LatencyHint::Fastest => false,
+                _ => None,
             };
-            let rule = match (self.offloading, by_energy) {
-                (true, true) => format!("running here saves more than the {margin:.0}% margin"),
-                (true, false) => format!("running here wins by more than the {margin:.0}% margin"),
-                (false, true) => format!("offloading must save the {margin:.0}% margin"),
-                (false, false) => format!("offloading must win by the {margin:.0}% margin"),
+            // Energy decided it at PropT ∞, and within a bound both meet.
+            let by_energy = match meets {
+                Some((_, here_meets, there_meets)) => here_meets && there_meets,
+                None => c.hint == LatencyHint::EnergyFirst,
+            };
+            let rule = match (meets, self.offloading, by_energy) {
+                (Some((d, true, false)), _, _) => {
+                    format!("running here meets the {:.0} ms bound, offloading misses it", d * 1e3)
+                }
+                (_, true, true) => format!("running here saves more than the {margin:.0}% margin"),
+                (_, true, false) => format!("running here wins by more than the {margin:.0}% margin"),
+                (_, false, true) => format!("offloading must save the {margin:.0}% margin"),
+                (_, false, false) => format!("offloading must win by the {margin:.0}% margin"),
             };
             let why = if by_energy {
                 format!(
@@ -549,6 +556,16 @@ mod tests {
         // The planner choosing every layer here (or a new link) ends it too.
         check.here();
         assert!(!offloads(&verdict(&mut check, 1.05)));
+        // Under a bound only running here meets, the bound is the reason.
+        let l = rtt_for(1.05);
+        let d = offload_decision(&model, w, h, l);
+        let bound = Duration::from_secs_f64(here_s * 1.02);
+        let within = Conditions { hint: LatencyHint::Within(bound), ..conditions(l) };
+        let Verdict::Local { why, .. } = OffloadCheck::new(0.1, 1).check(g, &d, w, h, &within, Mode::Single)
+        else {
+            panic!("only running here meets the bound");
+        };
+        assert!(why.contains("bound, offloading misses it"), "{why}");
     }
 
     #[test]

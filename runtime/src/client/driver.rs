@@ -238,6 +238,10 @@ impl Driver {
 
     /// The app set a latency hint.
     pub fn handle_hint(&mut self, hint: LatencyHint) {
+        // Another objective: what was in force does not hold under it.
+        if self.planner.conditions().hint != hint {
+            self.offload.here();
+        }
         self.planner.handle_hint(hint);
     }
 

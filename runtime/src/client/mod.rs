@@ -185,9 +185,9 @@ fn prefix_key(executor: &SplitExecutor, prefix: crate::engine::Engine) -> crate:
     crate::engine::Engines { prefix, ..executor.engines() }
 }
 
-/// A profile's battery capacity, in mAh, when it gives one.
+/// A profile's battery capacity, in mAh, when it gives one (positive and finite).
 fn battery_mah(profile: &tandem_plan::device::DeviceProfile) -> Option<f64> {
-    profile.battery.as_ref()?.capacity_mah
+    profile.battery.as_ref()?.capacity_mah.filter(|c| c.is_finite() && *c > 0.0)
 }
 
 /// What prices a cut now: the link estimate, the handheld's status, the
@@ -264,6 +264,17 @@ impl Session {
     /// [`SessionConfig::require_handheld`] is set: then `open` keeps trying
     /// until that timeout and fails with the reason.
     pub fn open(model: ModelFile, transport: Box<dyn Transport>, config: SessionConfig) -> Result<Session> {
+        // Refused before anything starts: weighing energy by battery
+        // capacity needs one in each profile.
+        let capacities = match config.energy_weights {
+            EnergyWeighing::Capacity => {
+                let capacity = |p: &tandem_plan::device::DeviceProfile| {
+                    battery_mah(p).ok_or_else(|| Error::NoBatteryCapacity(p.name.clone()))
+                };
+                Some((capacity(&config.wearable)?, capacity(&config.handheld_fallback)?))
+            }
+            EnergyWeighing::Levels => None,
+        };
         let inputs = tandem_core::check::random_inputs(&model.model, 1)?;
         // Every engine `auto` allows is profiled: the planner chooses each
         // cut's prefix engine from them (the fastest whole model's is the
@@ -351,11 +362,7 @@ impl Session {
         if let Some((level, charging)) = battery {
             profiler.on_wearable_battery(level, charging);
         }
-        if config.energy_weights == EnergyWeighing::Capacity {
-            let capacity = |p: &tandem_plan::device::DeviceProfile| {
-                battery_mah(p).ok_or_else(|| Error::NoBatteryCapacity(p.name.clone()))
-            };
-            let (w, h) = (capacity(&config.wearable)?, capacity(&config.handheld_fallback)?);
+        if let Some((w, h)) = capacities {
             profiler.weigh_by_capacity(w, h);
         }
         let edge = config.edge.clone().map(|e| edge::EdgeState::new(e, model.model.graph()));
@@ -650,6 +657,9 @@ impl Session {
         if self.config.energy_weights == EnergyWeighing::Capacity {
             let theirs =
                 tandem_plan::device::DeviceProfile::shipped(device).ok().and_then(|p| battery_mah(&p));
+            if theirs.is_none() {
+                warn!(handheld = %device, fallback = %self.config.handheld_fallback.name, "no shipped profile of the handheld's name gives a battery capacity: the fallback's weighs its energy");
+            }
             let ours = battery_mah(&self.config.wearable);
             if let (Some(w), Some(h)) = (ours, theirs.or_else(|| battery_mah(&self.config.handheld_fallback)))
             {
