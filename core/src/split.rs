@@ -318,6 +318,7 @@ impl SplitPlan {
 /// cut costs a hash lookup. Each plan holds its own copy of the weights its
 /// halves use, so the cache is bounded in those bytes (least recently used
 /// plans go first; one in use elsewhere lives on until dropped there).
+///
 /// A plan being built on one thread is waited for on another, not built
 /// twice: a frame that needs the plan a background builder has begun
 /// waits for the rest of that build, and two builds do not share the CPU.
@@ -330,7 +331,7 @@ pub struct SplitExecutor {
     /// The plans being built now; `built` wakes their waiters.
     building: Mutex<HashSet<PlanKey>>,
     built: Condvar,
-    /// How many plans it has built (a cached one or one waited for is not counted).
+    /// How many plans it has built ([`SplitExecutor::plans_built`]).
     builds: AtomicU64,
 }
 

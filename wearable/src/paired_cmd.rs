@@ -34,7 +34,8 @@ pub enum EnergyWeightsArg {
     /// below 20% weighs 0.8, else 0.5 each.
     Levels,
     /// By the share of its own battery each side spends (joules over the
-    /// capacity in each profile, as DeepWear's paper counts energy).
+    /// capacity in each profile, as DeepWear's paper counts energy); a
+    /// charging phone is still free and a side below 20% still spared.
     Capacity,
 }
 

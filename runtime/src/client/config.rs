@@ -183,7 +183,8 @@ pub enum EnergyWeighing {
     /// battery's capacity, as DeepWear's paper counts energy): from the
     /// wearable's profile and the handheld's (its shipped profile once it
     /// names its device, the fallback's before); both must give a
-    /// capacity. A charging handheld's energy is still free.
+    /// capacity. A charging handheld's energy is still free, and a side
+    /// below 20% is still spared as by level.
     Capacity,
 }
 
