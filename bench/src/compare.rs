@@ -388,6 +388,20 @@ pub struct Headline {
     /// placement is counted as the best, one elsewhere is judged by its
     /// placement's pooled runs or its own.
     pub within_5pct_pooled: f64,
+    /// Geometric mean over the cells at PropT 0 and ∞ of the measured best
+    /// objective over this strategy's (at most 1 in each cell; 1: the best
+    /// everywhere), and its interval: the reference is each cell's best,
+    /// so the interval holds the strategy's own shortfall, where against
+    /// wearable-only it holds which cells pay to offload, a spread every
+    /// adaptive strategy shares. The best is the least mean of any
+    /// strategy's runs. `None` without such cells.
+    pub objective_vs_best: PairedFigure,
+    /// The same with runs at one placement pooled ([`pooled`]): the best is
+    /// the best placement's pooled runs, as [`Headline::within_5pct_pooled`]
+    /// finds it (runs that moved between placements are judged but do not
+    /// set it), and a strategy at that placement is at the best in every
+    /// resample.
+    pub objective_vs_best_pooled: PairedFigure,
     /// Largest relative spread between a cell's two runs.
     pub worst_run_spread: f64,
     /// Throughput pipelined over one frame at a time (geometric mean over
@@ -580,6 +594,8 @@ pub fn summarize(rows: &[Row]) -> Vec<Headline> {
                 pooled_speedup_vs_handheld: (latency_cells > 0)
                     .then(|| (pooled_h / latency_cells as f64).exp()),
                 within_5pct_pooled: pooled_within as f64 / n,
+                objective_vs_best: of_best(&one_figure, name, false),
+                objective_vs_best_pooled: of_best(&one_figure, name, true),
                 worst_run_spread: spread,
                 pipelining_gain,
             }
@@ -690,6 +706,44 @@ fn paired_figure(
     point.map(|g| (g, crate::interval::geomean_ratio_interval(&paired, 31)))
 }
 
+/// `name`'s objective against each cell's measured best over `cells`
+/// ([`crate::interval::geomean_of_best`]) and its 95% bootstrap interval;
+/// with `pool`, runs at one placement pooled. `None` without cells.
+fn of_best(cells: &[(&&Cell, &CellRuns)], name: &str, pool: bool) -> PairedFigure {
+    let pools = best_pools(cells, name, pool);
+    crate::interval::geomean_of_best(&pools)
+        .map(|g| (g, crate::interval::geomean_of_best_interval(&pools, 31)))
+}
+
+/// Each of `cells` as [`crate::interval::Pools`] of its objective (per
+/// run), `name` judged: without `pool`, each strategy's runs, every one
+/// of which may set the best; with it, each placement's pooled runs
+/// ([`pooled`]), and the own runs of a strategy whose runs moved between
+/// placements, which may not set it.
+fn best_pools(cells: &[(&&Cell, &CellRuns)], name: &str, pool: bool) -> Vec<crate::interval::Pools> {
+    cells
+        .iter()
+        .filter_map(|(c, cell)| {
+            let key = |s: &'static str| match placement_of(&cell[s]) {
+                Some(p) if pool => (Some(p), ""),
+                _ => (None, s),
+            };
+            let (mut keys, mut pools) = (Vec::new(), Vec::new());
+            for s in Strategy::ALL.iter().map(|s| s.name()) {
+                let k = key(s);
+                if keys.contains(&k) {
+                    continue;
+                }
+                let runs = if pool { pooled(cell, s) } else { cell[s].clone() };
+                pools.push((runs.iter().map(|r| score(c, &[r])).collect(), !pool || k.0.is_some()));
+                keys.push(k);
+            }
+            let judged = Strategy::ALL.iter().find(|s| s.name() == name).map(|s| key(s.name()))?;
+            crate::interval::Pools::new(pools, keys.iter().position(|k| *k == judged)?)
+        })
+        .collect()
+}
+
 /// [`paired_figure`] with runs at one placement pooled ([`pooled`]): a
 /// cell where both sides ran every run at one and the same placement is
 /// one pool, even; elsewhere each side's pooled runs. Also how many cells
@@ -769,16 +823,23 @@ fn headline_table(rows: &[Row]) -> String {
          each cell's objective vs wearable-only (PropT 0 and ∞ cells; geomean, interval) | \
          pooled, latency cells: vs wearable-only | vs handheld-only | \
          watch energy vs wearable-only (mean, model-based) | vs handheld-only | within 5% of the measured best | \
-         pooled: within 5% of the best | pipelining gain (geomean) | worst spread of two runs |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         pooled: within 5% of the best | \
+         each cell's objective: the measured best over its own (PropT 0 and ∞ cells; geomean, interval) | pooled | \
+         pipelining gain (geomean) | worst spread of two runs |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let with = |g: f64, i: Option<(f64, f64)>| match i {
         Some((lo, hi)) => format!("{g:.2}× ({lo:.2}–{hi:.2})"),
         None => format!("{g:.2}×"),
     };
+    let share = |figure: PairedFigure| match figure {
+        Some((g, Some((lo, hi)))) => format!("{g:.3} ({lo:.3}–{hi:.3})"),
+        Some((g, None)) => format!("{g:.3}"),
+        None => "–".into(),
+    };
     for h in headlines {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:+.0}% | {:+.0}% | {:.0}% | {:.0}% | {} | {:.0}% |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:+.0}% | {:+.0}% | {:.0}% | {:.0}% | {} | {} | {} | {:.0}% |\n",
             h.strategy,
             h.cells,
             with(h.speedup_vs_wearable, h.speedup_intervals.map(|i| i.0)),
@@ -794,6 +855,8 @@ fn headline_table(rows: &[Row]) -> String {
             h.watch_energy_vs_handheld * 100.0,
             h.within_5pct_of_best * 100.0,
             h.within_5pct_pooled * 100.0,
+            share(h.objective_vs_best),
+            share(h.objective_vs_best_pooled),
             h.pipelining_gain.map_or("–".into(), |g| format!("{g:.2}×")),
             h.worst_run_spread * 100.0
         );
@@ -1626,7 +1689,16 @@ mod tests {
             line.starts_with(&format!("| tandem | 2 | 2.00× ({wl:.2}–{wh:.2}) | 2.00× ({hl:.2}–{hh:.2}) |")),
             "{line}"
         );
-        assert!(line.ends_with("| 2.00× | 2.00× | -75% | -50% | 50% | 50% | – | 22% |"), "{line}");
+        assert!(line.contains("| 2.00× | 2.00× | -75% | -50% | 50% | 50% | 0.707 ("), "{line}");
+        assert!(line.ends_with("| – | 22% |"), "{line}");
+        // Against each cell's best: 1 in a (50 the best), 25 / 50 in b.
+        let (g, interval) = tandem.objective_vs_best.expect("cells");
+        assert!((g - 0.5f64.sqrt()).abs() < 1e-9, "{tandem:?}");
+        let (lo, hi) = interval.expect("interval");
+        assert!(lo < g && hi <= 1.0, "{tandem:?}");
+        // No run says where it ran: nothing pools, the same figure.
+        assert_eq!(tandem.objective_vs_best_pooled.map(|f| f.0), Some(g));
+        assert!(line.contains(&format!("| {g:.3} ({lo:.3}–{hi:.3}) | {g:.3} (")), "{line}");
         // Both cells at PropT 0: the objective is latency, as the speedup.
         assert!(line.contains(&format!("| 2.00× ({wl:.2}–{wh:.2}) (2 cells) |")), "{line}");
     }
@@ -1806,6 +1878,32 @@ mod tests {
         // Speedups pooled: wearable-only's 11 over the split's 12.
         let pooled = |n: &str| get(n).pooled_speedup_vs_wearable.expect("latency cells");
         assert!((pooled("dads") - 11.0 / 12.0).abs() < 1e-9);
+        // Against the best: as measured, Tandem's 10; pooled, the watch's
+        // 11 (DeepWear's own 10.4 is judged at the best, not setting it).
+        let of_best = |n: &str, pooled: bool| {
+            let h = get(n);
+            let figure = if pooled { h.objective_vs_best_pooled } else { h.objective_vs_best };
+            figure.expect("cells").0
+        };
+        for (n, unpooled, pooled) in [
+            ("wearable-only", 10.0 / 12.0, 1.0),
+            ("tandem", 1.0, 1.0),
+            ("dads", 10.0 / 11.0, 11.0 / 12.0),
+            ("neurosurgeon", 10.0 / 13.0, 11.0 / 12.0),
+            ("deepwear", 10.0 / 10.4, 1.0),
+            ("handheld-only", 0.1, 0.11),
+        ] {
+            assert!((of_best(n, false) - unpooled).abs() < 1e-9, "{n}: {:?}", get(n));
+            assert!((of_best(n, true) - pooled).abs() < 1e-9, "{n}: {:?}", get(n));
+        }
+        // The watch's runs are one pool for both, and so one draw: the two
+        // have one interval; it reaches below 1, as the split's runs (11,
+        // 13) overlap the watch's (10, 12) and some resamples put it ahead.
+        let watch = get("wearable-only").objective_vs_best_pooled;
+        assert_eq!(get("tandem").objective_vs_best_pooled, watch);
+        let (_, interval) = watch.expect("cells");
+        let (lo, hi) = interval.expect("interval");
+        assert!(lo < 1.0 && hi == 1.0, "{watch:?}");
         assert!((pooled("tandem") - 1.0).abs() < 1e-9);
         assert!((get("tandem").speedup_vs_wearable - 1.2).abs() < 1e-9);
         // A PropT ∞ cell where Tandem is 10× slower (for less energy) counts

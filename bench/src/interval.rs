@@ -1,8 +1,10 @@
 //! Bootstrap intervals for the harness's headline figures, so that a
 //! reader can tell a tie from a win: the cells, and within each cell the
-//! runs of both strategies, resampled with replacement (a cell whose two
-//! sides are one pool of runs is drawn as it is, even); the 2.5th and
-//! 97.5th percentiles of the statistic over the resamples.
+//! runs, resampled with replacement (a cell whose two sides are one pool
+//! of runs is drawn as it is, even); the 2.5th and 97.5th percentiles of
+//! the statistic over the resamples. Two statistics: a strategy against a
+//! baseline, paired by cell ([`Paired`]), and a strategy against each
+//! cell's measured best ([`Pools`]).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -59,27 +61,100 @@ fn mean(v: &[f64]) -> Option<f64> {
 /// with replacement (a one-pool cell's not: it stays even); `seed` makes
 /// it repeatable. `None` without a cell.
 pub fn geomean_ratio_interval(cells: &[Paired], seed: u64) -> Option<(f64, f64)> {
+    bootstrap(cells, seed, geomean_ratio, |c, rng| {
+        if c.one_pool {
+            return c.clone();
+        }
+        Paired::new(draw(&c.baseline, rng), draw(&c.strategy, rng))
+    })
+}
+
+/// One cell's runs as the measured best is found in it: pools of runs (a
+/// placement's runs, whichever strategies ran them; or one strategy's own),
+/// which of them may set the best, and the one the strategy is judged by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pools {
+    /// Each pool's runs (positive figures, lower is better).
+    pools: Vec<Vec<f64>>,
+    /// Whether each pool may set the cell's best.
+    sets_best: Vec<bool>,
+    /// The pool the strategy is judged by.
+    judged: usize,
+}
+
+impl Pools {
+    /// A cell of `pools`, each with whether it may set the best, the
+    /// strategy judged by the pool at `judged`. `None` if there is no such
+    /// pool.
+    pub fn new(pools: Vec<(Vec<f64>, bool)>, judged: usize) -> Option<Pools> {
+        (judged < pools.len()).then(|| {
+            let (pools, sets_best) = pools.into_iter().unzip();
+            Pools { pools, sets_best, judged }
+        })
+    }
+
+    /// The cell's best over the judged pool's mean, at most 1 (a pool that
+    /// may not set the best and measured below it counts as at it);
+    /// `None` without runs to judge.
+    fn share(&self) -> Option<f64> {
+        let means: Vec<Option<f64>> = self.pools.iter().map(|p| mean(p)).collect();
+        let least = |only_setters: bool| {
+            means
+                .iter()
+                .zip(&self.sets_best)
+                .filter(|(_, &sets)| sets || !only_setters)
+                .filter_map(|(m, _)| *m)
+                .fold(f64::INFINITY, f64::min)
+        };
+        let best = match least(true) {
+            b if b.is_finite() => b,
+            _ => least(false),
+        };
+        let own = means[self.judged]?;
+        (best > 0.0 && own > 0.0).then(|| (best / own).min(1.0))
+    }
+}
+
+/// The geometric mean over `cells` of each cell's best over the judged
+/// pool's mean, each at most 1 (1: the strategy at the best everywhere).
+pub fn geomean_of_best(cells: &[Pools]) -> Option<f64> {
+    let logs: Vec<f64> = cells.iter().filter_map(|c| Some(c.share()?.ln())).collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// The 95% bootstrap interval of [`geomean_of_best`]: cells drawn with
+/// replacement, then each pool's runs (so strategies that share a pool
+/// share its draw, and the best is found again in each resample).
+pub fn geomean_of_best_interval(cells: &[Pools], seed: u64) -> Option<(f64, f64)> {
+    bootstrap(cells, seed, geomean_of_best, |c, rng| Pools {
+        pools: c.pools.iter().map(|p| draw(p, rng)).collect(),
+        ..c.clone()
+    })
+}
+
+/// `v`'s values drawn with replacement, as many as it has.
+fn draw(v: &[f64], rng: &mut ChaCha8Rng) -> Vec<f64> {
+    (0..v.len()).map(|_| v[rng.gen_range(0..v.len())]).collect()
+}
+
+/// The 2.5th and 97.5th percentiles of `statistic` over [`RESAMPLES`]
+/// resamples of `cells` (cells drawn with replacement, each redrawn by
+/// `redraw`); `None` without a cell.
+fn bootstrap<C>(
+    cells: &[C],
+    seed: u64,
+    statistic: fn(&[C]) -> Option<f64>,
+    redraw: fn(&C, &mut ChaCha8Rng) -> C,
+) -> Option<(f64, f64)> {
     if cells.is_empty() {
         return None;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let draw = |v: &[f64], rng: &mut ChaCha8Rng| -> Vec<f64> {
-        (0..v.len()).map(|_| v[rng.gen_range(0..v.len())]).collect()
-    };
     let mut stats = Vec::with_capacity(RESAMPLES);
     for _ in 0..RESAMPLES {
-        let sample: Vec<Paired> = (0..cells.len())
-            .map(|_| {
-                let c = &cells[rng.gen_range(0..cells.len())];
-                if c.one_pool {
-                    return c.clone();
-                }
-                let baseline = if c.baseline.is_empty() { vec![] } else { draw(&c.baseline, &mut rng) };
-                let strategy = if c.strategy.is_empty() { vec![] } else { draw(&c.strategy, &mut rng) };
-                Paired::new(baseline, strategy)
-            })
-            .collect();
-        if let Some(g) = geomean_ratio(&sample) {
+        let sample: Vec<C> =
+            (0..cells.len()).map(|_| redraw(&cells[rng.gen_range(0..cells.len())], &mut rng)).collect();
+        if let Some(g) = statistic(&sample) {
             stats.push(g);
         }
     }
@@ -138,5 +213,41 @@ mod tests {
         assert!((geomean_ratio(&mixed).expect("cells") - 2f64.sqrt()).abs() < 1e-12);
         let (lo, hi) = geomean_ratio_interval(&mixed, 5).expect("cells");
         assert!((lo - 1.0).abs() < 1e-12 && (hi - 2.0).abs() < 1e-12, "{lo} {hi}");
+    }
+
+    fn pools(pools: &[(&[f64], bool)], judged: usize) -> Pools {
+        Pools::new(pools.iter().map(|(runs, sets)| (runs.to_vec(), *sets)).collect(), judged)
+            .expect("judged pool")
+    }
+
+    /// Against each cell's best: the least mean of the pools that may set
+    /// it, over the judged pool's, at most 1; a pool judged at the best
+    /// stays there in every resample however its runs spread.
+    #[test]
+    fn the_best_is_found_in_each_cell_and_each_resample() {
+        // Pools of 10, 20 (both may set the best) and 5 (moved runs: may not).
+        let three: [(&[f64], bool); 3] = [(&[10.0, 10.0], true), (&[20.0, 20.0], true), (&[5.0, 5.0], false)];
+        let share = |judged| geomean_of_best(&[pools(&three, judged)]).expect("cell");
+        assert_eq!((share(0), share(1), share(2)), (1.0, 0.5, 1.0));
+        // No pool may set it: the least of all.
+        let moved: [(&[f64], bool); 2] = [(&[10.0], false), (&[40.0], false)];
+        assert_eq!(geomean_of_best(&[pools(&moved, 1)]), Some(0.25));
+        assert_eq!(Pools::new(vec![(vec![1.0], true)], 1), None);
+        // The geometric mean over cells: 1 and 0.25 give 0.5.
+        let cells = [pools(&three, 0), pools(&moved, 1)];
+        assert!((geomean_of_best(&cells).expect("cells") - 0.5).abs() < 1e-12);
+        // At the best pool of noisy runs: 1 in every resample.
+        let noisy: [(&[f64], bool); 2] = [(&[5.0, 15.0], true), (&[30.0, 50.0], true)];
+        assert_eq!(geomean_of_best_interval(&vec![pools(&noisy, 0); 5], 9), Some((1.0, 1.0)));
+        // Judged by the other: around 10 / 40, the best found again in each
+        // resample (drawn 5s against 50s: 0.1; 15s against 30s: 0.5).
+        let (lo, hi) = geomean_of_best_interval(&vec![pools(&noisy, 1); 5], 9).expect("cells");
+        assert!(0.1 < lo && lo < 0.25 && 0.25 < hi && hi < 0.5, "{lo} {hi}");
+        // Two pools that overlap: a resample may put either ahead, so the
+        // interval reaches 1 (at most 1 in each cell).
+        let close: [(&[f64], bool); 2] = [(&[9.0, 11.0], true), (&[10.0, 12.0], true)];
+        let (lo, hi) = geomean_of_best_interval(&vec![pools(&close, 1); 2], 9).expect("cells");
+        assert!(lo < 0.95 && hi == 1.0, "{lo} {hi}");
+        assert_eq!(geomean_of_best_interval(&[], 9), None);
     }
 }
