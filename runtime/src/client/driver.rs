@@ -127,7 +127,10 @@ pub(super) struct Driver {
     /// layer times it sent, learning from the times it reports.
     handheld_latency: Option<Vec<(Engine, OnlineLatency)>>,
     wearable_energy: ClusterEnergy,
+    /// The ready handheld's energy model: its shipped profile's, else the fallback's.
     handheld_energy: ClusterEnergy,
+    /// The configured fallback handheld's, for a handheld of no shipped profile.
+    fallback_energy: ClusterEnergy,
     /// Deadlines missed in a row.
     stall: StallPolicy,
     /// At a source rate, when a frame runs here to measure the whole model again.
@@ -169,13 +172,15 @@ impl Driver {
             handheld_latency: None,
             wearable_energy: energy(&config.wearable)?,
             handheld_energy: energy(&config.handheld_fallback)?,
+            fallback_energy: energy(&config.handheld_fallback)?,
             stall: StallPolicy::new(config.max_missed_deadlines),
             revisit: Revisit::new(REVISIT_EVERY),
         })
     }
 
     /// A handheld is ready: its profile's name (a shipped profile prices
-    /// its energy, any other name keeps the fallback's) and its layer
+    /// its energy, any other name the fallback's, never an earlier
+    /// handheld's) and its layer
     /// times on each engine it offered, its own first.
     pub fn handheld_ready(
         &mut self,
@@ -184,11 +189,9 @@ impl Driver {
         (own, others): ((Engine, ProfiledLatency), Vec<(Engine, ProfiledLatency)>),
     ) {
         // A name from the peer: a shipped profile or none (never a path).
-        if let Ok(e) =
-            DeviceProfile::shipped(device).and_then(|p| ClusterEnergy::new(&p, PowerModel::Analytical))
-        {
-            self.handheld_energy = e;
-        }
+        self.handheld_energy = DeviceProfile::shipped(device)
+            .and_then(|p| ClusterEnergy::new(&p, PowerModel::Analytical))
+            .unwrap_or_else(|_| self.fallback_energy.clone());
         let all = std::iter::once(own).chain(others);
         self.handheld_latency = Some(all.map(|(e, l)| (e, OnlineLatency::new(graph, l))).collect());
         // A new handheld may not offer the engines a kept decision named: decide again.
@@ -672,6 +675,27 @@ mod tests {
         let n = d.next(g, &Placement::Auto, None, Mode::Single, now(1000));
         assert!(n.cut.is_wearable_only(), "{n:?}");
         assert!(n.local_reason.expect("saying why").starts_with("the planner"));
+    }
+
+    #[test]
+    fn a_handheld_of_no_shipped_profile_is_priced_as_the_fallback_not_as_the_one_before() {
+        let m = model();
+        let g = m.graph();
+        let mut d = driver(g, true);
+        let fallback = d.handheld_energy().clone();
+        let shipped = |name: &str| {
+            let p = DeviceProfile::shipped(name).expect("a shipped profile");
+            ClusterEnergy::new(&p, PowerModel::Analytical).expect("its energy model")
+        };
+        let times = || ((Engine::Tract, layers(g, 0.0001)), vec![]);
+        d.handheld_ready(g, "samsung-a16", times());
+        assert_eq!(d.handheld_energy(), &shipped("samsung-a16"));
+        assert_ne!(d.handheld_energy(), &fallback, "the test needs a profile apart from the fallback");
+        // A roaming watch meets a phone whose name is no shipped profile.
+        d.handheld_ready(g, "a phone of no shipped profile", times());
+        assert_eq!(d.handheld_energy(), &fallback);
+        d.handheld_ready(g, "nexus-6", times());
+        assert_eq!(d.handheld_energy(), &shipped("nexus-6"));
     }
 
     #[test]
