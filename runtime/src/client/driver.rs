@@ -159,6 +159,7 @@ impl Driver {
             planner = planner.with_dvfs(config.wearable.clone());
         }
         let in_flight = if config.pipeline { config.max_in_flight } else { 1 };
+        let fallback_energy = energy(&config.handheld_fallback)?;
         Ok(Driver {
             planner,
             link: ChangeGate::new(config.link_default, LINK_CHANGE),
@@ -171,8 +172,8 @@ impl Driver {
             wearable_latency,
             handheld_latency: None,
             wearable_energy: energy(&config.wearable)?,
-            handheld_energy: energy(&config.handheld_fallback)?,
-            fallback_energy: energy(&config.handheld_fallback)?,
+            handheld_energy: fallback_energy.clone(),
+            fallback_energy,
             stall: StallPolicy::new(config.max_missed_deadlines),
             revisit: Revisit::new(REVISIT_EVERY),
         })
@@ -180,8 +181,8 @@ impl Driver {
 
     /// A handheld is ready: its profile's name (a shipped profile prices
     /// its energy, any other name the fallback's, never an earlier
-    /// handheld's) and its layer
-    /// times on each engine it offered, its own first.
+    /// handheld's) and its layer times on each engine it offered, its own
+    /// first.
     pub fn handheld_ready(
         &mut self,
         graph: &LayerGraph,
